@@ -1,0 +1,91 @@
+"""One settings model for every process: flags > OMNIVOX_* environment > config file > defaults."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
+
+MiB = 1024 * 1024
+
+
+class Settings(BaseSettings):
+    """Every knob of omnivox. Each field is also the env var ``OMNIVOX_<NAME>``."""
+
+    model_config = SettingsConfigDict(env_prefix="OMNIVOX_", extra="ignore")
+
+    # --- network
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=0, le=65535)
+    api_key: str | None = Field(None, description="bearer token required by the public endpoints when set")
+
+    # --- local workers started by `omnivox serve`
+    workers: int = Field(1, ge=0, le=64)
+    worker_host: str = "127.0.0.1"
+    worker_port: int = Field(0, ge=0, le=65535, description="0 picks a free port")
+    worker_public_url: str | None = Field(None, description="URL the gateway uses to reach this worker")
+    gateway_url: str | None = Field(None, description="gateway a worker registers with")
+    worker_urls: list[str] = Field(default_factory=list, description="workers the gateway knows up front")
+
+    # --- engine
+    engine: str = "echo"
+    model: str | None = Field(None, description="model directory for the transformers engine")
+    device: str = "cpu"
+    tiny_seed: int = 0
+
+    # --- voice (cascade engine)
+    llm_url: str | None = None
+    llm_model: str | None = None
+    llm_api_key: str | None = None
+    asr: str = "pocketsphinx"
+    asr_url: str | None = None
+    tts: str = "hibari"
+    tts_url: str | None = None
+    voice: str | None = None
+
+    # --- queue and pool
+    max_queue_size: int = Field(1000, ge=0)
+    queue_update_interval_s: float = Field(3.0, gt=0)
+    health_interval_s: float = Field(2.0, gt=0)
+    health_timeout_s: float = Field(2.0, gt=0)
+    offline_after_failures: int = Field(2, ge=1)
+    heartbeat_interval_s: float = Field(2.0, gt=0)
+    eta_ema_alpha: float = Field(0.3, gt=0, le=1)
+    eta_min_samples: int = Field(3, ge=1)
+    worker_connect_timeout_s: float = Field(5.0, gt=0)
+
+    # --- protocol limits
+    max_message_bytes: int = Field(8 * MiB, ge=1024)
+    max_new_tokens_limit: int = Field(4096, ge=1)
+
+    # --- storage
+    data_dir: Path = Path("data")
+
+    log_level: str = "INFO"
+
+
+def load_settings(config_file: str | os.PathLike[str] | None = None, **overrides: Any) -> Settings:
+    """Build the settings. ``overrides`` are command line flags (``None`` values are ignored)."""
+    path = config_file or os.environ.get("OMNIVOX_CONFIG")
+    flags = {k: v for k, v in overrides.items() if v is not None}
+    if not path:
+        return Settings(**flags)
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"config file not found: {path}")
+
+    class _FileSettings(Settings):
+        @classmethod
+        def settings_customise_sources(
+            cls,
+            settings_cls: type[BaseSettings],
+            init_settings: PydanticBaseSettingsSource,
+            env_settings: PydanticBaseSettingsSource,
+            dotenv_settings: PydanticBaseSettingsSource,
+            file_secret_settings: PydanticBaseSettingsSource,
+        ) -> tuple[PydanticBaseSettingsSource, ...]:
+            return init_settings, env_settings, TomlConfigSettingsSource(settings_cls, toml_file=path)
+
+    return Settings.model_validate(_FileSettings(**flags).model_dump())

@@ -1,0 +1,152 @@
+"""Errors as data: every error omnivox reports has a code, a category and its wire mappings.
+
+This module is the one place that maps errors to error codes, HTTP statuses and WebSocket close
+codes. Code never matches on message text; it matches on classes or on ``code``.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any, ClassVar
+
+
+class Category(str, Enum):
+    RECOVERABLE = "recoverable"  # report it, keep the connection
+    FATAL = "fatal"  # report it, then close the connection
+
+
+# WebSocket close codes (RFC 6455 section 7.4.1).
+WS_NORMAL = 1000
+WS_POLICY = 1008
+WS_TOO_BIG = 1009
+WS_SERVER_ERROR = 1011
+
+
+class OmnivoxError(Exception):
+    """Base class. Subclasses set ``code``, ``category``, ``http_status`` and ``close_code``."""
+
+    code: ClassVar[str] = "internal_error"
+    category: ClassVar[Category] = Category.FATAL
+    http_status: ClassVar[int] = 500
+    close_code: ClassVar[int] = WS_SERVER_ERROR
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details
+
+    @property
+    def fatal(self) -> bool:
+        return self.category is Category.FATAL
+
+    def to_payload(self) -> dict[str, Any]:
+        """The ``error`` message body sent to clients."""
+        payload: dict[str, Any] = {"type": "error", "code": self.code, "message": self.message}
+        if self.details:
+            payload["details"] = self.details
+        return payload
+
+
+class _Recoverable(OmnivoxError):
+    category = Category.RECOVERABLE
+    http_status = 400
+    close_code = WS_NORMAL
+
+
+class InvalidJson(_Recoverable):
+    code = "invalid_json"
+
+
+class UnknownMessageType(_Recoverable):
+    code = "unknown_type"
+
+
+class InvalidMessage(_Recoverable):
+    code = "invalid_message"
+    http_status = 422
+
+
+class MessageTooLarge(_Recoverable):
+    code = "message_too_large"
+    http_status = 413
+
+
+class InvalidAudio(_Recoverable):
+    code = "invalid_audio"
+
+
+class UnsupportedContent(_Recoverable):
+    code = "unsupported_content"
+
+
+class PrefillRequired(_Recoverable):
+    code = "prefill_required"
+    http_status = 409
+
+
+class GenerationInProgress(_Recoverable):
+    code = "generation_in_progress"
+    http_status = 409
+
+
+class NotFound(_Recoverable):
+    code = "not_found"
+    http_status = 404
+
+
+class QueueFull(OmnivoxError):
+    code = "queue_full"
+    http_status = 503
+    close_code = WS_POLICY
+
+
+class SessionLimitReached(OmnivoxError):
+    code = "session_limit_reached"
+    http_status = 503
+    close_code = WS_POLICY
+
+
+class Unauthorized(OmnivoxError):
+    code = "unauthorized"
+    http_status = 401
+    close_code = WS_POLICY
+
+
+class WorkerLost(OmnivoxError):
+    code = "worker_lost"
+    http_status = 502
+
+
+class WorkerUnavailable(OmnivoxError):
+    """No worker in the pool can ever serve this task (none has the capability)."""
+
+    code = "no_capable_worker"
+    http_status = 503
+    close_code = WS_POLICY
+
+
+class WorkerBusy(OmnivoxError):
+    code = "worker_busy"
+    http_status = 409
+    close_code = WS_POLICY
+
+
+class EngineFailure(OmnivoxError):
+    code = "engine_error"
+
+
+class IllegalTransition(OmnivoxError):
+    """A state machine was asked for a move its table does not allow (a bug, never user input)."""
+
+    code = "illegal_transition"
+
+
+class InternalError(OmnivoxError):
+    code = "internal_error"
+
+
+def as_omnivox_error(exc: BaseException) -> OmnivoxError:
+    """Wrap anything unexpected as an ``InternalError`` so it can be reported like the rest."""
+    if isinstance(exc, OmnivoxError):
+        return exc
+    return InternalError(f"{type(exc).__name__}: {exc}")

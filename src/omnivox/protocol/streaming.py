@@ -1,0 +1,88 @@
+"""Turn-based streaming protocol (``/ws/streaming/{session_id}``), the MiniCPM-o demo message set.
+
+Client -> server: prefill, generate, stop, close.
+Server -> client: queued, queue_update, queue_done (protocol.queue), prefill_done, chunk, done, error.
+The gateway adds ``clear_kv_cache`` to the prefill it forwards to a worker.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, TypeAdapter
+
+from omnivox.protocol.chat import ChatMessage
+from omnivox.protocol.wire import Msg, known_types
+
+# ---- client -> server
+
+
+class Prefill(Msg):
+    type: Literal["prefill"] = "prefill"
+    messages: list[ChatMessage] = Field(min_length=1)
+    is_last_chunk: bool = True
+    ref_audio_base64: str | None = None
+    # set by the gateway only: False keeps the worker's KV cache (a cache hit)
+    clear_kv_cache: bool = True
+
+
+class Generate(Msg):
+    type: Literal["generate"] = "generate"
+    max_new_tokens: int = Field(256, ge=1)
+    temperature: float = Field(0.0, ge=0.0, le=2.0)
+    generate_audio: bool = False
+
+
+class Stop(Msg):
+    type: Literal["stop"] = "stop"
+
+
+class Close(Msg):
+    type: Literal["close"] = "close"
+
+
+ClientMessage = Annotated[Prefill | Generate | Stop | Close, Field(discriminator="type")]
+CLIENT_ADAPTER: TypeAdapter[ClientMessage] = TypeAdapter(ClientMessage)
+CLIENT_TYPES = known_types(CLIENT_ADAPTER)
+
+# ---- server -> client
+
+
+class PrefillDone(Msg):
+    type: Literal["prefill_done"] = "prefill_done"
+    prompt_length: int  # tokens in the KV cache after the prefill
+    message_count: int  # messages the worker holds
+    cached_tokens: int  # tokens reused from the cache (0 on a miss)
+    input_tokens: int  # tokens computed by this prefill
+    cache_hit: bool = False
+    worker_id: str | None = None
+
+
+class Chunk(Msg):
+    type: Literal["chunk"] = "chunk"
+    chunk_index: int
+    text_delta: str = ""
+    audio_data: str | None = None  # base64 PCM16 mono
+    audio_sample_rate: int | None = None
+    is_final: bool = False
+
+
+class TokenStats(Msg):
+    cached_tokens: int = 0
+    input_tokens: int = 0
+    generated_tokens: int = 0
+    total_tokens: int = 0
+
+
+class Done(Msg):
+    type: Literal["done"] = "done"
+    elapsed_ms: float
+    stopped: bool = False
+    text: str = ""  # the whole reply, as the worker cached it
+    ttft_ms: float | None = None
+    token_stats: TokenStats = Field(default_factory=TokenStats)
+
+
+ServerMessage = Annotated[PrefillDone | Chunk | Done, Field(discriminator="type")]
+SERVER_ADAPTER: TypeAdapter[ServerMessage] = TypeAdapter(ServerMessage)
+SERVER_TYPES = known_types(SERVER_ADAPTER) | {"error"}

@@ -1,0 +1,62 @@
+"""Parsing WebSocket text frames into pydantic messages, with errors as data.
+
+Every protocol module defines a discriminated union of client messages; ``parse`` turns a raw frame
+into one of them or raises the ``OmnivoxError`` that says exactly what was wrong.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
+
+from omnivox.core.errors import InvalidJson, InvalidMessage, MessageTooLarge, UnknownMessageType
+
+T = TypeVar("T")
+
+
+class Msg(BaseModel):
+    """Base of every wire message: unknown fields are ignored, so newer clients keep working."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    def dump(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_none=True)
+
+
+def known_types(adapter: TypeAdapter[Any]) -> frozenset[str]:
+    """The ``type`` tags a discriminated-union adapter accepts."""
+    schema = adapter.json_schema()
+    tags: set[str] = set()
+    for definition in schema.get("$defs", {}).values():
+        tag = definition.get("properties", {}).get("type", {})
+        if "const" in tag:
+            tags.add(tag["const"])
+        tags.update(tag.get("enum", []))
+    return frozenset(tags)
+
+
+def parse(adapter: TypeAdapter[T], raw: str | bytes, *, max_bytes: int, tags: frozenset[str]) -> T:
+    """Parse one frame. Raises MessageTooLarge, InvalidJson, UnknownMessageType or InvalidMessage."""
+    size = len(raw) if isinstance(raw, bytes) else len(raw.encode())
+    if size > max_bytes:
+        raise MessageTooLarge(f"message of {size} bytes exceeds the limit of {max_bytes}", limit=max_bytes)
+    try:
+        data = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InvalidJson(f"message is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise InvalidMessage("message must be a JSON object with a 'type' field")
+    kind = data.get("type")
+    if not isinstance(kind, str):
+        raise InvalidMessage("message has no string 'type' field")
+    if kind not in tags:
+        raise UnknownMessageType(f"unknown message type {kind!r}", known=sorted(tags))
+    try:
+        return adapter.validate_python(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc'][1:]) or 'message'}: {err['msg']}" for err in exc.errors()
+        )
+        raise InvalidMessage(f"invalid {kind!r} message: {problems}") from None
