@@ -150,3 +150,11 @@ def as_omnivox_error(exc: BaseException) -> OmnivoxError:
     if isinstance(exc, OmnivoxError):
         return exc
     return InternalError(f"{type(exc).__name__}: {exc}")
+
+
+class TicketCancelled(OmnivoxError):
+    """A queued ticket was cancelled (``DELETE /api/queue/{id}``) before a worker was assigned."""
+
+    code = "ticket_cancelled"
+    http_status = 409
+    close_code = WS_NORMAL

@@ -1,0 +1,96 @@
+"""Command line: ``omnivox serve | gateway | worker | bench NAME``. ``--help`` works everywhere."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from omnivox.bench import BENCHES
+from omnivox.core.config import Settings, load_settings
+from omnivox.core.logging import configure
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", help="TOML config file (also OMNIVOX_CONFIG)")
+    p.add_argument("--log-level", dest="log_level", help="DEBUG, INFO, WARNING, ...")
+    p.add_argument("--data-dir", dest="data_dir", help="where recordings and assets are stored")
+
+
+def _engine_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--engine", help="echo (default), tiny, transformers, cascade")
+    p.add_argument("--model", help="local model directory for the transformers engine")
+    p.add_argument("--device", help="cpu or cuda")
+    p.add_argument("--llm-url", dest="llm_url", help="OpenAI-compatible chat server for the cascade")
+    p.add_argument("--llm-model", dest="llm_model")
+    p.add_argument("--llm-api-key", dest="llm_api_key")
+
+
+def _gateway_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--host", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, help="port to listen on (default 8000)")
+    p.add_argument("--max-queue-size", dest="max_queue_size", type=int)
+    p.add_argument("--worker-url", dest="worker_urls", action="append", help="a worker to use (repeatable)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="omnivox", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="gateway plus N local workers in one command")
+    _common(serve)
+    _gateway_flags(serve)
+    _engine_flags(serve)
+    serve.add_argument("--workers", type=int, help="local worker processes to start (default 1)")
+
+    gateway = sub.add_parser("gateway", help="the gateway alone; workers register with it")
+    _common(gateway)
+    _gateway_flags(gateway)
+
+    worker = sub.add_parser("worker", help="one worker hosting one engine")
+    _common(worker)
+    _engine_flags(worker)
+    worker.add_argument("--gateway", dest="gateway_url", help="gateway URL to register with")
+    worker.add_argument("--host", dest="worker_host", help="address to listen on (default 127.0.0.1)")
+    worker.add_argument("--port", dest="worker_port", type=int, help="port to listen on (0 = any free)")
+    worker.add_argument("--public-url", dest="worker_public_url", help="URL the gateway should use")
+
+    bench = sub.add_parser("bench", help="benchmarks that print a table")
+    bench_sub = bench.add_subparsers(dest="bench", required=True)
+    for name in BENCHES:
+        module = importlib.import_module(f"omnivox.bench.{name}")
+        b = bench_sub.add_parser(name, help=(module.__doc__ or "").strip().splitlines()[0])
+        b.add_argument("--json", help="also write the results to this JSON file")
+        module.add_arguments(b)
+    return parser
+
+
+_SETTINGS_KEYS = set(Settings.model_fields)
+
+
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    flags = {k: v for k, v in vars(args).items() if k in _SETTINGS_KEYS}
+    return load_settings(getattr(args, "config", None), **flags)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    if args.command == "bench":
+        module = importlib.import_module(f"omnivox.bench.{args.bench}")
+        configure("WARNING")
+        sys.exit(module.run(args))
+    settings = settings_from_args(args)
+    configure(settings.log_level)
+    if args.command == "serve":
+        from omnivox.gateway.serve import serve
+
+        serve(settings)
+    elif args.command == "gateway":
+        from omnivox.gateway.serve import run_gateway
+
+        run_gateway(settings)
+    elif args.command == "worker":
+        from omnivox.worker.serve import run_worker
+
+        run_worker(settings)
