@@ -1,6 +1,10 @@
 """Benchmarks: each module exposes ``add_arguments(parser)`` and ``run(args) -> int``.
 
-Nothing at runtime imports this package.
+Nothing at runtime imports this package; the CLI imports a benchmark module only when it runs it.
 """
 
-BENCHES = ("pool", "kv", "voice")
+BENCHES = {
+    "pool": "gateway dispatch latency and memory with 1 to 10,000 queued tickets",
+    "kv": "time to first token per turn, KV-cache hit vs forced miss",
+    "voice": "ASR, TTS and VAD speed of the embedded voice models",
+}

@@ -14,7 +14,8 @@ import numpy as np
 def machine() -> str:
     import os
 
-    return f"{platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}, {platform.system()}"
+    py = platform.python_version()
+    return f"{platform.machine()} {os.cpu_count()} cores, Python {py}, {platform.system()}"
 
 
 def percentile(values: Sequence[float], q: float) -> float:

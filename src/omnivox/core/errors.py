@@ -6,11 +6,11 @@ codes. Code never matches on message text; it matches on classes or on ``code``.
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 from typing import Any, ClassVar
 
 
-class Category(str, Enum):
+class Category(StrEnum):
     RECOVERABLE = "recoverable"  # report it, keep the connection
     FATAL = "fatal"  # report it, then close the connection
 

@@ -10,3 +10,5 @@ def configure(level: str = "INFO") -> None:
         level=level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    # one line per health check and heartbeat would drown everything else
+    logging.getLogger("httpx").setLevel(logging.WARNING)

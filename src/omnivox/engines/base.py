@@ -71,7 +71,9 @@ class Engine(ABC):
         """Append ``messages`` to the held conversation, computing only what the cache lacks."""
 
     @abstractmethod
-    def generate(self, params: GenerateParams, stop: threading.Event, result: GenResult) -> Iterator[GenChunk]:
+    def generate(
+        self, params: GenerateParams, stop: threading.Event, result: GenResult
+    ) -> Iterator[GenChunk]:
         """Stream the assistant's reply to the held conversation.
 
         Checks ``stop`` between chunks and ends within one chunk of it being set. When the iterator
@@ -83,6 +85,10 @@ class Engine(ABC):
     def kv_length(self) -> int:
         """Tokens currently held in the cache."""
         return 0
+
+    def held_messages(self) -> list[ChatMessage]:
+        """The conversation the cache holds (the worker hashes it for cache-aware routing)."""
+        return []
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release resources at worker shutdown."""

@@ -41,7 +41,9 @@ class EchoEngine(Engine):
         self._tokens += new
         return PrefillStats(self._tokens, len(self._messages), cached, new)
 
-    def generate(self, params: GenerateParams, stop: threading.Event, result: GenResult) -> Iterator[GenChunk]:
+    def generate(
+        self, params: GenerateParams, stop: threading.Event, result: GenResult
+    ) -> Iterator[GenChunk]:
         last_user = next((m for m in reversed(self._messages) if m.role == "user"), None)
         said = last_user.text().strip() if last_user else ""
         words = [PREFIX, *(said.split() or ["(nothing", "to", "echo)"])][: params.max_new_tokens]
@@ -64,3 +66,6 @@ class EchoEngine(Engine):
     @property
     def kv_length(self) -> int:
         return self._tokens
+
+    def held_messages(self) -> list[ChatMessage]:
+        return list(self._messages)

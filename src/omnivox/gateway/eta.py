@@ -42,7 +42,9 @@ class DurationModel:
         return self._samples.get(task_type, 0)
 
 
-def estimate_waits(remaining_s: Iterable[float], queued_task_types: Iterable[str], model: DurationModel) -> list[float]:
+def estimate_waits(
+    remaining_s: Iterable[float], queued_task_types: Iterable[str], model: DurationModel
+) -> list[float]:
     """Wait in seconds for each queued ticket, in queue order.
 
     ``remaining_s`` holds, per usable worker, the seconds until it is expected to be free (0 for idle).

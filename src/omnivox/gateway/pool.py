@@ -174,7 +174,9 @@ class WorkerPool:
             del self._queue[ticket.ticket_id]
             ticket.future.cancel()
             self._touch()
-            raise QueueFull(f"the queue is full ({self.max_queue_size} waiting)", max_queue_size=self.max_queue_size)
+            raise QueueFull(
+                f"the queue is full ({self.max_queue_size} waiting)", max_queue_size=self.max_queue_size
+            )
         self._touch()
         return ticket
 
@@ -240,15 +242,18 @@ class WorkerPool:
                 remaining.append(self.durations.expected(w.task_type) - (now - w.busy_since))
         tickets = list(self._queue.values())
         waits = estimate_waits(remaining, (t.task_type for t in tickets), self.durations)
-        result = {t.ticket_id: (i + 1, round(wait, 1)) for i, (t, wait) in enumerate(zip(tickets, waits, strict=True))}
+        result = {
+            t.ticket_id: (i + 1, round(wait, 1))
+            for i, (t, wait) in enumerate(zip(tickets, waits, strict=True))
+        }
         self._snapshot = (self._version, result)
         return result
 
-    async def wait_changed(self, timeout: float) -> None:
-        """Return when the queue or the workers change, or after ``timeout`` seconds."""
+    async def wait_changed(self, within_s: float) -> None:
+        """Return when the queue or the workers change, or after ``within_s`` seconds."""
         event = self._changed
         try:
-            await asyncio.wait_for(event.wait(), timeout)
+            await asyncio.wait_for(event.wait(), within_s)
         except TimeoutError:
             pass
 

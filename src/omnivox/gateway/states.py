@@ -2,26 +2,11 @@
 
 from __future__ import annotations
 
-from enum import Enum
-
 from omnivox.core.errors import IllegalTransition
+from omnivox.protocol.workers import WorkerState
 
+__all__ = ["TRANSITIONS", "WorkerState", "check_transition"]
 
-class WorkerState(str, Enum):
-    LOADING = "LOADING"  # registered, engine still loading
-    IDLE = "IDLE"  # can be assigned
-    BUSY_STREAMING = "BUSY_STREAMING"  # one streaming turn, prefill..done
-    DUPLEX_ACTIVE = "DUPLEX_ACTIVE"  # a duplex or realtime session, for its whole life
-    DUPLEX_PAUSED = "DUPLEX_PAUSED"  # a duplex session paused by its client
-    ERROR = "ERROR"  # engine failed to load or reported a fault
-    OFFLINE = "OFFLINE"  # unreachable: health checks fail, or its connection dropped mid-session
-
-    @property
-    def busy(self) -> bool:
-        return self in _BUSY
-
-
-_BUSY = frozenset({WorkerState.BUSY_STREAMING, WorkerState.DUPLEX_ACTIVE, WorkerState.DUPLEX_PAUSED})
 
 S = WorkerState
 TRANSITIONS: dict[WorkerState, frozenset[WorkerState]] = {

@@ -80,6 +80,7 @@ class Done(Msg):
     stopped: bool = False
     text: str = ""  # the whole reply, as the worker cached it
     ttft_ms: float | None = None
+    history_hash: str | None = None  # hash of the conversation the worker's cache now holds
     token_stats: TokenStats = Field(default_factory=TokenStats)
 
 

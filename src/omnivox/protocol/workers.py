@@ -2,7 +2,23 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 from pydantic import BaseModel, Field
+
+
+class WorkerState(StrEnum):
+    LOADING = "LOADING"  # registered, engine still loading
+    IDLE = "IDLE"  # can be assigned
+    BUSY_STREAMING = "BUSY_STREAMING"  # one streaming turn, prefill..done
+    DUPLEX_ACTIVE = "DUPLEX_ACTIVE"  # a duplex or realtime session, for its whole life
+    DUPLEX_PAUSED = "DUPLEX_PAUSED"  # a duplex session paused by its client
+    ERROR = "ERROR"  # engine failed to load or reported a fault
+    OFFLINE = "OFFLINE"  # unreachable: health checks fail, or its connection dropped mid-session
+
+    @property
+    def busy(self) -> bool:
+        return self in (WorkerState.BUSY_STREAMING, WorkerState.DUPLEX_ACTIVE, WorkerState.DUPLEX_PAUSED)
 
 
 class Capabilities(BaseModel):
@@ -18,7 +34,7 @@ class WorkerHealth(BaseModel):
     """``GET /health`` on a worker."""
 
     status: str = "ok"
-    state: str  # the worker's own state machine (LOADING, IDLE, ERROR, ...)
+    state: WorkerState  # the worker's own state machine (never OFFLINE: it answered)
     engine: str
     capabilities: Capabilities
     kv_length: int = 0

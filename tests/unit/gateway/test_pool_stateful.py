@@ -50,7 +50,9 @@ class PoolMachine(RuleBasedStateMachine):
                 assert t.worker_id not in self.holder, "worker assigned twice"
                 self.holder[t.worker_id] = tid
 
-    @rule(task=st.sampled_from(["streaming", "streaming", "audio_duplex"]), h=st.sampled_from([None, "a", "b"]))
+    @rule(
+        task=st.sampled_from(["streaming", "streaming", "audio_duplex"]), h=st.sampled_from([None, "a", "b"])
+    )
     def enqueue(self, task: str, h: str | None) -> None:
         self.now += 1
         before = self.pool.queue_length
@@ -120,7 +122,9 @@ class PoolMachine(RuleBasedStateMachine):
         # FIFO: tickets are dispatched in enqueue order (every worker here serves every task)
         assert self.dispatch_order == sorted(self.dispatch_order, key=order.__getitem__)
         if queued:
-            assert not any(w.state is WorkerState.IDLE for w in self.workers), "idle worker and a waiting ticket"
+            assert not any(w.state is WorkerState.IDLE for w in self.workers), (
+                "idle worker and a waiting ticket"
+            )
 
     @invariant()
     def positions_are_consecutive(self) -> None:

@@ -1,0 +1,74 @@
+"""Local worker processes started by ``omnivox serve``, restarted if they die.
+
+Workers are separate processes (``python -m omnivox worker``) that register with this gateway, so
+the gateway never imports an engine: a local worker is reached exactly like a remote one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import sys
+
+from omnivox.core.config import Settings
+
+log = logging.getLogger(__name__)
+
+
+def _free_port(host: str) -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def worker_command(settings: Settings, gateway_url: str, port: int) -> list[str]:
+    cmd = [
+        sys.executable,
+        "-m",
+        "omnivox",
+        "worker",
+        "--gateway",
+        gateway_url,
+        "--host",
+        settings.worker_host,
+        "--port",
+        str(port),
+        "--engine",
+        settings.engine,
+        "--log-level",
+        settings.log_level,
+    ]
+    if settings.model:
+        cmd += ["--model", settings.model]
+    return cmd
+
+
+async def supervise_workers(
+    settings: Settings, gateway_url: str, count: int, restart_delay_s: float = 1.0
+) -> None:
+    """Run ``count`` workers until cancelled; a worker that exits is started again."""
+
+    async def keep_one(index: int) -> None:
+        port = settings.worker_port + index if settings.worker_port else _free_port(settings.worker_host)
+        while True:
+            proc = await asyncio.create_subprocess_exec(
+                *worker_command(settings, gateway_url, port), env=os.environ.copy()
+            )
+            log.info("local worker %d started (pid %d, port %d)", index, proc.pid, port)
+            try:
+                code = await proc.wait()
+            except asyncio.CancelledError:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.terminate()
+                try:
+                    await asyncio.wait_for(proc.wait(), 10)
+                except TimeoutError:
+                    proc.kill()
+                raise
+            log.warning("local worker %d exited with %s; restarting in %.1fs", index, code, restart_delay_s)
+            await asyncio.sleep(restart_delay_s)
+
+    await asyncio.gather(*(keep_one(i) for i in range(count)))

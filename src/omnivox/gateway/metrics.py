@@ -1,0 +1,52 @@
+"""Prometheus metrics of one gateway, on a registry of its own (no import-time globals)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+_LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0, 1.5, 2.5, 5.0, 10.0)
+_WAIT_BUCKETS = (0.01, 0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600)
+
+
+class GatewayMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.sessions = Counter("omnivox_sessions", "Sessions started", ["kind"], registry=r)
+        self.active_sessions = Gauge(
+            "omnivox_active_sessions", "Sessions connected now", ["kind"], registry=r
+        )
+        self.turns = Counter("omnivox_streaming_turns", "Streaming turns served", registry=r)
+        self.queue_length = Gauge("omnivox_queue_length", "Tickets waiting for a worker", registry=r)
+        self.queue_wait = Histogram(
+            "omnivox_queue_wait_seconds",
+            "Time from enqueue to worker assignment",
+            ["task_type"],
+            buckets=_WAIT_BUCKETS,
+            registry=r,
+        )
+        self.cache_hits = Counter(
+            "omnivox_cache_hits", "Streaming turns routed to a worker holding their history", registry=r
+        )
+        self.cache_misses = Counter(
+            "omnivox_cache_misses", "Streaming turns that prefilled from scratch", registry=r
+        )
+        self.ttft = Histogram(
+            "omnivox_time_to_first_token_seconds",
+            "generate sent to first chunk relayed",
+            ["cache"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.errors = Counter("omnivox_errors", "Errors reported to clients", ["code"], registry=r)
+        self.workers = Gauge("omnivox_workers", "Workers by state", ["state"], registry=r)
+
+    def error(self, code: str) -> None:
+        self.errors.labels(code).inc()
+
+    def render(self, refresh: Callable[[GatewayMetrics], None] | None = None) -> bytes:
+        if refresh is not None:
+            refresh(self)
+        return generate_latest(self.registry)

@@ -1,0 +1,140 @@
+"""The engine host: one engine, its worker-side state machine, and the thread it runs in.
+
+All engine calls go through one single-thread executor, so they are serialised (engines are not
+thread-safe) and never block the event loop. One session holds the host at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from omnivox.core.errors import IllegalTransition, WorkerBusy, as_omnivox_error
+from omnivox.engines.base import Engine, GenChunk, GenerateParams, GenResult, PrefillStats
+from omnivox.protocol.chat import ChatMessage, history_hash
+from omnivox.protocol.workers import WorkerHealth, WorkerState
+
+log = logging.getLogger(__name__)
+
+S = WorkerState
+# The worker's own view (the gateway adds OFFLINE on its side).
+TRANSITIONS: dict[WorkerState, frozenset[WorkerState]] = {
+    S.LOADING: frozenset({S.IDLE, S.ERROR}),
+    S.IDLE: frozenset({S.BUSY_STREAMING, S.DUPLEX_ACTIVE}),
+    S.BUSY_STREAMING: frozenset({S.IDLE}),
+    S.DUPLEX_ACTIVE: frozenset({S.DUPLEX_PAUSED, S.IDLE}),
+    S.DUPLEX_PAUSED: frozenset({S.DUPLEX_ACTIVE, S.IDLE}),
+    S.ERROR: frozenset(),
+}
+
+_END = object()
+
+
+class EngineHost:
+    def __init__(self, engine: Engine, session_wait_s: float = 5.0) -> None:
+        self.engine = engine
+        self.state = WorkerState.LOADING
+        self.error: str | None = None
+        self.sessions_served = 0
+        self.session_wait_s = session_wait_s
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine")
+        self._session = asyncio.Lock()
+
+    # ---- state
+
+    def transition(self, new: WorkerState) -> None:
+        if new is not self.state and new not in TRANSITIONS[self.state]:
+            raise IllegalTransition(f"worker state {self.state.value} -> {new.value} is not allowed")
+        self.state = new
+
+    async def load(self) -> None:
+        """Load the engine in its thread: LOADING -> IDLE, or ERROR with the reason."""
+        try:
+            await self.call(self.engine.load)
+        except Exception as exc:
+            log.exception("engine %s failed to load", self.engine.name)
+            self.error = f"{type(exc).__name__}: {exc}"
+            self.transition(WorkerState.ERROR)
+        else:
+            self.transition(WorkerState.IDLE)
+
+    def health(self) -> WorkerHealth:
+        held = self.engine.held_messages() if self.state is WorkerState.IDLE else []
+        return WorkerHealth(
+            status="ok" if self.state is not WorkerState.ERROR else "error",
+            state=self.state,
+            engine=self.engine.name,
+            capabilities=self.engine.capabilities,
+            kv_length=self.engine.kv_length if self.state is WorkerState.IDLE else 0,
+            cached_hash=history_hash(held),
+            sessions_served=self.sessions_served,
+            error=self.error,
+            voices=list(self.engine.voices),
+        )
+
+    # ---- sessions
+
+    async def acquire(self) -> None:
+        """Take the host for one session; waits briefly for the previous one to wind down."""
+        if self.state in (WorkerState.LOADING, WorkerState.ERROR):
+            raise WorkerBusy(f"worker is {self.state.value}", state=self.state.value)
+        try:
+            await asyncio.wait_for(self._session.acquire(), self.session_wait_s)
+        except TimeoutError:
+            raise WorkerBusy("worker is serving another session") from None
+
+    def release(self) -> None:
+        if self.state is not WorkerState.IDLE:
+            self.transition(WorkerState.IDLE)
+        self.sessions_served += 1
+        self._session.release()
+
+    # ---- engine calls
+
+    async def call(self, fn: Any, *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+
+    async def prefill(self, messages: list[ChatMessage], clear: bool) -> PrefillStats:
+        def work() -> PrefillStats:
+            if clear:
+                self.engine.reset()
+            return self.engine.prefill(messages)
+
+        return await self.call(work)
+
+    async def generate(
+        self, params: GenerateParams, stop: threading.Event, result: GenResult
+    ) -> AsyncIterator[GenChunk]:
+        """Run ``engine.generate`` in the engine thread and yield its chunks here.
+
+        If the consumer goes away (cancellation), ``stop`` is set and this waits for the engine to
+        finish, so the next session finds it quiet.
+        """
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+
+        def work() -> None:
+            try:
+                for chunk in self.engine.generate(params, stop, result):
+                    loop.call_soon_threadsafe(queue.put_nowait, chunk)
+            except BaseException as exc:
+                loop.call_soon_threadsafe(queue.put_nowait, as_omnivox_error(exc))
+            finally:
+                loop.call_soon_threadsafe(queue.put_nowait, _END)
+
+        done = loop.run_in_executor(self._executor, work)
+        try:
+            while (item := await queue.get()) is not _END:
+                if isinstance(item, Exception):
+                    raise item
+                yield item
+        finally:
+            stop.set()
+            await asyncio.shield(done)
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)

@@ -1,0 +1,29 @@
+"""``omnivox worker``: run one worker process under uvicorn."""
+
+from __future__ import annotations
+
+import socket
+
+import uvicorn
+
+from omnivox.core.config import Settings
+from omnivox.worker.app import create_worker_app
+
+
+def free_port(host: str) -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def run_worker(settings: Settings) -> None:
+    port = settings.worker_port or free_port(settings.worker_host)
+    public = settings.worker_public_url or f"http://{settings.worker_host}:{port}"
+    app = create_worker_app(settings, public_url=public)
+    uvicorn.run(
+        app,
+        host=settings.worker_host,
+        port=port,
+        log_level=settings.log_level.lower(),
+        ws_max_size=settings.max_message_bytes * 2,
+    )
