@@ -113,7 +113,11 @@ class Unauthorized(OmnivoxError):
 
 
 class WorkerLost(OmnivoxError):
+    """The worker serving a session died. A streaming session can go on (its next turn is routed
+    afresh); a duplex or realtime session, whose state lived on that worker, closes."""
+
     code = "worker_lost"
+    category = Category.RECOVERABLE
     http_status = 502
 
 

@@ -11,7 +11,7 @@ from omnivox.engines.base import Engine
 def _echo(settings: Settings) -> Engine:
     from omnivox.engines.echo import EchoEngine
 
-    return EchoEngine()
+    return EchoEngine(word_delay_s=settings.echo_delay_s)
 
 
 def _tiny(settings: Settings) -> Engine:
