@@ -1,0 +1,83 @@
+"""The tiny engine: a randomly initialised transformer built in-process, for tests and benchmarks.
+
+It is ``TransformersEngine`` unchanged (real ``DynamicCache``, real incremental prefill) over a small
+Qwen2 model and a byte-level chat codec, so it needs no hub, no files and no download and builds in
+milliseconds. Its replies are noise, but deterministic noise: the same seed gives the same weights,
+and float64 weights make an incremental prefill and a full one pick the same greedy tokens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from omnivox.engines.hf import Conversation, TransformersEngine
+
+# Ids 0-255 are bytes; the rest mark roles and the end of a turn.
+SYSTEM, USER, ASSISTANT, END = 256, 257, 258, 259
+VOCAB_SIZE = 260
+_ROLE_IDS = {"system": SYSTEM, "user": USER, "assistant": ASSISTANT}
+
+
+class ByteChatCodec:
+    """A conversation as bytes between role markers: ``<role> utf-8 bytes <end>`` per message.
+
+    Generation may pick only printable ASCII and ``<end>``, so every reply is text that survives a
+    JSON round trip through a client unchanged and encodes back to the very bytes generated.
+    """
+
+    stop_ids = frozenset({END})
+    allowed_ids: Sequence[int] = (*range(0x20, 0x7F), END)
+
+    def encode_chat(self, conversation: Conversation, add_generation_prompt: bool) -> list[int]:
+        ids: list[int] = []
+        for turn in conversation:
+            ids.append(_ROLE_IDS[turn["role"]])
+            ids.extend(turn["content"].encode("utf-8"))
+            ids.append(END)
+        if add_generation_prompt:
+            ids.append(ASSISTANT)
+        return ids
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return bytes(i for i in ids if i < 256).decode("utf-8", errors="replace")
+
+
+class TinyEngine(TransformersEngine):
+    """A small random Qwen2 behind the byte codec; ``seed`` fixes the weights and the sampling."""
+
+    name = "tiny"
+
+    def __init__(
+        self,
+        seed: int = 0,
+        *,
+        hidden_size: int = 64,
+        num_layers: int = 2,
+        num_heads: int = 4,
+        dtype: torch.dtype = torch.float64,
+        device: str = "cpu",
+    ) -> None:
+        from transformers import Qwen2Config, Qwen2ForCausalLM
+
+        config = Qwen2Config(
+            vocab_size=VOCAB_SIZE,
+            hidden_size=hidden_size,
+            intermediate_size=hidden_size * 2,
+            num_hidden_layers=num_layers,
+            num_attention_heads=num_heads,
+            num_key_value_heads=max(1, num_heads // 2),  # grouped-query attention, as real models use
+            max_position_embeddings=1 << 20,
+            # Larger than the usual 0.02 so replies vary and sometimes end, instead of one byte repeated.
+            initializer_range=0.2,
+            bos_token_id=None,
+            eos_token_id=END,
+            pad_token_id=None,
+        )
+        # A private RNG state: building a tiny engine must not shift anyone else's random stream.
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            model = Qwen2ForCausalLM(config)
+        model.to(device=device, dtype=dtype)
+        super().__init__(model, ByteChatCodec(), device=device, seed=seed)
