@@ -25,7 +25,9 @@ _WORDS = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--engine", choices=("tiny", "transformers"), default="tiny", help="engine to measure")
+    parser.add_argument(
+        "--engine", choices=("tiny", "transformers"), default="tiny", help="engine to measure"
+    )
     parser.add_argument("--model", help="local model directory (for --engine transformers)")
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument("--turns", type=int, default=10, help="conversation turns to measure")
