@@ -83,9 +83,12 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
     if args.command == "bench":
-        sys.exit(run_bench(args.bench, args.bench_args))
+        sys.exit(run_bench(args.bench, [*extra, *args.bench_args]))
+    if extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     settings = settings_from_args(args)
     configure(settings.log_level)
     if args.command == "serve":

@@ -285,23 +285,31 @@ class WorkerPool:
         return min(able, key=lambda w: w.last_cache_used_at)
 
     def _dispatch(self) -> None:
-        """The single place a worker is assigned: walk the queue in order, give each an idle worker."""
+        """The single place a worker is assigned: walk the queue in order, give each an idle worker.
+
+        The walk stops as soon as no idle worker is left, so a release costs O(1) however long the
+        queue is (with one kind of worker; tickets no idle worker can serve are stepped over).
+        """
         idle = [w for w in self.workers.values() if w.state is WorkerState.IDLE]
-        assigned = False
-        for ticket in list(self._queue.values()):
+        if not idle or not self._queue:
+            return
+        stale: list[Ticket] = []
+        matches: list[tuple[Ticket, WorkerRecord]] = []
+        for ticket in self._queue.values():
             if not idle:
                 break
             if ticket.future.done():  # its waiter went away without cancelling
-                del self._queue[ticket.ticket_id]
-                assigned = True
+                stale.append(ticket)
                 continue
             worker = self._route(ticket, idle)
-            if worker is None:
-                continue
-            idle.remove(worker)
+            if worker is not None:
+                idle.remove(worker)
+                matches.append((ticket, worker))
+        for ticket in stale:
+            del self._queue[ticket.ticket_id]
+        for ticket, worker in matches:
             self._assign(ticket, worker)
-            assigned = True
-        if assigned:
+        if stale or matches:
             self._touch()
 
     def _assign(self, ticket: Ticket, worker: WorkerRecord) -> None:
