@@ -1,4 +1,4 @@
-"""Engines by name. Heavy engines import their libraries only when built."""
+"""Engines by name. Heavy engines import their libraries and load weights only in ``load()``."""
 
 from __future__ import annotations
 
@@ -6,6 +6,10 @@ from collections.abc import Callable
 
 from omnivox.core.config import Settings
 from omnivox.engines.base import Engine
+from omnivox.engines.deferred import DeferredEngine
+from omnivox.protocol.workers import Capabilities
+
+TEXT_STREAMING = Capabilities(streaming=True)
 
 
 def _echo(settings: Settings) -> Engine:
@@ -15,17 +19,25 @@ def _echo(settings: Settings) -> Engine:
 
 
 def _tiny(settings: Settings) -> Engine:
-    from omnivox.engines.tiny import TinyEngine
+    def build() -> Engine:
+        from omnivox.engines.tiny import TinyEngine
 
-    return TinyEngine(seed=settings.tiny_seed)
+        return TinyEngine(seed=settings.tiny_seed)
+
+    return DeferredEngine("tiny", TEXT_STREAMING, build)
 
 
 def _transformers(settings: Settings) -> Engine:
-    from omnivox.engines.hf import TransformersEngine
-
-    if not settings.model:
+    model = settings.model
+    if not model:
         raise ValueError("the transformers engine needs --model PATH (a local Hugging Face model directory)")
-    return TransformersEngine.from_pretrained(settings.model, device=settings.device)
+
+    def build() -> Engine:
+        from omnivox.engines.hf import TransformersEngine
+
+        return TransformersEngine.from_pretrained(model, device=settings.device)
+
+    return DeferredEngine("transformers", TEXT_STREAMING, build)
 
 
 ENGINES: dict[str, Callable[[Settings], Engine]] = {
@@ -36,6 +48,7 @@ ENGINES: dict[str, Callable[[Settings], Engine]] = {
 
 
 def build_engine(settings: Settings) -> Engine:
+    """The engine ``settings.engine`` names, not yet loaded (the worker loads it in a thread)."""
     try:
         factory = ENGINES[settings.engine]
     except KeyError:

@@ -1,0 +1,57 @@
+"""Settings precedence: flags > OMNIVOX_* environment > config file > defaults."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from omnivox.cli import build_parser, settings_from_args
+from omnivox.core.config import Settings, load_settings
+
+
+def test_defaults():
+    s = Settings()
+    assert (s.host, s.port, s.workers, s.engine, s.max_queue_size) == ("127.0.0.1", 8000, 1, "echo", 1000)
+
+
+def test_precedence(tmp_path, monkeypatch):
+    cfg = tmp_path / "omnivox.toml"
+    cfg.write_text('port = 9001\nworkers = 3\nengine = "tiny"\nmax_queue_size = 7\n')
+    monkeypatch.setenv("OMNIVOX_WORKERS", "5")
+    monkeypatch.setenv("OMNIVOX_ENGINE", "echo")
+    s = load_settings(cfg, engine="transformers", port=None)
+    assert s.port == 9001  # file
+    assert s.workers == 5  # env beats file
+    assert s.engine == "transformers"  # flag beats env
+    assert s.max_queue_size == 7
+    monkeypatch.setenv("OMNIVOX_CONFIG", str(cfg))
+    assert load_settings().port == 9001
+
+
+def test_bad_values_are_refused(tmp_path):
+    with pytest.raises(ValueError):
+        load_settings(port=70000)
+    with pytest.raises(FileNotFoundError):
+        load_settings(tmp_path / "missing.toml")
+
+
+def test_cli_flags_map_to_settings():
+    args = build_parser().parse_args(["serve", "--workers", "2", "--engine", "tiny", "--port", "8100"])
+    s = settings_from_args(args)
+    assert (s.workers, s.engine, s.port) == (2, "tiny", 8100)
+    args = build_parser().parse_args(["worker", "--gateway", "http://g:1", "--port", "9", "--host", "0.0.0.0"])
+    s = settings_from_args(args)
+    assert (s.gateway_url, s.worker_port, s.worker_host) == ("http://g:1", 9, "0.0.0.0")
+
+
+@pytest.mark.parametrize(
+    "argv", [[], ["serve"], ["gateway"], ["worker"], ["bench"], ["bench", "pool"], ["bench", "kv"]]
+)
+def test_help_everywhere(argv):
+    out = subprocess.run(
+        [sys.executable, "-m", "omnivox", *argv, "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert "usage:" in out.stdout

@@ -1,0 +1,73 @@
+"""The worker's engine host: loading, its state machine, one session at a time, stop."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+from omnivox.core.errors import IllegalTransition, WorkerBusy
+from omnivox.engines.base import GenerateParams, GenResult
+from omnivox.engines.echo import EchoEngine
+from omnivox.protocol.chat import ChatMessage
+from omnivox.protocol.workers import WorkerState
+from omnivox.worker.host import EngineHost
+
+
+class Broken(EchoEngine):
+    def load(self) -> None:
+        raise RuntimeError("no weights here")
+
+
+async def test_load_then_idle_and_health():
+    host = EngineHost(EchoEngine())
+    assert host.health().state is WorkerState.LOADING
+    await host.load()
+    health = host.health()
+    assert health.state is WorkerState.IDLE and health.engine == "echo" and health.cached_hash is None
+
+
+async def test_load_failure_is_error_state_with_reason():
+    host = EngineHost(Broken())
+    await host.load()
+    assert host.state is WorkerState.ERROR
+    assert "no weights here" in host.health().error
+    with pytest.raises(WorkerBusy):
+        await host.acquire()
+    with pytest.raises(IllegalTransition):
+        host.transition(WorkerState.BUSY_STREAMING)
+
+
+async def test_one_session_at_a_time():
+    host = EngineHost(EchoEngine(), session_wait_s=0.2)
+    await host.load()
+    await host.acquire()
+    host.transition(WorkerState.BUSY_STREAMING)
+    with pytest.raises(WorkerBusy):
+        await host.acquire()
+    host.release()
+    assert host.state is WorkerState.IDLE and host.sessions_served == 1
+    await asyncio.wait_for(host.acquire(), 1)
+    host.release()
+
+
+async def test_generate_stops_and_abandoned_stream_waits_for_engine():
+    host = EngineHost(EchoEngine(word_delay_s=0.01))
+    await host.load()
+    words = " ".join(f"w{i}" for i in range(200))
+    stats = await host.prefill([ChatMessage(role="user", content=words)], clear=True)
+    assert stats.cached_tokens == 0 and stats.input_tokens == 201
+    stop, result = threading.Event(), GenResult()
+    got = []
+    async for chunk in host.generate(GenerateParams(max_new_tokens=500), stop, result):
+        got.append(chunk.text_delta)
+        if len(got) == 3:
+            stop.set()
+    assert result.stopped and len(got) <= 4
+    assert host.engine.held_messages()[-1].content == result.text
+    # a consumer that walks away mid-stream: the engine thread is finished when aclose returns
+    stream = host.generate(GenerateParams(max_new_tokens=500), threading.Event(), GenResult())
+    await stream.__anext__()
+    await stream.aclose()
+    assert host.health().cached_hash is not None
