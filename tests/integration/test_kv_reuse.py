@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import httpx
+
 from cluster import cluster
 from wsclient import StreamingClient
 
@@ -36,7 +37,10 @@ async def test_three_turns_reuse_cache_and_match_full_prefill(tmp_path):
         assert replay["prefill_done"]["cached_tokens"] == 0
         assert replay["prefill_done"]["worker_id"] != first["prefill_done"]["worker_id"]
         assert replay["text"] == turns[2]["text"]
-        assert replay["done"]["token_stats"]["generated_tokens"] == turns[2]["done"]["token_stats"]["generated_tokens"]
+        assert (
+            replay["done"]["token_stats"]["generated_tokens"]
+            == turns[2]["done"]["token_stats"]["generated_tokens"]
+        )
 
         metrics = httpx.get(c.url + "/metrics").text
         assert "omnivox_cache_hits_total 2.0" in metrics

@@ -8,6 +8,7 @@ import time
 
 import httpx
 import pytest
+
 from cluster import cluster
 from wsclient import StreamingClient
 
@@ -19,7 +20,10 @@ SHORT = [{"role": "user", "content": "hi there"}]
 def slow(tmp_path_factory):
     """Two echo workers that take 20 ms a word, and a small message limit."""
     with cluster(
-        workers=2, log_dir=tmp_path_factory.mktemp("logs"), OMNIVOX_ECHO_DELAY_S="0.02", OMNIVOX_MAX_MESSAGE_BYTES="4096"
+        workers=2,
+        log_dir=tmp_path_factory.mktemp("logs"),
+        OMNIVOX_ECHO_DELAY_S="0.02",
+        OMNIVOX_MAX_MESSAGE_BYTES="4096",
     ) as c:
         yield c
 
@@ -46,9 +50,15 @@ async def test_malformed_messages_get_codes_and_session_survives(slow):
             (json.dumps({"type": "dance"}), "unknown_type"),
             (json.dumps({"type": "prefill"}), "invalid_message"),  # missing messages
             (json.dumps({"type": "prefill", "messages": "hello"}), "invalid_message"),  # mistyped
-            (json.dumps({"type": "prefill", "messages": [{"role": "robot", "content": "x"}]}), "invalid_message"),
+            (
+                json.dumps({"type": "prefill", "messages": [{"role": "robot", "content": "x"}]}),
+                "invalid_message",
+            ),
             (json.dumps({"type": "generate", "max_new_tokens": "many"}), "invalid_message"),
-            (json.dumps({"type": "prefill", "messages": [{"role": "user", "content": "x" * 5000}]}), "message_too_large"),
+            (
+                json.dumps({"type": "prefill", "messages": [{"role": "user", "content": "x" * 5000}]}),
+                "message_too_large",
+            ),
             (json.dumps({"type": "generate"}), "prefill_required"),
         ]
         for raw, code in cases:

@@ -6,6 +6,8 @@ import asyncio
 
 import httpx
 import pytest
+from websockets.exceptions import ConnectionClosed
+
 from cluster import cluster
 from wsclient import StreamingClient
 
@@ -111,7 +113,7 @@ async def test_full_queue_is_refused_and_others_keep_going(two_workers):
         await clients[5].send("prefill", messages=USER)
         err = await clients[5].recv()
         assert err["type"] == "error" and err["code"] == "queue_full"
-        with pytest.raises(Exception):  # closed with 1008 (policy)
+        with pytest.raises(ConnectionClosed):  # closed with 1008 (policy)
             await clients[5].recv()
         assert clients[5].ws.close_code == 1008
         await finish(clients[0])

@@ -51,8 +51,10 @@ class Cluster:
 
     def _spawn(self, args: list[str], name: str, extra_env: dict[str, str]) -> subprocess.Popen[bytes]:
         env = {**os.environ, **FAST, **self.env, **extra_env}
-        out = open(self.log_dir / f"{name}.log", "wb") if self.log_dir else subprocess.DEVNULL  # noqa: SIM115
-        return subprocess.Popen([sys.executable, "-m", "omnivox", *args], env=env, stdout=out, stderr=subprocess.STDOUT)
+        out = open(self.log_dir / f"{name}.log", "wb") if self.log_dir else subprocess.DEVNULL
+        return subprocess.Popen(
+            [sys.executable, "-m", "omnivox", *args], env=env, stdout=out, stderr=subprocess.STDOUT
+        )
 
     def start_gateway(self, **env: str) -> None:
         self.gateway = self._spawn(["gateway", "--port", str(self.port)], "gateway", env)
@@ -102,7 +104,9 @@ class Cluster:
 
 
 @contextlib.contextmanager
-def cluster(workers: int = 1, engine: str = "echo", log_dir: Path | None = None, **env: str) -> Iterator[Cluster]:
+def cluster(
+    workers: int = 1, engine: str = "echo", log_dir: Path | None = None, **env: str
+) -> Iterator[Cluster]:
     c = Cluster(env=env, log_dir=log_dir)
     try:
         c.start_gateway()

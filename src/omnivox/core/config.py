@@ -40,7 +40,9 @@ class Settings(BaseSettings):
     model: str | None = Field(None, description="model directory for the transformers engine")
     device: str = "cpu"
     tiny_seed: int = 0
-    echo_delay_s: float = Field(0.0, ge=0, description="seconds per word the echo engine waits (imitates a model)")
+    echo_delay_s: float = Field(
+        0.0, ge=0, description="seconds per word the echo engine waits (imitates a model)"
+    )
 
     # --- voice (cascade engine)
     llm_url: str | None = None

@@ -37,7 +37,9 @@ class DeferredEngine(Engine):
     def prefill(self, messages: list[ChatMessage]) -> PrefillStats:
         return self.inner.prefill(messages)
 
-    def generate(self, params: GenerateParams, stop: threading.Event, result: GenResult) -> Iterator[GenChunk]:
+    def generate(
+        self, params: GenerateParams, stop: threading.Event, result: GenResult
+    ) -> Iterator[GenChunk]:
         return self.inner.generate(params, stop, result)
 
     @property

@@ -14,6 +14,7 @@ from omnivox.gateway.context import GatewayContext
 from omnivox.gateway.eta import DurationModel
 from omnivox.gateway.health import health_loop
 from omnivox.gateway.metrics import GatewayMetrics
+from omnivox.gateway.pages import mount_pages
 from omnivox.gateway.pool import WorkerPool
 from omnivox.gateway.routes import router
 from omnivox.gateway.streaming import StreamingSession
@@ -50,6 +51,7 @@ def create_gateway_app(settings: Settings, background: list[Hook] | None = None)
     app = FastAPI(title="omnivox gateway", lifespan=lifespan)
     app.state.ctx = ctx
     app.include_router(router)
+    mount_pages(app)
 
     @app.websocket("/ws/streaming/{session_id}")
     async def streaming(ws: WebSocket, session_id: str) -> None:

@@ -41,7 +41,9 @@ def test_cli_flags_map_to_settings():
     args = build_parser().parse_args(["serve", "--workers", "2", "--engine", "tiny", "--port", "8100"])
     s = settings_from_args(args)
     assert (s.workers, s.engine, s.port) == (2, "tiny", 8100)
-    args = build_parser().parse_args(["worker", "--gateway", "http://g:1", "--port", "9", "--host", "0.0.0.0"])
+    args = build_parser().parse_args(
+        ["worker", "--gateway", "http://g:1", "--port", "9", "--host", "0.0.0.0"]
+    )
     s = settings_from_args(args)
     assert (s.gateway_url, s.worker_port, s.worker_host) == ("http://g:1", 9, "0.0.0.0")
 

@@ -32,7 +32,7 @@ def make_pool(n: int, *, duplex: bool = False, max_queue: int = 10) -> tuple[Wor
 
 
 async def test_route_prefers_hash_match_then_empty_then_lru():
-    pool, (a, b, c), clock = make_pool(3)
+    pool, (a, b, c), _clock = make_pool(3)
     a.cached_hash, a.last_cache_used_at = "h1", 10
     b.cached_hash, b.last_cache_used_at = "h2", 5
     # 1. exact match wins even though an empty worker exists
@@ -80,7 +80,7 @@ async def test_release_updates_cache_and_dispatches_next_in_order():
 
 
 async def test_queue_full_leaves_nothing_behind():
-    pool, (a,), _ = make_pool(1, max_queue=2)
+    pool, (_a,), _ = make_pool(1, max_queue=2)
     pool.enqueue("streaming")
     pool.enqueue("streaming")
     pool.enqueue("streaming")
@@ -90,7 +90,7 @@ async def test_queue_full_leaves_nothing_behind():
 
 
 async def test_worker_lost_mid_session_frees_nothing_twice():
-    pool, (a, b), _ = make_pool(2)
+    pool, (_a, _b), _ = make_pool(2)
     t1 = pool.enqueue("streaming")
     t2 = pool.enqueue("streaming")
     waiting = pool.enqueue("streaming")

@@ -1,0 +1,26 @@
+"""The web pages: ``/`` and one path per page, plus ``/static`` for their scripts and styles."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI, HTTPException
+from fastapi.responses import FileResponse
+from fastapi.staticfiles import StaticFiles
+
+from omnivox.web import PAGES, STATIC_DIR
+
+
+def mount_pages(app: FastAPI) -> None:
+    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+
+    def page(name: str):
+        async def serve_page() -> FileResponse:
+            path = STATIC_DIR / f"{name}.html"
+            if not path.is_file():
+                raise HTTPException(404, detail={"code": "not_found", "message": f"page {name} is not built yet"})
+            return FileResponse(path, media_type="text/html")
+
+        return serve_page
+
+    app.add_api_route("/", page("index"), include_in_schema=False)
+    for name in PAGES:
+        app.add_api_route(f"/{name}", page(name), include_in_schema=False)
