@@ -16,7 +16,9 @@ def mount_pages(app: FastAPI) -> None:
         async def serve_page() -> FileResponse:
             path = STATIC_DIR / f"{name}.html"
             if not path.is_file():
-                raise HTTPException(404, detail={"code": "not_found", "message": f"page {name} is not built yet"})
+                raise HTTPException(
+                    404, detail={"code": "not_found", "message": f"page {name} is not built yet"}
+                )
             return FileResponse(path, media_type="text/html")
 
         return serve_page
