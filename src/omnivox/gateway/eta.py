@@ -42,6 +42,29 @@ class DurationModel:
         return self._samples.get(task_type, 0)
 
 
+class WaitPlan:
+    """Tickets placed in queue order on the workers that free up first (a min-heap of free times).
+
+    ``add`` places one more ticket at the tail in O(log workers), so a long queue's estimates can
+    grow as tickets arrive instead of being recomputed.
+    """
+
+    def __init__(self, remaining_s: Iterable[float], model: DurationModel) -> None:
+        self.model = model
+        self.heap = [max(0.0, r) for r in remaining_s]
+        heapq.heapify(self.heap)
+        self._serial_total = 0.0  # with no usable worker: the baselines, one after another
+
+    def add(self, task_type: str) -> float:
+        if not self.heap:
+            wait = self._serial_total
+            self._serial_total += self.model.expected(task_type)
+            return wait
+        start = heapq.heappop(self.heap)
+        heapq.heappush(self.heap, start + self.model.expected(task_type))
+        return start
+
+
 def estimate_waits(
     remaining_s: Iterable[float], queued_task_types: Iterable[str], model: DurationModel
 ) -> list[float]:
@@ -50,17 +73,5 @@ def estimate_waits(
     ``remaining_s`` holds, per usable worker, the seconds until it is expected to be free (0 for idle).
     With no usable worker at all the waits are unknown and reported as the baseline sum in order.
     """
-    heap = [max(0.0, r) for r in remaining_s]
-    heapq.heapify(heap)
-    waits: list[float] = []
-    if not heap:
-        total = 0.0
-        for task in queued_task_types:
-            waits.append(total)
-            total += model.expected(task)
-        return waits
-    for task in queued_task_types:
-        start = heapq.heappop(heap)
-        waits.append(start)
-        heapq.heappush(heap, start + model.expected(task))
-    return waits
+    plan = WaitPlan(remaining_s, model)
+    return [plan.add(task) for task in queued_task_types]

@@ -16,7 +16,7 @@ from typing import Any
 from omnivox.core import clock as clocks
 from omnivox.core.errors import QueueFull, TicketCancelled, WorkerUnavailable
 from omnivox.core.ids import new_id
-from omnivox.gateway.eta import DurationModel, estimate_waits
+from omnivox.gateway.eta import DurationModel, WaitPlan
 from omnivox.gateway.states import WorkerState, check_transition
 from omnivox.protocol.workers import Capabilities
 
@@ -98,8 +98,11 @@ class WorkerPool:
         self._queue: OrderedDict[str, Ticket] = OrderedDict()
         self._active: dict[str, Ticket] = {}  # assigned tickets by id, until released
         self._changed = asyncio.Event()
-        self._version = 0
-        self._snapshot: tuple[int, dict[str, tuple[int, float]]] = (-1, {})
+        # positions and ETAs of queued tickets; None when a change made them stale. A ticket added
+        # at the tail extends it in place: it moves nobody, so waiters are not woken for it.
+        self._snapshot: dict[str, tuple[int, float]] | None = None
+        self._plan: WaitPlan | None = None
+        self._snapshot_at = 0.0
 
     # ---- workers
 
@@ -171,13 +174,14 @@ class WorkerPool:
         self._queue[ticket.ticket_id] = ticket
         self._dispatch()
         if ticket.worker_id is None and len(self._queue) > self.max_queue_size:
-            del self._queue[ticket.ticket_id]
+            del self._queue[ticket.ticket_id]  # it was last: nobody else moved
             ticket.future.cancel()
-            self._touch()
             raise QueueFull(
                 f"the queue is full ({self.max_queue_size} waiting)", max_queue_size=self.max_queue_size
             )
-        self._touch()
+        if ticket.worker_id is None and self._snapshot is not None and self._plan is not None:
+            wait = self._plan.add(task_type)
+            self._snapshot[ticket.ticket_id] = (len(self._snapshot) + 1, round(wait, 1))
         return ticket
 
     def cancel(self, ticket_id: str) -> bool:
@@ -225,14 +229,17 @@ class WorkerPool:
         return self._queue.get(ticket_id) or self._active.get(ticket_id)
 
     def position(self, ticket_id: str) -> tuple[int, float] | None:
-        """(1-based position, estimated wait in seconds) of a queued ticket."""
-        return self.snapshot().get(ticket_id)
+        """(1-based position, estimated wait in seconds from now) of a queued ticket."""
+        entry = self.snapshot().get(ticket_id)
+        if entry is None:
+            return None
+        position, wait = entry
+        return position, round(max(0.0, wait - (self.clock() - self._snapshot_at)), 1)
 
     def snapshot(self) -> dict[str, tuple[int, float]]:
-        """Positions and waits of all queued tickets, computed once per change."""
-        version, cached = self._snapshot
-        if version == self._version:
-            return cached
+        """Positions and waits of all queued tickets, recomputed only after a change."""
+        if self._snapshot is not None:
+            return self._snapshot
         now = self.clock()
         remaining = []
         for w in self.workers.values():
@@ -240,14 +247,13 @@ class WorkerPool:
                 remaining.append(0.0)
             elif w.state.busy and w.task_type is not None and w.busy_since is not None:
                 remaining.append(self.durations.expected(w.task_type) - (now - w.busy_since))
-        tickets = list(self._queue.values())
-        waits = estimate_waits(remaining, (t.task_type for t in tickets), self.durations)
-        result = {
-            t.ticket_id: (i + 1, round(wait, 1))
-            for i, (t, wait) in enumerate(zip(tickets, waits, strict=True))
+        plan = WaitPlan(remaining, self.durations)
+        self._snapshot_at = now
+        self._snapshot = {
+            t.ticket_id: (i + 1, round(plan.add(t.task_type), 1)) for i, t in enumerate(self._queue.values())
         }
-        self._snapshot = (self._version, result)
-        return result
+        self._plan = plan
+        return self._snapshot
 
     async def wait_changed(self, within_s: float) -> None:
         """Return when the queue or the workers change, or after ``within_s`` seconds."""
@@ -260,7 +266,9 @@ class WorkerPool:
     # ---- internals
 
     def _touch(self) -> None:
-        self._version += 1
+        """Something that can move queued tickets or change their ETA happened: wake the waiters."""
+        self._snapshot = None
+        self._plan = None
         self._changed.set()
         self._changed = asyncio.Event()
 
