@@ -1,0 +1,96 @@
+"""PCM sample formats: float32 arrays <-> little-endian PCM16 / float32 bytes <-> base64.
+
+Inside omnivox audio is a 1-D float32 numpy array in [-1, 1]. On the wire it is PCM16 (the OpenAI
+Realtime default and the MiniCPM-o demo's format) or raw float32, base64-encoded inside JSON. Every
+decoder here checks its input and raises ``InvalidAudio`` for anything that is not audio, so a
+client's bad message becomes a recoverable error instead of an exception deep in a model.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+
+import numpy as np
+
+from omnivox.core.errors import InvalidAudio
+
+_PCM16 = np.dtype("<i2")
+_F32 = np.dtype("<f4")
+
+
+def as_float32(audio: np.ndarray) -> np.ndarray:
+    """``audio`` as a 1-D float32 array (int16 is scaled to [-1, 1]); rejects anything else."""
+    a = np.asarray(audio)
+    if a.ndim != 1:
+        raise InvalidAudio(f"audio must be mono (1-D), got shape {a.shape}")
+    if a.dtype == np.int16:
+        return a.astype(np.float32) / 32768.0
+    if not np.issubdtype(a.dtype, np.floating):
+        raise InvalidAudio(f"audio must be float or int16 samples, got {a.dtype}")
+    a = a.astype(np.float32, copy=False)
+    if not np.all(np.isfinite(a)):
+        raise InvalidAudio("audio contains NaN or infinite samples")
+    return a
+
+
+def to_pcm16(audio: np.ndarray) -> bytes:
+    """Float samples -> little-endian PCM16 bytes (clipped to [-1, 1])."""
+    a = as_float32(audio)
+    # 32767 rather than 32768 so +1.0 does not wrap to -32768
+    return (np.clip(a, -1.0, 1.0) * 32767.0).round().astype(_PCM16).tobytes()
+
+
+def from_pcm16(data: bytes | bytearray | memoryview) -> np.ndarray:
+    """Little-endian PCM16 bytes -> float32 samples in [-1, 1)."""
+    if len(data) % 2:
+        raise InvalidAudio(f"PCM16 data must have an even number of bytes, got {len(data)}")
+    return np.frombuffer(data, dtype=_PCM16).astype(np.float32) / 32768.0
+
+
+def to_float32_bytes(audio: np.ndarray) -> bytes:
+    """Float samples -> little-endian float32 bytes (not clipped: float32 carries headroom)."""
+    return as_float32(audio).astype(_F32, copy=False).tobytes()
+
+
+def from_float32_bytes(data: bytes | bytearray | memoryview) -> np.ndarray:
+    """Little-endian float32 bytes -> float32 samples; NaN and infinities are rejected."""
+    if len(data) % 4:
+        raise InvalidAudio(f"float32 data must be a multiple of 4 bytes, got {len(data)}")
+    a = np.frombuffer(data, dtype=_F32).astype(np.float32)
+    if not np.all(np.isfinite(a)):
+        raise InvalidAudio("float32 audio contains NaN or infinite samples")
+    return a
+
+
+def b64decode(text: str | bytes) -> bytes:
+    """Strict base64 (standard alphabet, padding checked); bad input is ``InvalidAudio``."""
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError, TypeError) as exc:
+        raise InvalidAudio(f"audio is not valid base64: {exc}") from None
+
+
+def pcm16_to_b64(audio: np.ndarray) -> str:
+    """Float samples -> base64 of PCM16 (``input_audio_buffer.append`` / ``output_audio.delta``)."""
+    return base64.b64encode(to_pcm16(audio)).decode("ascii")
+
+
+def b64_to_pcm16(text: str | bytes) -> np.ndarray:
+    """Base64 of PCM16 -> float32 samples."""
+    return from_pcm16(b64decode(text))
+
+
+def float32_to_b64(audio: np.ndarray) -> str:
+    """Float samples -> base64 of little-endian float32."""
+    return base64.b64encode(to_float32_bytes(audio)).decode("ascii")
+
+
+def b64_to_float32(text: str | bytes) -> np.ndarray:
+    """Base64 of little-endian float32 -> float32 samples."""
+    return from_float32_bytes(b64decode(text))
+
+
+def duration_ms(samples: int, sample_rate: int) -> float:
+    """Length of ``samples`` samples at ``sample_rate`` in milliseconds."""
+    return samples * 1000.0 / sample_rate
