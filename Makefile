@@ -19,6 +19,7 @@ serve: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests
+	$(BIN)/ruff format --check src tests
 	$(BIN)/lint-imports
 
 test: lint

@@ -97,7 +97,8 @@ async def _wire(ws_url: str, gateway_pid: int, n: int, repeats: int) -> dict[str
 
     async def join(i: int):
         async with sem:
-            ws = await websockets.connect(f"{ws_url}/ws/streaming/q{i}", open_timeout=60)
+            # no client keepalive: 10,000 sockets in one process would time out their own pings
+            ws = await websockets.connect(f"{ws_url}/ws/streaming/q{i}", open_timeout=60, ping_interval=None)
             await ws.send(json.dumps({"type": "prefill", "messages": USER}))
             while (msg := json.loads(await ws.recv()))["type"] != "queued":
                 pass

@@ -15,6 +15,7 @@ from typing import Any
 
 from fastapi import WebSocket, WebSocketDisconnect
 
+from omnivox.audio.pcm import pcm16_to_b64
 from omnivox.core.errors import (
     GenerationInProgress,
     OmnivoxError,
@@ -121,9 +122,7 @@ class StreamingConnection:
                     ttft = (time.monotonic() - start) * 1000
                 out = sp.Chunk(chunk_index=index, text_delta=chunk.text_delta)
                 if chunk.audio is not None and len(chunk.audio):
-                    from omnivox.audio.pcm import encode_pcm16  # TODO: settle name with audio/
-
-                    out.audio_data = encode_pcm16(chunk.audio)
+                    out.audio_data = pcm16_to_b64(chunk.audio)
                     out.audio_sample_rate = OUTPUT_SAMPLE_RATE
                 await self.send(out.dump())
                 index += 1

@@ -144,7 +144,12 @@ def test_the_registry_builds_both_engines(model_dir: Path) -> None:
     from omnivox.core.config import Settings
     from omnivox.engines.registry import build_engine
 
+    # Heavy engines are built in load() (in the worker's thread), so the worker reports LOADING.
     tiny = build_engine(Settings(engine="tiny", tiny_seed=3))
-    assert isinstance(tiny, TinyEngine) and tiny.name == "tiny"
+    assert tiny.kv_length == 0 and tiny.held_messages() == []
+    tiny.load()
+    assert isinstance(tiny.inner, TinyEngine) and tiny.name == "tiny"
     hf = build_engine(Settings(engine="transformers", model=str(model_dir), device="cpu"))
-    assert isinstance(hf, TransformersEngine) and hf.capabilities.streaming
+    hf.load()
+    assert isinstance(hf.inner, TransformersEngine) and hf.capabilities.streaming
+    assert hf.name.startswith("transformers:")

@@ -1,0 +1,1 @@
+"""Streaming speech recognition: the interface (base) and its backends."""

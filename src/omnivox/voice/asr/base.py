@@ -1,0 +1,157 @@
+"""The streaming ASR contract, and word error rate.
+
+A recogniser hears one stream at a time, as a sequence of utterances: ``feed`` audio frames (float32
+mono at ``sample_rate``) and get a partial hypothesis whenever it changes; ``flush`` ends the utterance
+and returns the final one. ``reset`` abandons whatever is in flight and starts a new session on the
+same loaded model; nothing of the previous session may leak into the next.
+
+Word times are milliseconds of audio since the last ``reset`` (the stream clock the VAD uses too),
+not since the utterance began, so words line up with turn events.
+
+Calls block (model work or HTTP); the engine runs them in a thread. Not thread-safe.
+"""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from omnivox.audio.pcm import as_float32
+
+
+@dataclass(frozen=True)
+class Word:
+    text: str
+    start_ms: float  # stream time since reset
+    end_ms: float
+
+
+@dataclass(frozen=True)
+class Transcript:
+    text: str  # words joined by single spaces (no fillers or silence markers)
+    words: tuple[Word, ...] = ()  # empty when the backend gives no timings
+    final: bool = False  # True from flush(); partials may still change
+    start_ms: float = 0.0  # stream time at which this utterance began
+
+
+# What a backend reports for one hypothesis: text and words with times relative to the utterance.
+Hypothesis = tuple[str, Sequence[tuple[str, float, float]]]
+
+
+class StreamingAsr(ABC):
+    """Streaming speech recognition over one stream at a time."""
+
+    sample_rate: int = 16000
+    streaming: bool = True  # False: no partials, the whole utterance is recognised at flush()
+
+    def __init__(self) -> None:
+        self._stream_samples = 0
+        self._utterance_start: int | None = None
+        self._last_partial = ""
+
+    @property
+    def audio_ms(self) -> float:
+        """Audio fed since the last reset."""
+        return self._stream_samples * 1000.0 / self.sample_rate
+
+    @property
+    def in_utterance(self) -> bool:
+        return self._utterance_start is not None
+
+    def feed(self, audio: np.ndarray) -> Transcript | None:
+        """Add audio to the current utterance (starting one if needed).
+
+        Returns a partial ``Transcript`` when the hypothesis changed, else ``None``.
+        """
+        a = as_float32(audio)
+        if self._utterance_start is None:
+            self._utterance_start = self._stream_samples
+            self._last_partial = ""
+            self._begin()
+        self._stream_samples += len(a)
+        hyp = self._process(a)
+        if hyp is None or hyp[0] == self._last_partial:
+            return None
+        self._last_partial = hyp[0]
+        return self._transcript(hyp, final=False)
+
+    def flush(self) -> Transcript:
+        """End the utterance and return its final transcript (empty if nothing was fed)."""
+        if self._utterance_start is None:
+            return Transcript("", (), final=True, start_ms=self.audio_ms)
+        try:
+            hyp = self._end()
+            return self._transcript(hyp, final=True)
+        finally:
+            self._utterance_start = None
+            self._last_partial = ""
+
+    def reset(self) -> None:
+        """Abandon any utterance in flight and start a new session; the model stays loaded."""
+        if self._utterance_start is not None:
+            self._abandon()
+        self._utterance_start = None
+        self._last_partial = ""
+        self._stream_samples = 0
+        self._reset_session()
+
+    def transcribe(self, audio: np.ndarray, frame_ms: float = 20.0) -> Transcript:
+        """One whole utterance: fed in ``frame_ms`` frames as a live stream would, then flushed."""
+        a = as_float32(audio)
+        step = max(1, int(self.sample_rate * frame_ms / 1000))
+        for i in range(0, len(a), step):
+            self.feed(a[i : i + step])
+        return self.flush()
+
+    def _transcript(self, hyp: Hypothesis, *, final: bool) -> Transcript:
+        assert self._utterance_start is not None
+        offset = self._utterance_start * 1000.0 / self.sample_rate
+        words = tuple(Word(w, offset + s, offset + e) for w, s, e in hyp[1])
+        return Transcript(hyp[0], words, final, offset)
+
+    def _begin(self) -> None:  # noqa: B027 - optional hook
+        """A new utterance starts."""
+
+    @abstractmethod
+    def _process(self, audio: np.ndarray) -> Hypothesis | None:
+        """Consume audio of the current utterance; the current hypothesis if the backend has one."""
+
+    @abstractmethod
+    def _end(self) -> Hypothesis:
+        """Finish the utterance and return the final hypothesis."""
+
+    def _abandon(self) -> None:
+        """Drop the utterance in flight without a result (defaults to finishing and discarding)."""
+        self._end()
+
+    def _reset_session(self) -> None:  # noqa: B027 - optional hook
+        """Clear anything the backend adapted to the previous session's speaker."""
+
+
+_TOKEN = re.compile(r"[a-z0-9']+")
+
+
+def normalize_words(text: str) -> list[str]:
+    """Lowercase words without punctuation: the form WER is computed on."""
+    return [w.strip("'") for w in _TOKEN.findall(text.lower()) if w.strip("'")]
+
+
+def word_error_rate(reference: str, hypothesis: str) -> float:
+    """(substitutions + deletions + insertions) / reference words, on normalised words.
+
+    An empty reference gives 0.0 for an empty hypothesis and 1.0 otherwise.
+    """
+    ref, hyp = normalize_words(reference), normalize_words(hypothesis)
+    if not ref:
+        return 0.0 if not hyp else 1.0
+    prev = list(range(len(hyp) + 1))  # Levenshtein over words, one row at a time
+    for i, r in enumerate(ref, 1):
+        cur = [i]
+        for j, h in enumerate(hyp, 1):
+            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (r != h)))
+        prev = cur
+    return prev[-1] / len(ref)

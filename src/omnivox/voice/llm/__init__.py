@@ -1,0 +1,1 @@
+"""Chat language models for the cascade: the interface (base), backends and stream helpers."""

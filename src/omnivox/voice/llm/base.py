@@ -1,0 +1,57 @@
+"""The chat LLM contract: a conversation in, the reply out as a stream of text deltas.
+
+Blocking by design (HTTP or model work), like every voice component: the cascade engine runs it in
+a thread and cancels it with ``stop`` (a ``threading.Event``), checked between deltas, so the stream
+ends within one delta of a barge-in. Closing the iterator early also ends the request.
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from omnivox.protocol.chat import ChatMessage
+
+
+@dataclass(frozen=True)
+class LlmParams:
+    temperature: float | None = None  # None: the backend's default
+    max_tokens: int | None = None  # None: no limit beyond the backend's
+    top_p: float | None = None
+    stop_sequences: tuple[str, ...] = ()
+
+
+class ChatLlm(ABC):
+    """A chat model that streams its reply."""
+
+    name: str = "llm"
+
+    @abstractmethod
+    def stream(
+        self,
+        messages: Sequence[ChatMessage],
+        params: LlmParams | None = None,
+        stop: threading.Event | None = None,
+    ) -> Iterator[str]:
+        """Yield the reply to ``messages`` as text deltas (token-sized pieces, no particular
+        boundaries; see ``words.rechunk_to_words``). Ends early, without error, once ``stop`` is set.
+        Remote failures raise ``omnivox.core.errors.EngineFailure``."""
+
+    def complete(
+        self,
+        messages: Sequence[ChatMessage],
+        params: LlmParams | None = None,
+        stop: threading.Event | None = None,
+    ) -> str:
+        """The whole reply as one string."""
+        return "".join(self.stream(messages, params, stop))
+
+
+def last_user_text(messages: Sequence[ChatMessage]) -> str:
+    """Text of the most recent user message ("" if there is none)."""
+    for m in reversed(messages):
+        if m.role == "user":
+            return m.text().strip()
+    return ""

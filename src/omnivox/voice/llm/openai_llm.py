@@ -1,0 +1,150 @@
+"""Any OpenAI-compatible chat server (vLLM, SGLang, llama.cpp, Ollama, OpenAI) through httpx.
+
+``POST /v1/chat/completions`` with ``stream: true``; the reply arrives as server-sent events, one JSON
+chunk per ``data:`` line, ending with ``data: [DONE]``. httpx directly (rather than the ``openai``
+SDK) keeps the runtime dependencies small and lets ``stop`` close the connection between any two
+events; servers abort the generation when the client goes away.
+
+When no model is configured, the one model the server lists at ``/v1/models`` is used (the usual
+case for a local vLLM or llama.cpp); with several listed, a model must be named.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import httpx
+
+from omnivox.core.config import Settings
+from omnivox.core.errors import EngineFailure
+from omnivox.protocol.chat import ChatMessage
+from omnivox.voice.llm.base import ChatLlm, LlmParams
+from omnivox.voice.openai_compat import check_response, make_client, transport_error
+
+SERVICE = "llm"
+
+
+class OpenAIChatLlm(ChatLlm):
+    """Streaming chat completions from a remote OpenAI-compatible server."""
+
+    name = "openai"
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str | None = None,
+        api_key: str | None = None,
+        timeout: httpx.Timeout | float | None = None,
+        client: httpx.Client | None = None,
+    ) -> None:
+        self.base_url = base_url
+        self._model = model
+        self._client = client or make_client(base_url, api_key, timeout)
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> OpenAIChatLlm:
+        """Built from ``llm_url``, ``llm_model`` and ``llm_api_key``."""
+        if not settings.llm_url:
+            raise ValueError("llm_url is not set (OMNIVOX_LLM_URL)")
+        return cls(settings.llm_url, settings.llm_model, settings.llm_api_key)
+
+    def close(self) -> None:
+        self._client.close()
+
+    def list_models(self) -> list[str]:
+        """Model ids the server serves (``GET /v1/models``)."""
+        try:
+            r = self._client.get("/models")
+        except httpx.HTTPError as exc:
+            raise transport_error(exc, SERVICE) from exc
+        check_response(r, SERVICE)
+        try:
+            return [str(m["id"]) for m in r.json()["data"]]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise EngineFailure("llm server's /v1/models answer is malformed", service=SERVICE) from exc
+
+    @property
+    def model(self) -> str:
+        """The configured model, else the only one the server lists (asked once)."""
+        with self._lock:
+            if self._model is None:
+                models = self.list_models()
+                if len(models) != 1:
+                    raise EngineFailure(
+                        f"llm server serves {len(models)} models; set llm_model to one of them",
+                        service=SERVICE,
+                        models=models[:20],
+                    )
+                self._model = models[0]
+            return self._model
+
+    def request_body(self, messages: Sequence[ChatMessage], params: LlmParams | None) -> dict[str, Any]:
+        """The JSON sent for ``messages`` (text only: the cascade has transcribed any audio)."""
+        p = params or LlmParams()
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": [{"role": m.role, "content": m.text()} for m in messages],
+            "stream": True,
+        }
+        if p.temperature is not None:
+            body["temperature"] = p.temperature
+        if p.max_tokens is not None:
+            body["max_tokens"] = p.max_tokens
+        if p.top_p is not None:
+            body["top_p"] = p.top_p
+        if p.stop_sequences:
+            body["stop"] = list(p.stop_sequences)
+        return body
+
+    def stream(
+        self,
+        messages: Sequence[ChatMessage],
+        params: LlmParams | None = None,
+        stop: threading.Event | None = None,
+    ) -> Iterator[str]:
+        stop = stop or threading.Event()
+        body = self.request_body(messages, params)
+        try:
+            with self._client.stream("POST", "/chat/completions", json=body) as r:
+                check_response(r, SERVICE)
+                for line in r.iter_lines():
+                    if stop.is_set():
+                        return  # leaving the block closes the connection: the server stops generating
+                    delta = _parse_event(line)
+                    if delta is _DONE:
+                        return
+                    if delta:
+                        yield delta
+        except httpx.HTTPError as exc:
+            raise transport_error(exc, SERVICE) from exc
+
+
+_DONE = object()
+
+
+def _parse_event(line: str) -> Any:
+    """The content delta of one SSE line, "" for lines without one, ``_DONE`` at the end."""
+    if not line.startswith("data:"):
+        return ""  # blank separators, ": keep-alive" comments, "event:" lines
+    data = line[5:].strip()
+    if data == "[DONE]":
+        return _DONE
+    try:
+        chunk = json.loads(data)
+    except ValueError as exc:
+        raise EngineFailure("llm server sent an event that is not JSON", service=SERVICE) from exc
+    if not isinstance(chunk, dict):
+        raise EngineFailure("llm server sent an event that is not a JSON object", service=SERVICE)
+    if "error" in chunk:
+        err = chunk["error"]
+        message = err.get("message") if isinstance(err, dict) else str(err)
+        raise EngineFailure(f"llm server error: {message}", service=SERVICE)
+    choices = chunk.get("choices") or []
+    if not choices or not isinstance(choices[0], dict):
+        return ""  # e.g. a final usage-only chunk
+    content = (choices[0].get("delta") or {}).get("content")
+    return content if isinstance(content, str) else ""

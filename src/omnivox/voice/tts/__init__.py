@@ -1,0 +1,1 @@
+"""Streaming speech synthesis: the interface (base), text cleaning (clean) and backends."""

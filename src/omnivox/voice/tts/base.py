@@ -1,0 +1,165 @@
+"""The streaming TTS contract: text in (whole or word by word), 24 kHz float32 audio out per phrase.
+
+Speech models sound right only on whole phrases, but waiting for a whole reply adds the LLM's entire
+generation time to the latency. So text is cut into sentences as it arrives (``SentenceChunker``), each
+sentence is cleaned (``clean.clean_for_speech``) and synthesised, and its audio is yielded at once,
+while the LLM is still writing the next one. The first chunk may end at a clause break (a comma after
+a few words) so the first audio does not wait for a long first sentence.
+
+Synthesis blocks (model work or HTTP), so the engine runs it in a thread. ``stop`` (a
+``threading.Event``) cancels: no chunk is produced after it is set, and a backend abandons the phrase
+it is working on at its next check.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from omnivox.voice.tts.clean import clean_for_speech
+
+OUTPUT_RATE = 24000
+
+# end of a sentence: terminal punctuation (and closing quotes/brackets) followed by whitespace
+_SENTENCE_END = re.compile(r"[.!?…]+[\"'”’)\]]*\s+|\n+")
+_CLAUSE_END = re.compile(r"[,;:—]\s+")
+_ABBREVIATIONS = {
+    "mr.",
+    "mrs.",
+    "ms.",
+    "dr.",
+    "st.",
+    "prof.",
+    "e.g.",
+    "i.e.",
+    "etc.",
+    "vs.",
+    "no.",
+    "jr.",
+    "sr.",
+}
+
+
+@dataclass(frozen=True)
+class TtsChunk:
+    audio: np.ndarray  # float32 mono at the backend's sample_rate
+    text: str  # the cleaned text this audio speaks (for transcripts and captions)
+
+
+class SentenceChunker:
+    """Cut a text stream into sentences for TTS.
+
+    ``push`` text in any pieces, get back the sentences it completed; ``flush`` at the end returns
+    the rest. The first sentence of a stream may end early at a clause break once it has
+    ``first_clause_words`` words (0 disables this). A sentence that grows past ``max_words`` without
+    punctuation is cut at its last whitespace. Sentence ends inside a ``*stage direction*`` or a
+    code block are ignored, so the cleaner sees those whole.
+    """
+
+    def __init__(self, first_clause_words: int = 4, max_words: int = 40) -> None:
+        self.first_clause_words = first_clause_words
+        self.max_words = max_words
+        self._buf = ""
+        self._emitted = 0
+
+    def push(self, text: str) -> list[str]:
+        self._buf += text
+        out = []
+        while (cut := self._next_cut()) is not None:
+            sentence, self._buf = self._buf[:cut].strip(), self._buf[cut:]
+            if sentence:
+                out.append(sentence)
+                self._emitted += 1
+        return out
+
+    def flush(self) -> list[str]:
+        rest, self._buf = self._buf.strip(), ""
+        self._emitted = 0
+        return [rest] if rest else []
+
+    def _next_cut(self) -> int | None:
+        buf = self._buf
+        for m in _SENTENCE_END.finditer(buf):
+            if self._inside_markup(buf[: m.start()]) or self._is_abbreviation(buf[: m.start() + 1]):
+                continue
+            return m.end()
+        if self._emitted == 0 and self.first_clause_words:
+            for m in _CLAUSE_END.finditer(buf):
+                head = buf[: m.start()]
+                if len(head.split()) >= self.first_clause_words and not self._inside_markup(head):
+                    return m.end()
+        words = buf.split()
+        if len(words) > self.max_words and not self._inside_markup(buf):
+            return buf.rstrip().rfind(" ") + 1 or None
+        return None
+
+    @staticmethod
+    def _inside_markup(text: str) -> bool:
+        singles = text.replace("**", "").count("*")
+        return singles % 2 == 1 or text.count("```") % 2 == 1
+
+    @staticmethod
+    def _is_abbreviation(text: str) -> bool:
+        last = text.rsplit(None, 1)[-1].lower() if text.strip() else ""
+        return last in _ABBREVIATIONS
+
+
+class StreamingTts(ABC):
+    """Text to 24 kHz speech, phrase by phrase."""
+
+    sample_rate: int = OUTPUT_RATE
+    default_voice: str = "default"
+
+    @property
+    def voices(self) -> tuple[str, ...]:
+        """Voices this backend can speak with right now."""
+        return (self.default_voice,)
+
+    def resolve_voice(self, voice: str | None) -> str:
+        """``voice`` if this backend has it, else its default (clients ask for OpenAI voice names)."""
+        return voice if voice in self.voices else self.default_voice
+
+    def synthesize(
+        self, text: str, *, voice: str | None = None, stop: threading.Event | None = None
+    ) -> Iterator[TtsChunk]:
+        """Speak a complete text; yields one chunk per sentence as soon as it is ready."""
+        return self.stream([text], voice=voice, stop=stop)
+
+    def stream(
+        self,
+        pieces: Iterable[str],
+        *,
+        voice: str | None = None,
+        stop: threading.Event | None = None,
+        chunker: SentenceChunker | None = None,
+    ) -> Iterator[TtsChunk]:
+        """Speak text that arrives in pieces (LLM deltas or words); audio per sentence as it completes."""
+        stop = stop or threading.Event()
+        chunker = chunker or SentenceChunker()
+        name = self.resolve_voice(voice)
+        for piece in pieces:
+            if stop.is_set():
+                return
+            for sentence in chunker.push(piece):
+                yield from self._speak(sentence, name, stop)
+        for sentence in chunker.flush():
+            yield from self._speak(sentence, name, stop)
+
+    def _speak(self, sentence: str, voice: str, stop: threading.Event) -> Iterator[TtsChunk]:
+        text = clean_for_speech(sentence)
+        if not text or not any(ch.isalnum() for ch in text):
+            return
+        for audio in self._synthesize(text, voice, stop):
+            if stop.is_set():
+                return
+            if len(audio):
+                yield TtsChunk(np.asarray(audio, np.float32), text)
+
+    @abstractmethod
+    def _synthesize(self, text: str, voice: str, stop: threading.Event) -> Iterator[np.ndarray]:
+        """Audio for one cleaned sentence, in one or more pieces; check ``stop`` between pieces."""

@@ -1,0 +1,1 @@
+"""Voice activity detection: per-frame speech probabilities (base, silero) and turn events (turn)."""

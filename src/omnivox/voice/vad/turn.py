@@ -1,0 +1,165 @@
+"""Turn detection on top of VAD probabilities, with the OpenAI Realtime ``server_vad`` parameters.
+
+``TurnDetector`` is pure: it takes one speech probability per VAD window and says when the user
+started and stopped speaking, in audio time (milliseconds since the stream began), so it is tested
+with synthetic probabilities and gives the same answer however fast audio arrives.
+
+- Speech starts at the first window whose probability reaches ``threshold``.
+- While speaking, a window below ``threshold - hysteresis`` starts (or continues) a silence run and a
+  window at or above ``threshold`` ends it; in-between windows just let time pass. Silero's own
+  segmenter uses the same hysteresis so one soft syllable does not cut a turn.
+- Speech stops once the silence run lasts ``silence_duration_ms``. The event is reported then, but it
+  says where the speech ended (the start of the silence run), as OpenAI's ``audio_end_ms`` does.
+- ``prefix_padding_ms`` only moves ``audio_start_ms`` earlier: the audio committed as the user's turn
+  should begin a little before the VAD fired, because the first phoneme is quiet.
+
+``pause_prediction`` in [0, 1] is how far the current silence run has got towards
+``silence_duration_ms``: 0 while the user is speaking, rising linearly through a pause, 1 when the turn
+has ended (and while nobody speaks). A cascade can start the LLM speculatively above, say, 0.6 and
+commit when the turn really ends, as Unmute does with its STT's pause prediction.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from omnivox.core.errors import IllegalTransition
+from omnivox.voice.vad.base import VoiceActivityDetector
+
+
+@dataclass(frozen=True)
+class TurnParams:
+    """OpenAI ``turn_detection: {type: "server_vad", ...}`` settings, same names and defaults."""
+
+    threshold: float = 0.5
+    prefix_padding_ms: int = 300
+    silence_duration_ms: int = 500
+    hysteresis: float = 0.15  # not an OpenAI setting: below threshold - hysteresis counts as silence
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.threshold <= 1.0:
+            raise ValueError(f"threshold must be in (0, 1], got {self.threshold}")
+        if self.prefix_padding_ms < 0 or self.silence_duration_ms <= 0:
+            raise ValueError("prefix_padding_ms must be >= 0 and silence_duration_ms > 0")
+        if not 0.0 <= self.hysteresis < self.threshold:
+            raise ValueError("hysteresis must be in [0, threshold)")
+
+
+class TurnState(enum.Enum):
+    SILENCE = "silence"  # nobody is speaking
+    SPEECH = "speech"  # the user is speaking (possibly in a short pause)
+
+
+_ALLOWED = {(TurnState.SILENCE, TurnState.SPEECH), (TurnState.SPEECH, TurnState.SILENCE)}
+
+
+class TurnEventType(enum.StrEnum):
+    SPEECH_STARTED = "speech_started"
+    SPEECH_STOPPED = "speech_stopped"
+
+
+@dataclass(frozen=True)
+class TurnEvent:
+    type: TurnEventType
+    speech_ms: float  # where the speech began (started) or ended (stopped), per the VAD windows
+    audio_ms: float  # OpenAI's audio_start_ms (speech_ms minus prefix padding) / audio_end_ms
+    detected_ms: float  # audio time at which the detector could say so (end of the deciding window)
+
+
+class TurnDetector:
+    """Speech start / stop events from a sequence of per-window speech probabilities."""
+
+    def __init__(self, params: TurnParams | None = None, window_ms: float = 32.0) -> None:
+        if window_ms <= 0:
+            raise ValueError("window_ms must be positive")
+        self.params = params or TurnParams()
+        self.window_ms = window_ms
+        self.reset()
+
+    def reset(self) -> None:
+        """Back to silence at audio time 0, for a new stream."""
+        self.state = TurnState.SILENCE
+        self.audio_ms = 0.0  # end of the last window pushed
+        self._silence_since: float | None = None  # start of the current silence run while speaking
+        self._last_stop_ms = 0.0  # padding never reaches back into the previous turn
+
+    def _move(self, to: TurnState) -> None:
+        if (self.state, to) not in _ALLOWED:
+            raise IllegalTransition(f"turn detector cannot go from {self.state.value} to {to.value}")
+        self.state = to
+
+    @property
+    def pause_prediction(self) -> float:
+        """0 while speaking, rising to 1 as a pause reaches ``silence_duration_ms``; 1 in silence."""
+        if self.state is TurnState.SILENCE:
+            return 1.0
+        if self._silence_since is None:
+            return 0.0
+        return min(1.0, (self.audio_ms - self._silence_since) / self.params.silence_duration_ms)
+
+    def push(self, probability: float) -> TurnEvent | None:
+        """Consume one window's probability; returns the event it caused, if any."""
+        p = self.params
+        start = self.audio_ms
+        self.audio_ms += self.window_ms
+        if self.state is TurnState.SILENCE:
+            if probability < p.threshold:
+                return None
+            self._move(TurnState.SPEECH)
+            self._silence_since = None
+            padded = max(self._last_stop_ms, start - p.prefix_padding_ms, 0.0)
+            return TurnEvent(TurnEventType.SPEECH_STARTED, start, padded, self.audio_ms)
+        if probability >= p.threshold:
+            self._silence_since = None
+        elif probability < p.threshold - p.hysteresis and self._silence_since is None:
+            self._silence_since = start
+        if self._silence_since is not None and self.audio_ms - self._silence_since >= p.silence_duration_ms:
+            end = self._silence_since
+            self._move(TurnState.SILENCE)
+            self._silence_since = None
+            self._last_stop_ms = end
+            return TurnEvent(TurnEventType.SPEECH_STOPPED, end, end, self.audio_ms)
+        return None
+
+    def push_many(self, probabilities: Iterable[float]) -> list[TurnEvent]:
+        """Consume several windows; returns their events in order."""
+        events = []
+        for prob in probabilities:
+            event = self.push(float(prob))
+            if event is not None:
+                events.append(event)
+        return events
+
+
+class VadTurnDetector:
+    """A ``VoiceActivityDetector`` and a ``TurnDetector`` together: audio in, turn events out."""
+
+    def __init__(self, vad: VoiceActivityDetector, params: TurnParams | None = None) -> None:
+        self.vad = vad
+        self.turns = TurnDetector(params, vad.window_ms)
+        self.last_probability = 0.0
+
+    def feed(self, audio: np.ndarray) -> list[TurnEvent]:
+        """Score ``audio`` (at ``vad.sample_rate``) and return the turn events it caused."""
+        probs = self.vad.process(audio)
+        if len(probs):
+            self.last_probability = float(probs[-1])
+        return self.turns.push_many(probs)
+
+    @property
+    def speaking(self) -> bool:
+        return self.turns.state is TurnState.SPEECH
+
+    @property
+    def pause_prediction(self) -> float:
+        return self.turns.pause_prediction
+
+    def reset(self) -> None:
+        """New stream: VAD state and turn state both start over (the model stays loaded)."""
+        self.vad.reset()
+        self.turns.reset()
+        self.last_probability = 0.0
