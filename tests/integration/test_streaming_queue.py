@@ -50,6 +50,13 @@ async def test_two_workers_five_sessions_fifo(two_workers):
         assert [t["position"] for t in queue["tickets"]] == [1, 2, 3]
         ticket = queue["tickets"][1]["ticket_id"]
         assert httpx.get(f"{c.url}/api/queue/{ticket}").json()["position"] == 2
+        sessions = httpx.get(c.url + "/api/sessions").json()
+        by_id = {s["session_id"]: s for s in sessions["sessions"]}
+        assert sessions["active_sessions"] == 5
+        assert {by_id[k]["state"] for k in ("a", "b")} == {"active"}
+        assert {by_id["a"]["worker_id"], by_id["b"]["worker_id"]} == held
+        assert [by_id[f"q{i}"]["state"] for i in range(3)] == ["queued"] * 3
+        assert by_id["q1"]["ticket_id"] == ticket
 
         await finish(a)  # frees a worker: the first waiting session gets it
         got = await waiting[0].until("prefill_done")
@@ -68,6 +75,12 @@ async def test_two_workers_five_sessions_fifo(two_workers):
     order = [q for q in waiting]
     assert all(any(m["type"] == "queue_done" for m in q.seen) for q in order)
     c.wait_idle(2)
+    # every connection is gone, and so is every session record
+    for _ in range(50):
+        if httpx.get(c.url + "/api/sessions").json()["active_sessions"] == 0:
+            break
+        await asyncio.sleep(0.1)
+    assert httpx.get(c.url + "/api/sessions").json() == {"active_sessions": 0, "sessions": []}
 
 
 async def test_cancel_queued_ticket_and_disconnect_while_queued(two_workers):

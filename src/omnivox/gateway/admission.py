@@ -8,6 +8,7 @@ import contextlib
 from omnivox.gateway.connection import ClientConnection
 from omnivox.gateway.metrics import GatewayMetrics
 from omnivox.gateway.pool import Ticket, WorkerPool, WorkerRecord
+from omnivox.gateway.sessions import SessionRecord
 from omnivox.protocol.queue import Queued, QueueDone, QueueUpdate
 
 
@@ -22,10 +23,35 @@ async def acquire_worker(
     task_type: str,
     history_hash: str | None = None,
     update_interval_s: float = 3.0,
+    record: SessionRecord | None = None,
 ) -> tuple[WorkerRecord, Ticket]:
     """Enqueue and wait. Sends queued / queue_update (on every change, at least every interval) /
-    queue_done. Raises QueueFull, WorkerUnavailable, TicketCancelled or ClientGone."""
-    ticket = pool.enqueue(task_type, history_hash)
+    queue_done. Raises QueueFull, WorkerUnavailable, TicketCancelled or ClientGone.
+
+    ``record`` (the session's entry in the gateway's session registry) follows along: queued while
+    the ticket waits, active once a worker is assigned, idle again if admission fails."""
+    try:
+        ticket = pool.enqueue(task_type, history_hash)
+        if record is not None:
+            record.queued(ticket.ticket_id)
+        worker = await _admit(pool, conn, ticket, update_interval_s)
+    except BaseException:
+        if record is not None:
+            record.idle()
+        raise
+    if record is not None:
+        record.active(worker.worker_id, ticket.ticket_id)
+    waited = pool.clock() - ticket.enqueued_at
+    metrics.queue_wait.labels(task_type).observe(waited)
+    conn.send(
+        QueueDone(ticket_id=ticket.ticket_id, worker_id=worker.worker_id, waited_s=round(waited, 3)).dump()
+    )
+    return worker, ticket
+
+
+async def _admit(
+    pool: WorkerPool, conn: ClientConnection, ticket: Ticket, update_interval_s: float
+) -> WorkerRecord:
     if not ticket.future.done():
         position, wait = pool.position(ticket.ticket_id) or (0, 0.0)
         conn.send(
@@ -37,13 +63,7 @@ async def acquire_worker(
             ).dump()
         )
         await _wait(pool, conn, ticket, (position, wait), update_interval_s)
-    worker = ticket.future.result()  # raises TicketCancelled if it was cancelled
-    waited = pool.clock() - ticket.enqueued_at
-    metrics.queue_wait.labels(task_type).observe(waited)
-    conn.send(
-        QueueDone(ticket_id=ticket.ticket_id, worker_id=worker.worker_id, waited_s=round(waited, 3)).dump()
-    )
-    return worker, ticket
+    return ticket.future.result()  # raises TicketCancelled if it was cancelled
 
 
 async def _wait(

@@ -60,15 +60,16 @@ def create_gateway_app(settings: Settings, background: list[Hook] | None = None)
         active = ctx.metrics.active_sessions.labels("streaming")
         active.inc()
         try:
-            async with ClientConnection(
-                ws,
-                sp.CLIENT_ADAPTER,
-                sp.CLIENT_TYPES,
-                settings.max_message_bytes,
-                on_error=ctx.metrics.error,
-                is_close=lambda m: isinstance(m, sp.Close),
-            ) as conn:
-                await StreamingSession(conn, ctx, session_id).run()
+            with ctx.sessions.track("streaming", session_id) as record:
+                async with ClientConnection(
+                    ws,
+                    sp.CLIENT_ADAPTER,
+                    sp.CLIENT_TYPES,
+                    settings.max_message_bytes,
+                    on_error=ctx.metrics.error,
+                    is_close=lambda m: isinstance(m, sp.Close),
+                ) as conn:
+                    await StreamingSession(conn, ctx, session_id, record).run()
         finally:
             active.dec()
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from omnivox.core.config import Settings
 from omnivox.gateway.metrics import GatewayMetrics
 from omnivox.gateway.pool import WorkerPool
+from omnivox.gateway.sessions import SessionRegistry
 
 
 @dataclass
@@ -14,6 +15,7 @@ class GatewayContext:
     settings: Settings
     pool: WorkerPool
     metrics: GatewayMetrics
+    sessions: SessionRegistry = field(default_factory=SessionRegistry)
 
 
 def ws_url(http_url: str, path: str) -> str:

@@ -53,6 +53,13 @@ async def register(body: Registration, request: Request) -> RegistrationReply:
     )
 
 
+@router.get("/api/sessions")
+async def sessions(request: Request) -> dict[str, Any]:
+    """The sessions connected now: kind, state (idle, queued, active), worker, turns, age."""
+    views = _ctx(request).sessions.views()
+    return {"active_sessions": len(views), "sessions": views}
+
+
 @router.get("/api/queue")
 async def queue(request: Request) -> dict[str, Any]:
     pool = _ctx(request).pool

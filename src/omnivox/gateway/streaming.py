@@ -23,6 +23,7 @@ from omnivox.gateway.admission import ClientGone, acquire_worker
 from omnivox.gateway.connection import DISCONNECTED, ClientConnection
 from omnivox.gateway.context import GatewayContext, ws_url
 from omnivox.gateway.pool import WorkerRecord
+from omnivox.gateway.sessions import SessionRecord
 from omnivox.protocol import streaming as sp
 from omnivox.protocol.chat import history_hash
 
@@ -32,10 +33,13 @@ _WORKER_FAILURES = (OSError, ConnectionClosed, InvalidHandshake, TimeoutError, j
 
 
 class StreamingSession:
-    def __init__(self, conn: ClientConnection, ctx: GatewayContext, session_id: str) -> None:
+    def __init__(
+        self, conn: ClientConnection, ctx: GatewayContext, session_id: str, record: SessionRecord
+    ) -> None:
         self.conn = conn
         self.ctx = ctx
         self.session_id = session_id
+        self.record = record
 
     async def run(self) -> None:
         while True:
@@ -60,6 +64,7 @@ class StreamingSession:
                 "streaming",
                 history_hash(prefill.messages[:-1]),
                 ctx.settings.queue_update_interval_s,
+                self.record,
             )
         except ClientGone:
             return False
@@ -88,6 +93,7 @@ class StreamingSession:
             return True
         finally:
             ctx.pool.release(worker, cached_hash=cached_hash)  # no-op if it was marked offline
+            self.record.idle()
 
     async def relay(self, wws: Any, worker: WorkerRecord, hit: bool) -> tuple[str | None, bool]:
         """Pump both ways until ``done``. Returns (hash the worker's cache holds, session alive)."""
@@ -124,6 +130,7 @@ class StreamingSession:
                     self.conn.send(data)
                     if kind == "done":
                         self.ctx.metrics.turns.inc()
+                        self.record.turns += 1
                         return data.get("history_hash"), True
                     from_worker = asyncio.ensure_future(wws.recv())
         finally:
