@@ -72,6 +72,11 @@ class Settings(BaseSettings):
     # --- storage
     data_dir: Path = Path("data")
 
+    # --- reference audio uploads (POST /api/assets/ref_audio)
+    ref_audio_max_bytes: int = Field(10 * MiB, ge=1024, description="largest upload accepted (413 above)")
+    ref_audio_min_s: float = Field(1.0, ge=0, description="shortest clip accepted")
+    ref_audio_max_s: float = Field(30.0, gt=0, description="longest clip accepted")
+
     log_level: str = "INFO"
 
 

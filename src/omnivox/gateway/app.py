@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from fastapi import FastAPI, WebSocket
 
 from omnivox.core.config import Settings
+from omnivox.gateway import assets, voices
 from omnivox.gateway.connection import ClientConnection
 from omnivox.gateway.context import GatewayContext
 from omnivox.gateway.eta import DurationModel
@@ -51,6 +52,8 @@ def create_gateway_app(settings: Settings, background: list[Hook] | None = None)
     app = FastAPI(title="omnivox gateway", lifespan=lifespan)
     app.state.ctx = ctx
     app.include_router(router)
+    app.include_router(voices.router)
+    app.include_router(assets.router)
     mount_pages(app)
 
     @app.websocket("/ws/streaming/{session_id}")
