@@ -1,0 +1,50 @@
+// JSON over HTTP to the gateway, with a timeout and an API key when the user stored one.
+const KEY_STORAGE = "omnivox.apiKey";
+
+export function apiKey() {
+  try {
+    return localStorage.getItem(KEY_STORAGE) || "";
+  } catch {
+    return ""; // storage disabled (private mode): no key
+  }
+}
+
+export function setApiKey(key) {
+  try {
+    if (key) localStorage.setItem(KEY_STORAGE, key);
+    else localStorage.removeItem(KEY_STORAGE);
+  } catch {
+    /* storage disabled: the key lasts only for this page */
+  }
+}
+
+/** fetch `path`; resolves to {ok, status, data} and never rejects (network errors give status 0). */
+export async function request(path, { method = "GET", timeoutMs = 5000, text = false } = {}) {
+  const controller = new AbortController();
+  const timer = setTimeout(() => controller.abort(), timeoutMs);
+  const headers = {};
+  const key = apiKey();
+  if (key) headers.Authorization = `Bearer ${key}`;
+  try {
+    const resp = await fetch(path, { method, headers, signal: controller.signal, cache: "no-store" });
+    let data = null;
+    try {
+      data = text ? await resp.text() : await resp.json();
+    } catch {
+      data = null; // an empty or non-JSON body
+    }
+    return { ok: resp.ok, status: resp.status, data };
+  } catch (err) {
+    return { ok: false, status: 0, data: null, error: String(err) };
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+export const getJson = (path, opts) => request(path, opts);
+
+/** ws:// or wss:// URL of `path` on this page's host. */
+export function wsUrl(path) {
+  const scheme = location.protocol === "https:" ? "wss:" : "ws:";
+  return `${scheme}//${location.host}${path}`;
+}

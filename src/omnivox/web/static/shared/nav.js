@@ -1,0 +1,29 @@
+// Site navigation: fills <nav id="app-nav"> and marks the current page for screen readers.
+export const PAGES = [
+  { path: "/", label: "Home" },
+  { path: "/turnbased", label: "Chat" },
+  { path: "/voice", label: "Live voice" },
+  { path: "/admin", label: "Admin" },
+];
+
+export function renderNav(nav = document.getElementById("app-nav")) {
+  if (!nav) return;
+  nav.classList.add("app-nav");
+  nav.setAttribute("aria-label", "Main");
+  const here = location.pathname.replace(/\/+$/, "") || "/";
+  const list = document.createElement("ul");
+  const brand = document.createElement("li");
+  brand.className = "brand";
+  brand.textContent = "omnivox";
+  list.append(brand);
+  for (const page of PAGES) {
+    const item = document.createElement("li");
+    const link = document.createElement("a");
+    link.href = page.path;
+    link.textContent = page.label;
+    if (page.path === here) link.setAttribute("aria-current", "page");
+    item.append(link);
+    list.append(item);
+  }
+  nav.replaceChildren(list);
+}

@@ -1,0 +1,124 @@
+"""The chat page (/turnbased) in Chromium against real gateway and worker processes."""
+
+from __future__ import annotations
+
+import re
+
+import httpx
+import pytest
+from playwright.sync_api import expect
+
+from cluster import cluster
+
+pytestmark = pytest.mark.browser
+
+LONG = " ".join(f"word{i}" for i in range(60))  # 12 s of echo at 0.2 s a word
+
+
+@pytest.fixture(scope="module")
+def echo(tmp_path_factory):
+    """One slow echo worker: each word of a reply takes 0.2 s, so a long reply can be stopped."""
+    with cluster(workers=1, log_dir=tmp_path_factory.mktemp("logs"), OMNIVOX_ECHO_DELAY_S="0.2") as c:
+        yield c
+
+
+def send(page, text: str) -> None:
+    page.get_by_label("Message", exact=True).fill(text)
+    page.get_by_role("button", name="Send").click()
+
+
+def last_reply(page):
+    return page.locator("#messages .msg.assistant").last
+
+
+def test_typed_message_gets_a_streamed_reply(echo, open_page, screenshot):
+    page = open_page(echo.url + "/turnbased")
+    expect(page.locator("#capabilities")).to_contain_text("echo")
+    send(page, "hello from the browser")
+    reply = last_reply(page)
+    expect(reply.locator(".text")).to_have_text("(echo) hello from the browser")
+    expect(reply).to_have_attribute("data-stopped", "false")
+    expect(reply.locator(".figures")).to_contain_text("first token")
+    assert int(reply.get_attribute("data-ttft-page-ms")) >= 0
+    # the second turn carries the whole conversation; the worker holds the first, so it is a cache hit
+    send(page, "and again")
+    reply = last_reply(page)
+    expect(reply.locator(".text")).to_have_text("(echo) and again")
+    expect(reply.locator(".figures")).to_contain_text("cache hit")
+    assert int(reply.get_attribute("data-cached-tokens")) > 0
+    history = page.evaluate("omnivox.chat.messages")
+    assert [m["role"] for m in history] == ["user", "assistant", "user", "assistant"]
+    assert history[1]["content"] == "(echo) hello from the browser"
+    screenshot(page, "turnbased")
+
+
+def test_stop_halts_a_running_generation(echo, open_page):
+    page = open_page(echo.url + "/turnbased")
+    send(page, LONG)
+    reply = last_reply(page)
+    expect(reply.locator(".text")).to_contain_text("word1")
+    page.get_by_role("button", name="Stop").click()
+    expect(reply).to_have_attribute("data-stopped", "true")
+    expect(reply.locator(".figures")).to_contain_text("stopped")
+    words = reply.locator(".text").inner_text().split()
+    assert 2 <= len(words) < 30, words  # stopped early: the whole echo is 61 words
+    expect(page.get_by_role("button", name="Send")).to_be_enabled()
+    # the stopped reply is part of the conversation, exactly as the worker cached it
+    assert page.evaluate("omnivox.chat.messages")[-1]["content"] == " ".join(words)
+
+
+def test_a_second_page_shows_its_queue_position(echo, open_page, screenshot):
+    first = open_page(echo.url + "/turnbased")
+    send(first, LONG)
+    expect(last_reply(first).locator(".text")).to_contain_text("word0")  # holds the only worker
+    second = open_page(echo.url + "/turnbased")
+    send(second, "my turn please")
+    status = second.locator("#queue-status")
+    expect(status).to_contain_text(re.compile(r"position 1 of 1"))
+    expect(last_reply(second).locator(".figures")).to_contain_text("queued (#1)")
+    screenshot(second, "turnbased-queued")
+    first.get_by_role("button", name="Stop").click()  # frees the worker: the second page is served
+    expect(last_reply(second).locator(".text")).to_have_text("(echo) my turn please", timeout=20_000)
+    expect(last_reply(second).locator(".figures")).to_contain_text("waited")
+    expect(status).to_have_text("")
+
+
+def test_stop_while_queued_leaves_the_queue(echo, open_page):
+    first = open_page(echo.url + "/turnbased")
+    send(first, LONG)
+    expect(last_reply(first).locator(".text")).to_contain_text("word0")
+    second = open_page(echo.url + "/turnbased")
+    send(second, "never mind")
+    expect(second.locator("#queue-status")).to_contain_text("position 1")
+    second.get_by_role("button", name="Stop").click()
+    expect(second.get_by_role("alert")).to_contain_text("left the queue")
+    assert httpx.get(echo.url + "/api/queue").json()["queue_length"] == 0
+    first.get_by_role("button", name="Stop").click()
+    expect(last_reply(first)).to_have_attribute("data-stopped", "true")
+
+
+@pytest.fixture(scope="module")
+def cascade(tmp_path_factory):
+    with cluster(workers=1, engine="cascade", log_dir=tmp_path_factory.mktemp("logs")) as c:
+        yield c
+
+
+def test_spoken_message_is_transcribed_and_answered(cascade, open_page, screenshot):
+    page = open_page(cascade.url + "/turnbased")
+    talk = page.get_by_role("button", name="Hold to talk")
+    talk.hover()
+    page.mouse.down()
+    expect(page.locator("#queue-status")).to_contain_text("Listening")
+    page.wait_for_timeout(3800)  # the fake microphone says the sentence within 3.2 s
+    page.mouse.up()
+    user = page.locator("#messages .msg.user").last
+    expect(user).to_contain_text("Voice message")
+    reply = last_reply(page)
+    expect(reply).to_have_attribute("data-stopped", "false", timeout=30_000)
+    said = reply.locator(".text").inner_text().lower()
+    assert "weather" in said and "paris" in said, said
+    expect(user.locator(".transcript")).to_contain_text("weather")
+    page.wait_for_function("omnivox.player.stats.played > 2400", timeout=20_000)
+    stats = page.evaluate("omnivox.player.stats")
+    assert stats["peak"] > 0.01, stats  # the spoken reply was played, not silence
+    screenshot(page, "turnbased-voice")
