@@ -7,6 +7,7 @@ Screenshots go to ``$OMNIVOX_SCREENSHOT_DIR`` when it is set, else to pytest's t
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -72,30 +73,69 @@ def browser(speech_wav):
         browser.close()
 
 
+ASSETS = ("document", "script", "stylesheet", "image", "font")
+
+
 class PageErrors:
-    """Console errors and uncaught exceptions of one page."""
+    """JavaScript errors (console errors, uncaught exceptions) and broken assets of the pages.
+
+    Chromium also logs every HTTP error response as a console error; for API calls a page handles
+    those itself (a 404 from an endpoint this server lacks), so they are checked as responses:
+    a page, script, stylesheet or image that fails to load is an error, an API answer is not.
+    """
 
     def __init__(self) -> None:
         self.errors: list[str] = []
 
-    def attach(self, page) -> None:
-        page.on("console", lambda m: m.type == "error" and self.errors.append(f"console: {m.text}"))
+    def attach(self, page, allow: tuple[str, ...]) -> None:
+        def console(message) -> None:
+            text = message.text
+            if message.type != "error" or text.startswith("Failed to load resource"):
+                return
+            if not any(re.search(pattern, text) for pattern in allow):
+                self.errors.append(f"console: {text}")
+
+        def response(resp) -> None:
+            if resp.status >= 400 and resp.request.resource_type in ASSETS:
+                self.errors.append(f"HTTP {resp.status}: {resp.url}")
+
+        page.on("console", console)
         page.on("pageerror", lambda e: self.errors.append(f"pageerror: {e}"))
+        page.on("response", response)
+        page.on(
+            "requestfailed",
+            lambda r: r.resource_type in ASSETS and self.errors.append(f"failed: {r.url} {r.failure}"),
+        )
 
 
 @pytest.fixture
 def open_page(browser, request) -> Iterator[Callable[..., object]]:
-    """open_page(url, viewport=None) -> a Playwright page; at the end no page may have logged an error."""
+    """open_page(url, viewport=None, allow=(), init_script=None, route=None) -> a Playwright page.
+
+    At the end of the test no page may have logged a JavaScript error, except console errors that
+    match a pattern in ``allow``. ``init_script`` runs before the page's own scripts; ``route(page)``
+    installs request or WebSocket routes before the page loads.
+    """
     contexts = []
     errors = PageErrors()
 
-    def open_(url: str, viewport: dict | None = None):
+    def open_(
+        url: str,
+        viewport: dict | None = None,
+        allow: tuple[str, ...] = (),
+        init_script: str | None = None,
+        route: Callable[[object], None] | None = None,
+    ):
         context = browser.new_context(viewport=viewport or {"width": 1100, "height": 900})
         context.grant_permissions(["microphone"])
         contexts.append(context)
         page = context.new_page()
         page.set_default_timeout(15_000)
-        errors.attach(page)
+        errors.attach(page, allow)
+        if init_script:
+            page.add_init_script(init_script)
+        if route:
+            route(page)
         page.goto(url)
         return page
 

@@ -62,7 +62,7 @@ function renderQueue(queue) {
       el("td", {}, el("code", { text: t.ticket_id })),
       el("td", { text: t.task_type }),
       el("td", { class: "num", text: seconds(t.waited_s) }),
-      el("td", { class: "num", text: seconds(t.estimated_wait_s) }),
+      el("td", { class: "num", text: t.estimated_wait_s > 0 ? seconds(t.estimated_wait_s) : "not known yet" }),
       el(
         "td",
         {},

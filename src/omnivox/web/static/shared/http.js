@@ -1,22 +1,24 @@
 // JSON over HTTP to the gateway, with a timeout and an API key when the user stored one.
-const KEY_STORAGE = "omnivox.apiKey";
-
-export function apiKey() {
+/** A setting kept in this browser ("" when unset, or when storage is disabled in private mode). */
+export function loadSetting(name) {
   try {
-    return localStorage.getItem(KEY_STORAGE) || "";
+    return localStorage.getItem(`omnivox.${name}`) || "";
   } catch {
-    return ""; // storage disabled (private mode): no key
+    return "";
   }
 }
 
-export function setApiKey(key) {
+export function saveSetting(name, value) {
   try {
-    if (key) localStorage.setItem(KEY_STORAGE, key);
-    else localStorage.removeItem(KEY_STORAGE);
+    if (value) localStorage.setItem(`omnivox.${name}`, value);
+    else localStorage.removeItem(`omnivox.${name}`);
   } catch {
-    /* storage disabled: the key lasts only for this page */
+    /* storage disabled: the setting lasts only for this page */
   }
 }
+
+export const apiKey = () => loadSetting("apiKey");
+export const setApiKey = (key) => saveSetting("apiKey", key);
 
 /** fetch `path`; resolves to {ok, status, data} and never rejects (network errors give status 0). */
 export async function request(path, { method = "GET", timeoutMs = 5000, text = false } = {}) {

@@ -1,8 +1,8 @@
 // A small JSON WebSocket client: one socket at a time, open() on demand, optional automatic retries.
 //
 // Events: "open"; "message" (detail: the parsed object); "close" (detail: {code, reason, byUser,
-// retryInMs}); "retry" (detail: {attempt, delayMs}). Close code 1008 (policy: capacity, auth) and
-// closes asked for by the page are never retried.
+// wasOpen, retryInMs}); "retry" (detail: {attempt, delayMs}). Only a connection that was open and got lost
+// is retried; never after close code 1000, 1008 (policy: capacity, auth) or a close by the page.
 export class JsonSocket extends EventTarget {
   constructor(url, { protocols = [], retries = 0, backoffMs = 1000 } = {}) {
     super();
@@ -50,19 +50,22 @@ export class JsonSocket extends EventTarget {
         if (this.ws === ws) this.ws = null;
         this.opening = null;
         if (!opened) reject(new Error(`could not connect to ${this.url} (code ${event.code})`));
-        this.closed(event);
+        this.closed(event, opened);
       };
       ws.onerror = () => {}; // a close event with the details always follows
     });
     return this.opening;
   }
 
-  closed(event) {
-    const retry = !this.byUser && event.code !== 1008 && event.code !== 1000 && this.attempt < this.retries;
+  closed(event, opened) {
+    // a first connection that fails is the caller's to handle (open() rejects); a lost one is retried
+    const lost = opened || this.attempt > 0;
+    const retry =
+      lost && !this.byUser && event.code !== 1008 && event.code !== 1000 && this.attempt < this.retries;
     const delayMs = retry ? this.backoffMs * 2 ** this.attempt : null;
     this.dispatchEvent(
       new CustomEvent("close", {
-        detail: { code: event.code, reason: event.reason, byUser: this.byUser, retryInMs: delayMs },
+        detail: { code: event.code, reason: event.reason, byUser: this.byUser, wasOpen: opened, retryInMs: delayMs },
       }),
     );
     if (!retry) return;
