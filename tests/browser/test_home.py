@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import httpx
 import pytest
 from playwright.sync_api import expect
 
@@ -52,3 +53,12 @@ def test_every_page_fits_a_phone_screen(echo, open_page, screenshot):
         overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
         assert overflow <= 0, f"{path} scrolls sideways by {overflow}px on a phone"
         screenshot(page, f"phone-{name.lower().replace(' ', '-')}")
+
+
+def test_pages_and_modules_are_served_fresh(echo):
+    """No build step means no content hashes in file names: browsers must revalidate every load."""
+    for path in ["/", "/admin", "/static/pages/home.js", "/static/shared/player-worklet.js"]:
+        resp = httpx.get(echo.url + path)
+        assert resp.status_code == 200, path
+        assert resp.headers["cache-control"] == "no-cache", path
+    assert "javascript" in httpx.get(echo.url + "/static/shared/pcm.js").headers["content-type"]

@@ -3,14 +3,25 @@
 from __future__ import annotations
 
 from fastapi import FastAPI, HTTPException
-from fastapi.responses import FileResponse
+from fastapi.responses import FileResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from omnivox.web import PAGES, STATIC_DIR
 
+# The pages load ES modules by plain names (no build step, no content hashes), so a browser must
+# revalidate them (a cheap 304 on the ETag) or it may mix modules of two versions after an upgrade.
+REVALIDATE = {"Cache-Control": "no-cache"}
+
+
+class RevalidatedFiles(StaticFiles):
+    def file_response(self, *args, **kwargs) -> Response:
+        response = super().file_response(*args, **kwargs)
+        response.headers.update(REVALIDATE)
+        return response
+
 
 def mount_pages(app: FastAPI) -> None:
-    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    app.mount("/static", RevalidatedFiles(directory=STATIC_DIR), name="static")
 
     def page(name: str):
         async def serve_page() -> FileResponse:
@@ -19,7 +30,7 @@ def mount_pages(app: FastAPI) -> None:
                 raise HTTPException(
                     404, detail={"code": "not_found", "message": f"page {name} is not built yet"}
                 )
-            return FileResponse(path, media_type="text/html")
+            return FileResponse(path, media_type="text/html", headers=REVALIDATE)
 
         return serve_page
 
