@@ -19,12 +19,22 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def _engine_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--engine", help="echo (default), tiny, transformers, cascade")
-    p.add_argument("--model", help="local model directory for the transformers engine")
+    p.add_argument("--engine", help="cascade (default: voice in and out), echo, tiny, transformers")
+    p.add_argument("--model", help="local model directory (transformers engine, or --llm transformers)")
     p.add_argument("--device", help="cpu or cuda")
-    p.add_argument("--llm-url", dest="llm_url", help="OpenAI-compatible chat server for the cascade")
-    p.add_argument("--llm-model", dest="llm_model")
-    p.add_argument("--llm-api-key", dest="llm_api_key")
+    voice = p.add_argument_group("cascade engine (voice)")
+    voice.add_argument(
+        "--llm", help="auto (openai if --llm-url is set, else echo), echo, openai, transformers, tiny"
+    )
+    voice.add_argument("--llm-url", dest="llm_url", help="OpenAI-compatible chat server (vLLM, SGLang, ...)")
+    voice.add_argument("--llm-model", dest="llm_model", help="model name on that server")
+    voice.add_argument("--llm-api-key", dest="llm_api_key")
+    voice.add_argument("--system-prompt", dest="system_prompt", help="instructions when a client gives none")
+    voice.add_argument("--asr", help="pocketsphinx (embedded, default) or openai (--asr-url)")
+    voice.add_argument("--asr-url", dest="asr_url", help="OpenAI-compatible /v1/audio/transcriptions server")
+    voice.add_argument("--tts", help="hibari (embedded, default) or openai (--tts-url)")
+    voice.add_argument("--tts-url", dest="tts_url", help="OpenAI-compatible /v1/audio/speech server")
+    voice.add_argument("--voice", help="default voice (GET /v1/voices lists them)")
 
 
 def _gateway_flags(p: argparse.ArgumentParser) -> None:

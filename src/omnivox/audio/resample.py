@@ -1,9 +1,10 @@
-"""Resampling between the rates voice audio comes in (8, 16, 24, 48 kHz) with soxr.
+"""Resampling between the rates voice audio comes in (8 to 48 kHz) with soxr.
 
 Telephony is 8 kHz, ASR and VAD models want 16 kHz, the TTS and the OpenAI Realtime PCM format are
-24 kHz, Opus and browsers run at 48 kHz. ``resample`` converts a whole clip; ``StreamResampler``
-converts a stream that arrives in chunks, keeping the filter state between them so chunk edges make
-no clicks and the output equals (to float rounding) what the one-shot call gives for the whole clip.
+24 kHz, Opus and browsers run at 48 kHz, and recordings are often 44.1 kHz (or its halves).
+``resample`` converts a whole clip; ``StreamResampler`` converts a stream that arrives in chunks,
+keeping the filter state between them so chunk edges make no clicks and the output equals (to float
+rounding) what the one-shot call gives for the whole clip.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import soxr
 from omnivox.audio.pcm import as_float32
 from omnivox.core.errors import InvalidAudio
 
-SUPPORTED_RATES: tuple[int, ...] = (8000, 16000, 24000, 48000)
+SUPPORTED_RATES: tuple[int, ...] = (8000, 11025, 16000, 22050, 24000, 32000, 44100, 48000)
 # "HQ" is soxr's default; voice does not need VHQ's extra cost
 _QUALITY = "HQ"
 

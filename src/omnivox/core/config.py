@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field
 from pydantic_settings import (
@@ -36,7 +36,7 @@ class Settings(BaseSettings):
     worker_urls: list[str] = Field(default_factory=list, description="workers the gateway knows up front")
 
     # --- engine
-    engine: str = "echo"
+    engine: str = Field("cascade", description="cascade (voice: VAD+ASR+LLM+TTS), echo, tiny, transformers")
     model: str | None = Field(None, description="model directory for the transformers engine")
     device: str = "cpu"
     tiny_seed: int = 0
@@ -44,15 +44,31 @@ class Settings(BaseSettings):
         0.0, ge=0, description="seconds per word the echo engine waits (imitates a model)"
     )
 
-    # --- voice (cascade engine)
-    llm_url: str | None = None
-    llm_model: str | None = None
+    # --- voice (cascade engine): models are loaded once per worker process
+    llm: Literal["auto", "echo", "openai", "transformers", "tiny"] = Field(
+        "auto", description="auto: openai when llm_url is set, else echo; transformers uses --model"
+    )
+    llm_url: str | None = Field(None, description="OpenAI-compatible chat server (vLLM, SGLang, ...)")
+    llm_model: str | None = Field(None, description="model name on the server (default: the only one)")
     llm_api_key: str | None = None
-    asr: str = "pocketsphinx"
-    asr_url: str | None = None
-    tts: str = "hibari"
-    tts_url: str | None = None
-    voice: str | None = None
+    llm_context_tokens: int = Field(8192, ge=256, description="history is trimmed to fit this")
+    llm_max_tokens: int = Field(512, ge=1, description="longest reply")
+    llm_temperature_first: float = Field(0.7, ge=0, le=2)
+    llm_temperature_later: float = Field(0.3, ge=0, le=2)
+    system_prompt: str = Field(
+        "You are a helpful voice assistant. Answer in a few short spoken sentences, without markdown.",
+        description="instructions when the client gives none",
+    )
+    asr: Literal["pocketsphinx", "openai"] = "pocketsphinx"
+    asr_url: str | None = Field(None, description="OpenAI-compatible /v1/audio/transcriptions server")
+    asr_model: str = "whisper-1"
+    asr_api_key: str | None = None
+    tts: Literal["hibari", "openai"] = "hibari"
+    tts_url: str | None = Field(None, description="OpenAI-compatible /v1/audio/speech server")
+    tts_model: str = "tts-1"
+    tts_api_key: str | None = None
+    voice: str | None = Field(None, description="default voice (default: the TTS backend's own)")
+    tts_threads: int = Field(1, ge=1, description="threads per TTS model (one worker per core: 1)")
 
     # --- queue and pool
     max_queue_size: int = Field(1000, ge=0)

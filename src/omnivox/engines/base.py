@@ -16,6 +16,7 @@ import numpy as np
 
 from omnivox.protocol.chat import ChatMessage
 from omnivox.protocol.workers import Capabilities
+from omnivox.voice.stack import VoiceStack
 
 OUTPUT_SAMPLE_RATE = 24000
 
@@ -26,13 +27,15 @@ class PrefillStats:
     message_count: int  # messages the engine holds
     cached_tokens: int  # tokens that were already in the cache and reused
     input_tokens: int  # tokens this prefill had to compute
+    transcripts: tuple[str, ...] = ()  # what was heard in the audio parts of the prefilled messages
 
 
 @dataclass(frozen=True)
 class GenerateParams:
     max_new_tokens: int = 256
-    temperature: float = 0.0
+    temperature: float | None = None  # None: the engine's default (greedy for local models)
     generate_audio: bool = False
+    voice: str | None = None  # None: the engine's default voice
 
 
 @dataclass
@@ -89,6 +92,15 @@ class Engine(ABC):
     def held_messages(self) -> list[ChatMessage]:
         """The conversation the cache holds (the worker hashes it for cache-aware routing)."""
         return []
+
+    @property
+    def voice(self) -> VoiceStack | None:
+        """The loaded voice models, for engines that have them (realtime sessions use them)."""
+        return None
+
+    def end_session(self) -> None:  # noqa: B027 - optional hook
+        """A session ended, however it ended: drop per-session stream state (a decoder that was
+        mid-utterance), keep the conversation cache (the next turn may be a cache hit)."""
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release resources at worker shutdown."""

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from omnivox.engines.base import Engine, GenChunk, GenerateParams, GenResult, PrefillStats
 from omnivox.protocol.chat import ChatMessage
 from omnivox.protocol.workers import Capabilities
+from omnivox.voice.stack import VoiceStack
 
 
 class DeferredEngine(Engine):
@@ -48,6 +49,14 @@ class DeferredEngine(Engine):
 
     def held_messages(self) -> list[ChatMessage]:
         return self._inner.held_messages() if self._inner is not None else []
+
+    @property
+    def voice(self) -> VoiceStack | None:
+        return self._inner.voice if self._inner is not None else None
+
+    def end_session(self) -> None:
+        if self._inner is not None:
+            self._inner.end_session()
 
     def close(self) -> None:
         if self._inner is not None:

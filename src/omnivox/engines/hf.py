@@ -188,6 +188,23 @@ class TransformersEngine(Engine):
             raise
         return PrefillStats(len(self._ids), len(self._messages), cached, computed)
 
+    def set_conversation(self, messages: Sequence[ChatMessage]) -> PrefillStats:
+        """Hold exactly ``messages`` from now on, reusing the cache's common prefix with them.
+
+        This is how a caller that keeps its own history (the cascade's LLM) gets KV reuse: each
+        reply re-sends the whole conversation and only what changed since the last one is computed.
+        """
+        for m in messages:
+            message_text(m)
+        held = self._messages
+        self._messages = [m.model_copy(deep=True) for m in messages]
+        try:
+            cached, computed, _ = self._sync(self._render(add_generation_prompt=False), need_logits=False)
+        except BaseException:
+            self._messages = held
+            raise
+        return PrefillStats(len(self._ids), len(self._messages), cached, computed)
+
     def generate(
         self, params: GenerateParams, stop: threading.Event, result: GenResult
     ) -> Iterator[GenChunk]:
@@ -313,7 +330,7 @@ class TransformersEngine(Engine):
         self._ids.extend(ids)
         return out.logits[0, -1]
 
-    def _pick(self, logits: torch.Tensor | None, temperature: float) -> int:
+    def _pick(self, logits: torch.Tensor | None, temperature: float | None) -> int:
         assert logits is not None
         with torch.inference_mode():
             allowed = self.codec.allowed_ids
@@ -323,7 +340,7 @@ class TransformersEngine(Engine):
                     mask[list(allowed)] = 0
                     self._mask = mask
                 logits = logits + self._mask
-            if temperature <= 0:
+            if not temperature or temperature <= 0:  # None (the default) is greedy too
                 return int(torch.argmax(logits))
             probs = torch.softmax(logits.float() / temperature, dim=-1)
             return int(torch.multinomial(probs, 1, generator=self._rng))

@@ -8,6 +8,8 @@ from omnivox.core.config import Settings
 from omnivox.engines.base import Engine
 from omnivox.engines.deferred import DeferredEngine
 from omnivox.protocol.workers import Capabilities
+from omnivox.voice.llm.base import ChatLlm
+from omnivox.voice.stack import VoiceStack, build_voice_stack
 
 TEXT_STREAMING = Capabilities(streaming=True)
 
@@ -40,10 +42,37 @@ def _transformers(settings: Settings) -> Engine:
     return DeferredEngine("transformers", TEXT_STREAMING, build)
 
 
+def _local_llm(settings: Settings) -> ChatLlm | None:
+    """The cascade's LLM when it is a local model (None: a remote or echo LLM, built by voice)."""
+    if settings.llm not in ("tiny", "transformers"):
+        return None
+    from omnivox.engines.local_llm import LocalChatLlm
+
+    if settings.llm == "tiny":
+        from omnivox.engines.tiny import TinyEngine
+
+        return LocalChatLlm(TinyEngine(seed=settings.tiny_seed))
+    if not settings.model:
+        raise ValueError("llm=transformers needs --model PATH (a local Hugging Face model directory)")
+    from omnivox.engines.hf import TransformersEngine
+
+    return LocalChatLlm(TransformersEngine.from_pretrained(settings.model, device=settings.device))
+
+
+def _cascade(settings: Settings) -> Engine:
+    from omnivox.engines.cascade import CascadeEngine
+
+    def build_stack() -> VoiceStack:
+        return build_voice_stack(settings, llm=_local_llm(settings))
+
+    return CascadeEngine(build_stack)
+
+
 ENGINES: dict[str, Callable[[Settings], Engine]] = {
     "echo": _echo,
     "tiny": _tiny,
     "transformers": _transformers,
+    "cascade": _cascade,
 }
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import socket
@@ -22,6 +23,31 @@ def _free_port(host: str) -> int:
     with socket.socket() as s:
         s.bind((host, 0))
         return s.getsockname()[1]
+
+
+# what only the gateway (or the command line of each worker) decides
+_NOT_FOR_WORKERS = frozenset(
+    {
+        "host",
+        "port",
+        "workers",
+        "worker_host",
+        "worker_port",
+        "worker_public_url",
+        "gateway_url",
+        "worker_urls",
+    }
+)
+
+
+def worker_env(settings: Settings) -> dict[str, str]:
+    """The settings a local worker inherits, as OMNIVOX_* variables (flags given to ``serve`` too)."""
+    env = {}
+    for name, value in settings.model_dump(mode="json").items():
+        if name in _NOT_FOR_WORKERS or value is None:
+            continue
+        env[f"OMNIVOX_{name.upper()}"] = value if isinstance(value, str) else json.dumps(value)
+    return env
 
 
 def worker_command(settings: Settings, gateway_url: str, port: int) -> list[str]:
@@ -55,7 +81,7 @@ async def supervise_workers(
         port = settings.worker_port + index if settings.worker_port else _free_port(settings.worker_host)
         while True:
             proc = await asyncio.create_subprocess_exec(
-                *worker_command(settings, gateway_url, port), env=os.environ.copy()
+                *worker_command(settings, gateway_url, port), env={**os.environ, **worker_env(settings)}
             )
             log.info("local worker %d started (pid %d, port %d)", index, proc.pid, port)
             try:

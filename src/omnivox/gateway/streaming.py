@@ -96,10 +96,14 @@ class StreamingSession:
             self.record.idle()
 
     async def relay(self, wws: Any, worker: WorkerRecord, hit: bool) -> tuple[str | None, bool]:
-        """Pump both ways until ``done``. Returns (hash the worker's cache holds, session alive)."""
+        """Pump both ways until ``done``. Returns (hash the worker's cache holds, session alive).
+
+        A turn also ends when the worker refuses its prefill (an error before ``prefill_done``): the
+        worker's cache is as it was, and the client's next prefill is routed afresh."""
         from_worker = asyncio.ensure_future(wws.recv())
         from_client = asyncio.ensure_future(self.conn.next())
         generate_at: float | None = None
+        prefilled = False
         try:
             while True:
                 done, _ = await asyncio.wait({from_worker, from_client}, return_when=asyncio.FIRST_COMPLETED)
@@ -119,6 +123,7 @@ class StreamingSession:
                     data = json.loads(from_worker.result())
                     kind = data.get("type")
                     if kind == "prefill_done":
+                        prefilled = True
                         data.update(cache_hit=hit, worker_id=worker.worker_id)
                     elif kind == "chunk" and generate_at is not None:
                         self.ctx.metrics.ttft.labels("hit" if hit else "miss").observe(
@@ -128,6 +133,8 @@ class StreamingSession:
                     elif kind == "error":
                         self.ctx.metrics.error(str(data.get("code")))
                     self.conn.send(data)
+                    if kind == "error" and not prefilled:
+                        return None, True
                     if kind == "done":
                         self.ctx.metrics.turns.inc()
                         self.record.turns += 1

@@ -29,8 +29,9 @@ class Prefill(Msg):
 class Generate(Msg):
     type: Literal["generate"] = "generate"
     max_new_tokens: int = Field(256, ge=1)
-    temperature: float = Field(0.0, ge=0.0, le=2.0)
+    temperature: float | None = Field(None, ge=0.0, le=2.0)  # None: the engine's default
     generate_audio: bool = False
+    voice: str | None = None  # a voice from GET /v1/voices (None: the default)
 
 
 class Stop(Msg):
@@ -56,6 +57,7 @@ class PrefillDone(Msg):
     input_tokens: int  # tokens computed by this prefill
     cache_hit: bool = False
     worker_id: str | None = None
+    transcript: str | None = None  # what was heard in the audio parts (engines with audio in)
 
 
 class Chunk(Msg):
@@ -82,6 +84,7 @@ class Done(Msg):
     ttft_ms: float | None = None
     history_hash: str | None = None  # hash of the conversation the worker's cache now holds
     token_stats: TokenStats = Field(default_factory=TokenStats)
+    error: str | None = None  # the code of the error that cut the generation short, if one did
 
 
 ServerMessage = Annotated[PrefillDone | Chunk | Done, Field(discriminator="type")]

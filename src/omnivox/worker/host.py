@@ -87,11 +87,17 @@ class EngineHost:
         except TimeoutError:
             raise WorkerBusy("worker is serving another session") from None
 
-    def release(self) -> None:
-        if self.state is not WorkerState.IDLE:
-            self.transition(WorkerState.IDLE)
-        self.sessions_served += 1
-        self._session.release()
+    async def release(self) -> None:
+        """End the session: the engine drops its stream state (in its thread), the host is free."""
+        try:
+            await self.call(self.engine.end_session)
+        except Exception:
+            log.exception("engine %s failed to end a session", self.engine.name)
+        finally:
+            if self.state is not WorkerState.IDLE:
+                self.transition(WorkerState.IDLE)
+            self.sessions_served += 1
+            self._session.release()
 
     # ---- engine calls
 

@@ -102,6 +102,7 @@ class StreamingConnection:
                 message_count=stats.message_count,
                 cached_tokens=stats.cached_tokens,
                 input_tokens=stats.input_tokens,
+                transcript=" ".join(t for t in stats.transcripts if t) if stats.transcripts else None,
             ).dump()
         )
         self._input = stats
@@ -111,11 +112,13 @@ class StreamingConnection:
             max_new_tokens=min(msg.max_new_tokens, self.max_new_tokens),
             temperature=msg.temperature,
             generate_audio=msg.generate_audio,
+            voice=msg.voice,
         )
         result = GenResult()
         start = time.monotonic()
         ttft: float | None = None
         index = 0
+        failure: OmnivoxError | None = None
         try:
             async for chunk in self.host.generate(params, self.stop, result):
                 if ttft is None:
@@ -126,19 +129,19 @@ class StreamingConnection:
                     out.audio_sample_rate = OUTPUT_SAMPLE_RATE
                 await self.send(out.dump())
                 index += 1
-        except OmnivoxError as err:
-            await self.send(err.to_payload())
-            return
         except Exception as exc:  # an engine fault is reported, the worker keeps serving
-            log.exception("generation failed")
-            await self.send(as_omnivox_error(exc).to_payload())
-            return
+            failure = as_omnivox_error(exc)
+            if not isinstance(exc, OmnivoxError):
+                log.exception("generation failed")
+            await self.send(failure.to_payload())
+        # done always ends a generation (after an error too), so the turn ends on both sides
         await self.send(sp.Chunk(chunk_index=index, is_final=True).dump())
         stats = self._input
         total = self.host.engine.kv_length
         done = sp.Done(
             elapsed_ms=round((time.monotonic() - start) * 1000, 3),
-            stopped=result.stopped,
+            stopped=result.stopped or failure is not None,
+            error=failure.code if failure is not None else None,
             text=result.text,
             ttft_ms=round(ttft, 3) if ttft is not None else None,
             history_hash=history_hash(self.host.engine.held_messages()),
@@ -160,6 +163,8 @@ class StreamingConnection:
                 await self.generation
         if self.held:
             self.held = False
-            self.host.release()
+            # shielded: even if this task is cancelled, the engine finishes ending the session
+            # before the next one can take the host
+            await asyncio.shield(self.host.release())
         with contextlib.suppress(Exception):
             await self.ws.close()

@@ -13,7 +13,7 @@ from omnivox.core.config import Settings, load_settings
 
 def test_defaults():
     s = Settings()
-    assert (s.host, s.port, s.workers, s.engine, s.max_queue_size) == ("127.0.0.1", 8000, 1, "echo", 1000)
+    assert (s.host, s.port, s.workers, s.engine, s.max_queue_size) == ("127.0.0.1", 8000, 1, "cascade", 1000)
 
 
 def test_precedence(tmp_path, monkeypatch):
@@ -57,3 +57,16 @@ def test_help_everywhere(argv):
     )
     assert out.returncode == 0, out.stderr
     assert "usage:" in out.stdout
+
+
+def test_local_workers_inherit_the_settings_given_to_serve():
+    from omnivox.gateway.local_workers import worker_env
+
+    s = load_settings(None, llm_url="http://llm:8000/v1", voice="heart", port=9000, worker_urls=["http://w"])
+    env = worker_env(s)
+    assert env["OMNIVOX_LLM_URL"] == "http://llm:8000/v1" and env["OMNIVOX_VOICE"] == "heart"
+    assert env["OMNIVOX_ENGINE"] == "cascade" and env["OMNIVOX_MAX_MESSAGE_BYTES"] == str(s.max_message_bytes)
+    # what belongs to the gateway, or to each worker's own command line, is not passed on
+    assert "OMNIVOX_PORT" not in env and "OMNIVOX_WORKER_URLS" not in env and "OMNIVOX_API_KEY" not in env
+    # and each value reads back as the same setting
+    assert Settings(**{k.removeprefix("OMNIVOX_").lower(): v for k, v in env.items()}).llm_url == s.llm_url

@@ -21,7 +21,7 @@ def test_parses_each_client_message():
     msg = p({"type": "prefill", "messages": [{"role": "user", "content": "hi"}], "extra": 1})
     assert isinstance(msg, sp.Prefill) and msg.clear_kv_cache is True
     gen = p({"type": "generate", "max_new_tokens": 5})
-    assert isinstance(gen, sp.Generate) and gen.max_new_tokens == 5 and gen.temperature == 0.0
+    assert isinstance(gen, sp.Generate) and gen.max_new_tokens == 5 and gen.temperature is None
     assert isinstance(p({"type": "stop"}), sp.Stop)
     assert isinstance(p({"type": "close"}), sp.Close)
     parts = p({"type": "prefill", "messages": [{"role": "user", "content": [{"type": "text", "text": "a"}]}]})

@@ -46,10 +46,10 @@ async def test_one_session_at_a_time():
     host.transition(WorkerState.BUSY_STREAMING)
     with pytest.raises(WorkerBusy):
         await host.acquire()
-    host.release()
+    await host.release()
     assert host.state is WorkerState.IDLE and host.sessions_served == 1
     await asyncio.wait_for(host.acquire(), 1)
-    host.release()
+    await host.release()
 
 
 async def test_generate_stops_and_abandoned_stream_waits_for_engine():

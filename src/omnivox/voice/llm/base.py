@@ -27,6 +27,7 @@ class ChatLlm(ABC):
     """A chat model that streams its reply."""
 
     name: str = "llm"
+    vision: bool = False  # True: image parts of messages are passed to the model
 
     @abstractmethod
     def stream(

@@ -20,7 +20,7 @@ import httpx
 
 from omnivox.core.config import Settings
 from omnivox.core.errors import EngineFailure
-from omnivox.protocol.chat import ChatMessage
+from omnivox.protocol.chat import ChatMessage, ImagePart, TextPart
 from omnivox.voice.llm.base import ChatLlm, LlmParams
 from omnivox.voice.openai_compat import check_response, make_client, transport_error
 
@@ -31,6 +31,7 @@ class OpenAIChatLlm(ChatLlm):
     """Streaming chat completions from a remote OpenAI-compatible server."""
 
     name = "openai"
+    vision = True  # images go to the server as image_url parts; a text-only server refuses them
 
     def __init__(
         self,
@@ -87,7 +88,7 @@ class OpenAIChatLlm(ChatLlm):
         p = params or LlmParams()
         body: dict[str, Any] = {
             "model": self.model,
-            "messages": [{"role": m.role, "content": m.text()} for m in messages],
+            "messages": [wire_message(m) for m in messages],
             "stream": True,
         }
         if p.temperature is not None:
@@ -124,6 +125,20 @@ class OpenAIChatLlm(ChatLlm):
 
 
 _DONE = object()
+
+
+def wire_message(message: ChatMessage) -> dict[str, Any]:
+    """A message as chat completions take it: plain text, or text and image_url parts."""
+    if isinstance(message.content, str) or not any(isinstance(p, ImagePart) for p in message.content):
+        return {"role": message.role, "content": message.text()}
+    parts: list[dict[str, Any]] = []
+    for p in message.content:
+        if isinstance(p, TextPart):
+            parts.append({"type": "text", "text": p.text})
+        elif isinstance(p, ImagePart):
+            mime = "image/jpeg" if p.data.startswith("/9j/") else "image/png"
+            parts.append({"type": "image_url", "image_url": {"url": f"data:{mime};base64,{p.data}"}})
+    return {"role": message.role, "content": parts}
 
 
 def _parse_event(line: str) -> Any:

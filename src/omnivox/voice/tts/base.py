@@ -141,20 +141,23 @@ class StreamingTts(ABC):
         """Speak text that arrives in pieces (LLM deltas or words); audio per sentence as it completes."""
         stop = stop or threading.Event()
         chunker = chunker or SentenceChunker()
-        name = self.resolve_voice(voice)
         for piece in pieces:
             if stop.is_set():
                 return
             for sentence in chunker.push(piece):
-                yield from self._speak(sentence, name, stop)
+                yield from self.speak(sentence, voice=voice, stop=stop)
         for sentence in chunker.flush():
-            yield from self._speak(sentence, name, stop)
+            yield from self.speak(sentence, voice=voice, stop=stop)
 
-    def _speak(self, sentence: str, voice: str, stop: threading.Event) -> Iterator[TtsChunk]:
+    def speak(
+        self, sentence: str, *, voice: str | None = None, stop: threading.Event | None = None
+    ) -> Iterator[TtsChunk]:
+        """Clean and speak one sentence (callers that cut text themselves use this directly)."""
+        stop = stop or threading.Event()
         text = clean_for_speech(sentence)
         if not text or not any(ch.isalnum() for ch in text):
             return
-        for audio in self._synthesize(text, voice, stop):
+        for audio in self._synthesize(text, self.resolve_voice(voice), stop):
             if stop.is_set():
                 return
             if len(audio):

@@ -1,0 +1,171 @@
+"""The cascade engine: speech in -> ASR -> LLM -> TTS -> speech out, as one engine a worker hosts.
+
+Its models (VAD, ASR, TTS, LLM: a ``VoiceStack``) load once, in ``load()``, when the worker starts;
+sessions borrow them. For turn-based streaming, the audio parts of prefilled messages are transcribed
+(the transcript is what the LLM sees, and what ``prefill_done`` reports), and ``generate`` streams the
+reply as whole words with, when asked for, each sentence's 24 kHz audio as soon as it is synthesised,
+while the LLM writes the next one. Realtime sessions use the same stack through ``voice``.
+
+The engine holds two views of the conversation: the messages as the client sent them (their hash is
+what the gateway routes on) and their text form (what the LLM is given). A remote LLM server has its
+own prefix cache; "tokens" here are the approximate counts of ``voice.llm.history``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+
+from omnivox.audio.clips import decode_clip_at
+from omnivox.core.errors import PrefillRequired
+from omnivox.engines.base import Engine, GenChunk, GenerateParams, GenResult, PrefillStats
+from omnivox.protocol.chat import AudioPart, ChatMessage, ImagePart, TextPart
+from omnivox.protocol.workers import Capabilities
+from omnivox.voice.llm.base import LlmParams
+from omnivox.voice.llm.history import history_tokens, trim_history
+from omnivox.voice.llm.words import WordChunker
+from omnivox.voice.stack import ASR_RATE, VoiceStack
+from omnivox.voice.tts.base import SentenceChunker
+
+CAPABILITIES = Capabilities(streaming=True, realtime=True, audio_in=True, audio_out=True)
+
+
+class CascadeEngine(Engine):
+    name = "cascade"
+    capabilities = CAPABILITIES
+    loads = 0  # voice stacks built in this process (a worker builds exactly one)
+
+    def __init__(self, build_stack: Callable[[], VoiceStack]) -> None:
+        self._build = build_stack
+        self._stack: VoiceStack | None = None
+        self._messages: list[ChatMessage] = []  # as the client sent them
+        self._texts: list[ChatMessage] = []  # what the LLM sees: audio transcribed
+
+    # ---- the Engine contract
+
+    def load(self) -> None:
+        self._stack = self._build()
+        CascadeEngine.loads += 1
+        self.voices = self._stack.tts.voices
+        self.capabilities = CAPABILITIES.model_copy(update={"vision": self._stack.llm.vision})
+
+    @property
+    def voice(self) -> VoiceStack:
+        if self._stack is None:
+            raise RuntimeError("the cascade engine is not loaded yet")
+        return self._stack
+
+    def reset(self) -> None:
+        self._messages = []
+        self._texts = []
+
+    def end_session(self) -> None:
+        if self._stack is not None:
+            self._stack.end_session()
+
+    def prefill(self, messages: list[ChatMessage]) -> PrefillStats:
+        # everything is transcribed first, so a bad audio part changes nothing
+        converted = [self._as_text(m) for m in messages]
+        cached = history_tokens(self._texts)
+        self._messages.extend(m.model_copy(deep=True) for m in messages)
+        self._texts.extend(text for text, _ in converted)
+        total = history_tokens(self._texts)
+        heard = tuple(t for _, transcripts in converted for t in transcripts)
+        return PrefillStats(total, len(self._messages), cached, total - cached, heard)
+
+    def generate(
+        self, params: GenerateParams, stop: threading.Event, result: GenResult
+    ) -> Iterator[GenChunk]:
+        if not any(m.role == "user" for m in self._texts):
+            raise PrefillRequired("nothing to answer: prefill a user message first")
+        words = WordChunker()
+        sentences = SentenceChunker() if params.generate_audio else None
+        said: list[str] = []
+
+        def emit(batch: list[str]) -> Iterator[GenChunk]:
+            for word in batch:
+                if stop.is_set():  # nothing more is said once stopped, not even a held-back word
+                    return
+                said.append(word)
+                yield GenChunk(text_delta=word, tokens=1)
+                if sentences is not None:
+                    for sentence in sentences.push(word):
+                        yield from self._speak(sentence, params.voice, stop)
+
+        try:
+            llm = self.voice.llm
+            for delta in llm.stream(self._llm_messages(params), self._llm_params(params), stop):
+                yield from emit(words.push(delta))
+            yield from emit(words.flush())
+            if sentences is not None and not stop.is_set():
+                for sentence in sentences.flush():
+                    yield from self._speak(sentence, params.voice, stop)
+        finally:
+            # the reply as the client received it (cut short or not) joins the history
+            reply = "".join(said).strip()
+            result.text = reply
+            result.generated_tokens = len(said)
+            result.stopped = stop.is_set()
+            self._messages.append(ChatMessage(role="assistant", content=reply))
+            self._texts.append(ChatMessage(role="assistant", content=reply))
+
+    @property
+    def kv_length(self) -> int:
+        return history_tokens(self._texts)
+
+    def held_messages(self) -> list[ChatMessage]:
+        return list(self._messages)
+
+    def close(self) -> None:
+        if self._stack is not None:
+            self._stack.close()
+
+    # ---- internals
+
+    def _as_text(self, message: ChatMessage) -> tuple[ChatMessage, list[str]]:
+        """The message with its audio parts replaced by what the ASR heard in them."""
+        if isinstance(message.content, str):
+            return message, []
+        parts: list[TextPart | ImagePart] = []
+        heard: list[str] = []
+        for part in message.content:
+            if isinstance(part, AudioPart):
+                transcript = self._transcribe(part)
+                heard.append(transcript)
+                if transcript:
+                    parts.append(TextPart(text=transcript))
+            elif isinstance(part, ImagePart):
+                if self.voice.llm.vision:
+                    parts.append(part)
+            else:
+                parts.append(part)
+        if all(isinstance(p, TextPart) for p in parts):
+            return ChatMessage(role=message.role, content=" ".join(p.text for p in parts)), heard
+        return ChatMessage(role=message.role, content=parts), heard
+
+    def _transcribe(self, part: AudioPart) -> str:
+        audio = decode_clip_at(part.data, part.format, part.sample_rate, ASR_RATE)
+        asr = self.voice.asr
+        if asr.in_utterance:  # a previous failure left one open: it belongs to nobody
+            asr.reset()
+        return asr.transcribe(audio).text
+
+    def _llm_messages(self, params: GenerateParams) -> list[ChatMessage]:
+        stack = self.voice
+        history = list(self._texts)
+        if stack.system_prompt and not any(m.role == "system" for m in history):
+            history.insert(0, ChatMessage(role="system", content=stack.system_prompt))
+        return trim_history(history, stack.context_tokens, reserve_tokens=self._max_tokens(params))
+
+    def _llm_params(self, params: GenerateParams) -> LlmParams:
+        temperature = params.temperature
+        if temperature is None:
+            temperature = self.voice.temperature.for_history(self._texts)
+        return LlmParams(temperature=temperature, max_tokens=self._max_tokens(params))
+
+    def _max_tokens(self, params: GenerateParams) -> int:
+        return min(params.max_new_tokens, self.voice.max_reply_tokens)
+
+    def _speak(self, sentence: str, voice: str | None, stop: threading.Event) -> Iterator[GenChunk]:
+        for chunk in self.voice.tts.speak(sentence, voice=voice, stop=stop):
+            yield GenChunk(audio=chunk.audio)
