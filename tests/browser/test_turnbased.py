@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import base64
 import re
+import struct
+import zlib
 
 import httpx
 import pytest
@@ -122,3 +125,32 @@ def test_spoken_message_is_transcribed_and_answered(cascade, open_page, screensh
     stats = page.evaluate("omnivox.player.stats")
     assert stats["peak"] > 0.01, stats  # the spoken reply was played, not silence
     screenshot(page, "turnbased-voice")
+
+
+def png(width: int = 4, height: int = 4) -> bytes:
+    """A small red RGB PNG."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    rows = b"".join(b"\x00" + b"\xff\x00\x00" * width for _ in range(height))
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    body = chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
+    return b"\x89PNG\r\n\x1a\n" + body
+
+
+def test_image_and_keyboard_message(echo, open_page, tmp_path):
+    image = tmp_path / "dot.png"
+    image.write_bytes(png())
+    page = open_page(echo.url + "/turnbased")
+    page.locator("#image-input").set_input_files(str(image))
+    expect(page.get_by_alt_text("The image that will be sent with the next message")).to_be_visible()
+    box = page.get_by_label("Message", exact=True)
+    box.fill("what is in this picture")
+    box.press("Enter")  # Enter sends; Shift+Enter would start a new line
+    expect(last_reply(page).locator(".text")).to_have_text("(echo) what is in this picture")
+    expect(page.locator("#messages .msg.user img")).to_be_visible()
+    expect(page.locator("#attachment")).to_be_hidden()
+    sent = page.evaluate("omnivox.chat.messages[0].content")
+    assert [p["type"] for p in sent] == ["image", "text"]
+    assert base64.b64decode(sent[0]["data"]) == png()  # a small PNG goes as it is

@@ -1,11 +1,9 @@
 // PCM16 <-> float32 <-> base64, and a streaming resampler (windowed sinc) for microphone and replies.
 
 export function floatToPcm16(samples) {
+  // as omnivox.audio.pcm does it: clip, scale by 32767 (so +1 cannot wrap), round
   const out = new Int16Array(samples.length);
-  for (let i = 0; i < samples.length; i++) {
-    const s = Math.max(-1, Math.min(1, samples[i]));
-    out[i] = s < 0 ? s * 0x8000 : s * 0x7fff;
-  }
+  for (let i = 0; i < samples.length; i++) out[i] = Math.round(Math.max(-1, Math.min(1, samples[i])) * 0x7fff);
   return out;
 }
 
