@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 CHROMIUM = os.environ.get("OMNIVOX_CHROMIUM", "/usr/bin/chromium")
+EXPECT_TIMEOUT_MS = 10_000  # generous: the machines running the suite may be busy
 SPOKEN = "what is the weather like in paris today"
 PHONE = {"width": 390, "height": 844}
 
@@ -49,8 +50,9 @@ def screenshot_dir(tmp_path_factory) -> Path:
 def browser(speech_wav):
     if not shutil.which(CHROMIUM):
         pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium, or set OMNIVOX_CHROMIUM)")
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
+    expect.set_options(timeout=EXPECT_TIMEOUT_MS)
     with sync_playwright() as p:
         browser = p.chromium.launch(
             executable_path=CHROMIUM,

@@ -121,9 +121,10 @@ def test_spoken_message_is_transcribed_and_answered(cascade, open_page, screensh
     said = reply.locator(".text").inner_text().lower()
     assert "weather" in said and "paris" in said, said
     expect(user.locator(".transcript")).to_contain_text("weather")
-    page.wait_for_function("omnivox.player.stats.played > 2400", timeout=20_000)
-    stats = page.evaluate("omnivox.player.stats")
-    assert stats["peak"] > 0.01, stats  # the spoken reply was played, not silence
+    # half a second of the spoken reply went to the speakers, and it was not silence
+    page.wait_for_function(
+        "omnivox.player.stats.played > 12000 && omnivox.player.stats.peak > 0.01", timeout=20_000
+    )
     screenshot(page, "turnbased-voice")
 
 
