@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import re
 import struct
 import zlib
@@ -30,12 +31,20 @@ def send(page, text: str) -> None:
     page.get_by_role("button", name="Send").click()
 
 
+def frames_sent(page) -> list[dict]:
+    """Every JSON message the page sends on its WebSockets from now on."""
+    frames: list[dict] = []
+    page.on("websocket", lambda ws: ws.on("framesent", lambda payload: frames.append(json.loads(payload))))
+    return frames
+
+
 def last_reply(page):
     return page.locator("#messages .msg.assistant").last
 
 
 def test_typed_message_gets_a_streamed_reply(echo, open_page, screenshot):
     page = open_page(echo.url + "/turnbased")
+    sent = frames_sent(page)
     expect(page.locator("#capabilities")).to_contain_text("echo")
     send(page, "hello from the browser")
     reply = last_reply(page)
@@ -49,6 +58,9 @@ def test_typed_message_gets_a_streamed_reply(echo, open_page, screenshot):
     expect(reply.locator(".text")).to_have_text("(echo) and again")
     expect(reply.locator(".figures")).to_contain_text("cache hit")
     assert int(reply.get_attribute("data-cached-tokens")) > 0
+    prefills = [f for f in sent if f["type"] == "prefill"]
+    assert [len(p["messages"]) for p in prefills] == [1, 3]  # each turn sends the whole conversation
+    assert [f["type"] for f in sent] == ["prefill", "generate"] * 2
     history = page.evaluate("omnivox.chat.messages")
     assert [m["role"] for m in history] == ["user", "assistant", "user", "assistant"]
     assert history[1]["content"] == "(echo) hello from the browser"
@@ -108,6 +120,8 @@ def cascade(tmp_path_factory):
 
 def test_spoken_message_is_transcribed_and_answered(cascade, open_page, screenshot):
     page = open_page(cascade.url + "/turnbased")
+    expect(page.get_by_label("Voice", exact=True)).to_have_value("heart")  # from GET /v1/voices
+    sent = frames_sent(page)
     talk = page.get_by_role("button", name="Hold to talk")
     talk.hover()
     page.mouse.down()
@@ -121,6 +135,11 @@ def test_spoken_message_is_transcribed_and_answered(cascade, open_page, screensh
     said = reply.locator(".text").inner_text().lower()
     assert "weather" in said and "paris" in said, said
     expect(user.locator(".transcript")).to_contain_text("weather")
+    audio = next(f for f in sent if f["type"] == "prefill")["messages"][0]["content"][0]
+    assert (audio["type"], audio["format"], audio["sample_rate"]) == ("audio", "pcm16", 16000)
+    assert 3.0 < len(base64.b64decode(audio["data"])) / 2 / 16000 < 5.0  # about as long as the press
+    generate = next(f for f in sent if f["type"] == "generate")
+    assert generate["generate_audio"] is True and generate["voice"] == "heart"
     # half a second of the spoken reply went to the speakers, and it was not silence
     page.wait_for_function(
         "omnivox.player.stats.played > 12000 && omnivox.player.stats.peak > 0.01", timeout=20_000

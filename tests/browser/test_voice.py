@@ -41,6 +41,7 @@ def start(page) -> None:
 
 def test_live_voice_conversation(cascade, open_page, screenshot):
     page = open_page(cascade.url + "/voice")
+    expect(page.get_by_label("Voice", exact=True)).to_have_value("heart")  # from GET /v1/voices
     start(page)
     expect(page.get_by_role("button", name="Stop conversation")).to_be_visible()
     transcript = page.locator("#transcript")

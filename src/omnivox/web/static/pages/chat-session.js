@@ -41,9 +41,11 @@ export class StreamingChat extends EventTarget {
   }
 
   /** Starts a turn with `message` ({role: "user", content}); resolves once it is sent. */
-  async send(message, { maxNewTokens = 256, generateAudio = false } = {}) {
+  async send(message, { maxNewTokens = 256, generateAudio = false, voice = "" } = {}) {
     if (this.turn) throw new Error("a turn is already running");
-    const turn = { message, params: { max_new_tokens: maxNewTokens, generate_audio: generateAudio }, phase: "connecting" };
+    const params = { max_new_tokens: maxNewTokens, generate_audio: generateAudio };
+    if (generateAudio && voice) params.voice = voice;
+    const turn = { message, params, phase: "connecting" };
     turn.sentAt = performance.now();
     this.turn = turn;
     try {

@@ -5,6 +5,7 @@ import { getJson } from "../shared/http.js";
 import { imageFileToPart } from "../shared/image.js";
 import { Microphone, MicrophoneError } from "../shared/microphone.js";
 import { renderNav } from "../shared/nav.js";
+import { fillVoicePicker } from "../shared/voices.js";
 import { pcm16ToBase64 } from "../shared/pcm.js";
 import { ChatView } from "./chat-view.js";
 import { StreamingChat } from "./chat-session.js";
@@ -98,7 +99,7 @@ async function send({ audio = null } = {}) {
   clearImage({ revoke: false });
   setBusy(true);
   const maxNewTokens = Math.max(1, Number($("max-tokens").value) || 256);
-  await chat.send({ role: "user", content }, { maxNewTokens, generateAudio: speak });
+  await chat.send({ role: "user", content }, { maxNewTokens, generateAudio: speak, voice: $("voice-select").value });
 }
 
 async function startTalking() {
@@ -208,3 +209,4 @@ $("new-chat").addEventListener("click", () => {
 });
 bindHoldToTalk($("talk"), { onStart: startTalking, onEnd: stopTalking });
 describeWorkers();
+fillVoicePicker($("voice-select"));

@@ -1,9 +1,10 @@
 // The live voice page: microphone -> RealtimeSession -> player, transcript and latency figures.
 import { AudioPlayer } from "../shared/audio-player.js";
 import { el, eta, ms } from "../shared/format.js";
-import { apiKey, getJson, loadSetting, saveSetting, setApiKey } from "../shared/http.js";
+import { apiKey, setApiKey } from "../shared/http.js";
 import { Microphone, MicrophoneError } from "../shared/microphone.js";
 import { renderNav } from "../shared/nav.js";
+import { fillVoicePicker } from "../shared/voices.js";
 import { RATE, RealtimeSession } from "./realtime-session.js";
 import { TranscriptView } from "./transcript-view.js";
 
@@ -161,32 +162,11 @@ async function end({ keepError = false } = {}) {
   status("Press Start to talk again.");
 }
 
-async function loadVoices() {
-  const select = $("voice-select");
-  const resp = await getJson("/v1/voices");
-  const voices = resp.ok && Array.isArray(resp.data?.voices) ? resp.data.voices : [];
-  if (!voices.length) {
-    select.disabled = true;
-    select.title = resp.ok ? "The workers report no voices to choose from" : "This server does not list its voices";
-    return;
-  }
-  const saved = loadSetting("voice");
-  select.replaceChildren(
-    ...voices.map((v) => el("option", { value: v.id, text: v.default ? `${v.id} (default)` : v.id })),
-  );
-  const preferred = voices.find((v) => v.id === saved) || voices.find((v) => v.default) || voices[0];
-  select.value = preferred.id;
-}
-
 renderNav();
 $("api-key").value = apiKey();
 $("start").addEventListener("click", () => (running ? end() : start()));
 $("reconnect").addEventListener("click", () => {
   if (!running) start();
 });
-$("voice-select").addEventListener("change", (e) => {
-  saveSetting("voice", e.target.value);
-  session?.setVoice(e.target.value);
-});
 window.addEventListener("pagehide", () => session?.close());
-loadVoices();
+fillVoicePicker($("voice-select"), (voice) => session?.setVoice(voice));
