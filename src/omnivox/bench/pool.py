@@ -97,8 +97,12 @@ async def _wire(ws_url: str, gateway_pid: int, n: int, repeats: int) -> dict[str
 
     async def join(i: int):
         async with sem:
-            # no client keepalive: 10,000 sockets in one process would time out their own pings
-            ws = await websockets.connect(f"{ws_url}/ws/streaming/q{i}", open_timeout=60, ping_interval=None)
+            # no keepalive (10,000 sockets in one process would time out their own pings), and no
+            # read backpressure: these clients read only when served, and a full buffer would stall
+            # their closing handshake
+            ws = await websockets.connect(
+                f"{ws_url}/ws/streaming/q{i}", open_timeout=60, ping_interval=None, max_queue=None
+            )
             await ws.send(json.dumps({"type": "prefill", "messages": USER}))
             while (msg := json.loads(await ws.recv()))["type"] != "queued":
                 pass

@@ -10,6 +10,7 @@ from fastapi import FastAPI, WebSocket
 
 from omnivox.core.config import Settings
 from omnivox.gateway import assets, voices
+from omnivox.gateway.admission import Admission
 from omnivox.gateway.connection import ClientConnection
 from omnivox.gateway.context import GatewayContext
 from omnivox.gateway.eta import DurationModel
@@ -30,14 +31,17 @@ def create_gateway_app(settings: Settings, background: list[Hook] | None = None)
     pool = WorkerPool(max_queue_size=settings.max_queue_size, durations=durations)
     for url in settings.worker_urls:
         pool.add_worker(url)
-    ctx = GatewayContext(settings=settings, pool=pool, metrics=GatewayMetrics())
+    metrics = GatewayMetrics()
+    admission = Admission(pool, metrics, settings.queue_update_interval_s)
+    ctx = GatewayContext(settings=settings, pool=pool, metrics=metrics, admission=admission)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         jobs = [
+            admission.run(),
             health_loop(
                 pool, settings.health_interval_s, settings.health_timeout_s, settings.offline_after_failures
-            )
+            ),
         ]
         tasks = [asyncio.create_task(job) for job in jobs] + [
             asyncio.create_task(h()) for h in background or []

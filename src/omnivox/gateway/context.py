@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from omnivox.core.config import Settings
+from omnivox.gateway.admission import Admission
 from omnivox.gateway.metrics import GatewayMetrics
 from omnivox.gateway.pool import WorkerPool
 from omnivox.gateway.sessions import SessionRegistry
@@ -15,6 +16,7 @@ class GatewayContext:
     settings: Settings
     pool: WorkerPool
     metrics: GatewayMetrics
+    admission: Admission
     sessions: SessionRegistry = field(default_factory=SessionRegistry)
 
 

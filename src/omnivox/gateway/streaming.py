@@ -19,13 +19,15 @@ import websockets
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
 from omnivox.core.errors import OmnivoxError, PrefillRequired, WorkerLost
-from omnivox.gateway.admission import ClientGone, acquire_worker
+from omnivox.gateway.admission import ClientGone, NoticeKind, QueueNotice
 from omnivox.gateway.connection import DISCONNECTED, ClientConnection
 from omnivox.gateway.context import GatewayContext, ws_url
 from omnivox.gateway.pool import WorkerRecord
 from omnivox.gateway.sessions import SessionRecord
 from omnivox.protocol import streaming as sp
 from omnivox.protocol.chat import history_hash
+from omnivox.protocol.queue import Queued, QueueDone, QueueUpdate
+from omnivox.protocol.wire import Msg
 
 log = logging.getLogger(__name__)
 
@@ -53,18 +55,30 @@ class StreamingSession:
                 self.conn.error(PrefillRequired("send prefill before generate"))
             # a stop with nothing running has nothing to stop
 
+    def notify(self, kind: NoticeKind, notice: QueueNotice) -> None:
+        if kind == "queue_done":
+            msg: Msg = QueueDone(
+                ticket_id=notice.ticket_id, worker_id=notice.worker_id or "", waited_s=notice.waited_s
+            )
+        else:
+            msg = (Queued if kind == "queued" else QueueUpdate)(
+                ticket_id=notice.ticket_id,
+                position=notice.position,
+                queue_length=notice.queue_length,
+                estimated_wait_s=notice.estimated_wait_s,
+            )
+        self.conn.send(msg.dump())
+
     async def turn(self, prefill: sp.Prefill) -> bool:
         """Serve one turn. False when the session is over (client gone, fatal error)."""
         ctx = self.ctx
         try:
-            worker, ticket = await acquire_worker(
-                ctx.pool,
-                self.conn,
-                ctx.metrics,
+            worker, ticket = await ctx.admission.acquire(
                 "streaming",
-                history_hash(prefill.messages[:-1]),
-                ctx.settings.queue_update_interval_s,
-                self.record,
+                self.conn.gone,
+                self.notify,
+                history_hash=history_hash(prefill.messages[:-1]),
+                record=self.record,
             )
         except ClientGone:
             return False
