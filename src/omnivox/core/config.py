@@ -81,6 +81,22 @@ class Settings(BaseSettings):
     eta_min_samples: int = Field(3, ge=1)
     worker_connect_timeout_s: float = Field(5.0, gt=0)
 
+    # --- realtime voice sessions (/v1/realtime)
+    realtime_max_wait_s: float = Field(
+        20.0,
+        ge=0,
+        description="how long a realtime session may wait for a worker before session_limit_reached",
+    )
+    realtime_queued_bytes: int = Field(
+        4 * MiB, ge=0, description="client events held while a realtime session waits (more are dropped)"
+    )
+    barge_in_min_ms: int = Field(
+        150, ge=0, le=2000, description="voiced audio needed before user speech interrupts the assistant"
+    )
+    audio_lead_ms: int = Field(
+        300, ge=40, le=5000, description="how far ahead of real time reply audio is sent to the client"
+    )
+
     # --- protocol limits
     max_message_bytes: int = Field(8 * MiB, ge=1024)
     max_new_tokens_limit: int = Field(4096, ge=1)

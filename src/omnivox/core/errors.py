@@ -29,15 +29,22 @@ class OmnivoxError(Exception):
     category: ClassVar[Category] = Category.FATAL
     http_status: ClassVar[int] = 500
     close_code: ClassVar[int] = WS_SERVER_ERROR
+    # the OpenAI Realtime API's name for this error, where it has its own (else ``code``)
+    realtime_code: ClassVar[str | None] = None
 
     def __init__(self, message: str, **details: Any) -> None:
         super().__init__(message)
         self.message = message
-        self.details = details
+        self.details = {k: v for k, v in details.items() if v is not None}
 
     @property
     def fatal(self) -> bool:
         return self.category is Category.FATAL
+
+    @property
+    def wire_code(self) -> str:
+        """The code in OpenAI Realtime ``error`` events."""
+        return self.realtime_code or self.code
 
     def to_payload(self) -> dict[str, Any]:
         """The ``error`` message body sent to clients."""
@@ -54,14 +61,17 @@ class _Recoverable(OmnivoxError):
 
 
 class InvalidJson(_Recoverable):
+    realtime_code = "invalid_event"
     code = "invalid_json"
 
 
 class UnknownMessageType(_Recoverable):
+    realtime_code = "invalid_event"
     code = "unknown_type"
 
 
 class InvalidMessage(_Recoverable):
+    realtime_code = "invalid_event"
     code = "invalid_message"
     http_status = 422
 
@@ -92,6 +102,27 @@ class GenerationInProgress(_Recoverable):
 class NotFound(_Recoverable):
     code = "not_found"
     http_status = 404
+
+
+class ItemNotFound(NotFound):
+    """A realtime event names a conversation item the session does not have."""
+
+    code = "item_not_found"
+
+
+class InputAudioBufferCommitEmpty(_Recoverable):
+    code = "input_audio_buffer_commit_empty"
+
+
+class ActiveResponse(_Recoverable):
+    """A realtime session is asked for a response while one is still running."""
+
+    code = "conversation_already_has_active_response"
+    http_status = 409
+
+
+class ResponseCancelNotActive(_Recoverable):
+    code = "response_cancel_not_active"
 
 
 class QueueFull(OmnivoxError):

@@ -18,6 +18,7 @@ from omnivox.gateway.health import health_loop
 from omnivox.gateway.metrics import GatewayMetrics
 from omnivox.gateway.pages import mount_pages
 from omnivox.gateway.pool import WorkerPool
+from omnivox.gateway.realtime import serve_realtime
 from omnivox.gateway.routes import router
 from omnivox.gateway.streaming import StreamingSession
 from omnivox.protocol import streaming as sp
@@ -79,5 +80,9 @@ def create_gateway_app(settings: Settings, background: list[Hook] | None = None)
                     await StreamingSession(conn, ctx, session_id, record).run()
         finally:
             active.dec()
+
+    @app.websocket("/v1/realtime")
+    async def realtime(ws: WebSocket) -> None:
+        await serve_realtime(ws, ctx)
 
     return app

@@ -40,6 +40,28 @@ class GatewayMetrics:
             buckets=_LATENCY_BUCKETS,
             registry=r,
         )
+        self.voice_to_voice = Histogram(
+            "omnivox_voice_to_voice_seconds",
+            "Realtime: end of user speech to the first reply audio delta",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.llm_ttft = Histogram(
+            "omnivox_llm_time_to_first_token_seconds",
+            "Realtime: response start to the LLM's first token",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.tts_ttfa = Histogram(
+            "omnivox_tts_time_to_first_audio_seconds",
+            "Realtime: response start to its first audio",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.responses = Counter("omnivox_realtime_responses", "Realtime responses finished", registry=r)
+        self.interruptions = Counter(
+            "omnivox_realtime_interruptions", "Realtime responses cut short (barge-in or cancel)", registry=r
+        )
         self.errors = Counter("omnivox_errors", "Errors reported to clients", ["code"], registry=r)
         self.workers = Gauge("omnivox_workers", "Workers by state", ["state"], registry=r)
 

@@ -7,6 +7,7 @@ into one of them or raises the ``OmnivoxError`` that says exactly what was wrong
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
@@ -33,8 +34,19 @@ def known_types(adapter: TypeAdapter[Any]) -> frozenset[str]:
     return frozenset(mapping)
 
 
-def parse(adapter: TypeAdapter[T], raw: str | bytes, *, max_bytes: int, tags: frozenset[str]) -> T:
-    """Parse one frame. Raises MessageTooLarge, InvalidJson, UnknownMessageType or InvalidMessage."""
+def parse(
+    adapter: TypeAdapter[T],
+    raw: str | bytes,
+    *,
+    max_bytes: int,
+    tags: frozenset[str],
+    aliases: Mapping[str, str] | None = None,
+) -> T:
+    """Parse one frame. Raises MessageTooLarge, InvalidJson, UnknownMessageType or InvalidMessage.
+
+    ``aliases`` maps other names of a type (an older protocol version's) to the one in ``tags``.
+    Errors carry the frame's ``event_id`` (when it has one) in their details, for protocols that
+    name the event an error is about."""
     size = len(raw) if isinstance(raw, bytes) else len(raw.encode())
     if size > max_bytes:
         raise MessageTooLarge(f"message of {size} bytes exceeds the limit of {max_bytes}", limit=max_bytes)
@@ -44,15 +56,20 @@ def parse(adapter: TypeAdapter[T], raw: str | bytes, *, max_bytes: int, tags: fr
         raise InvalidJson(f"message is not valid JSON: {exc}") from None
     if not isinstance(data, dict):
         raise InvalidMessage("message must be a JSON object with a 'type' field")
+    ref = {"event_id": data["event_id"]} if isinstance(data.get("event_id"), str) else {}
     kind = data.get("type")
     if not isinstance(kind, str):
-        raise InvalidMessage("message has no string 'type' field")
+        raise InvalidMessage("message has no string 'type' field", param="type", **ref)
+    if aliases and kind in aliases:
+        kind = data["type"] = aliases[kind]
     if kind not in tags:
-        raise UnknownMessageType(f"unknown message type {kind!r}", known=sorted(tags))
+        raise UnknownMessageType(f"unknown message type {kind!r}", param="type", known=sorted(tags), **ref)
     try:
         return adapter.validate_python(data)
     except ValidationError as exc:
+        errors = exc.errors()
         problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc'][1:]) or 'message'}: {err['msg']}" for err in exc.errors()
+            f"{'.'.join(str(p) for p in err['loc'][1:]) or 'message'}: {err['msg']}" for err in errors
         )
-        raise InvalidMessage(f"invalid {kind!r} message: {problems}") from None
+        first = ".".join(str(p) for p in errors[0]["loc"][1:]) if errors else ""
+        raise InvalidMessage(f"invalid {kind!r} message: {problems}", param=first or None, **ref) from None

@@ -14,6 +14,7 @@ from omnivox.engines.base import Engine
 from omnivox.engines.registry import build_engine
 from omnivox.protocol.workers import WorkerHealth
 from omnivox.worker.host import EngineHost
+from omnivox.worker.realtime.endpoint import serve_realtime
 from omnivox.worker.registration import heartbeat_loop
 from omnivox.worker.streaming import StreamingConnection
 
@@ -62,4 +63,9 @@ def create_worker_app(
 
     app.add_api_websocket_route("/ws/streaming", streaming)
     app.add_api_websocket_route("/ws/streaming/{session_id}", streaming)
+
+    async def realtime(ws: WebSocket) -> None:
+        await serve_realtime(ws, host, settings)
+
+    app.add_api_websocket_route("/ws/realtime", realtime)
     return app

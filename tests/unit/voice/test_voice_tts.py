@@ -107,7 +107,7 @@ def test_stop_while_waiting_for_text_ends_without_synthesising() -> None:
     said: list[str] = []
 
     class Recording(StreamingTts):
-        def _synthesize(self, text, voice, stop):
+        def _synthesize(self, text, voice, stop, speed):
             said.append(text)
             yield np.zeros(10, np.float32)
 

@@ -114,6 +114,7 @@ class StreamingTts(ABC):
 
     sample_rate: int = OUTPUT_RATE
     default_voice: str = "default"
+    speed: float = 1.0
 
     @property
     def voices(self) -> tuple[str, ...]:
@@ -150,19 +151,27 @@ class StreamingTts(ABC):
             yield from self.speak(sentence, voice=voice, stop=stop)
 
     def speak(
-        self, sentence: str, *, voice: str | None = None, stop: threading.Event | None = None
+        self,
+        sentence: str,
+        *,
+        voice: str | None = None,
+        stop: threading.Event | None = None,
+        speed: float | None = None,
     ) -> Iterator[TtsChunk]:
-        """Clean and speak one sentence (callers that cut text themselves use this directly)."""
+        """Clean and speak one sentence (callers that cut text themselves use this directly).
+
+        ``speed`` scales the pace (1.0 natural; None: the backend's configured speed)."""
         stop = stop or threading.Event()
         text = clean_for_speech(sentence)
         if not text or not any(ch.isalnum() for ch in text):
             return
-        for audio in self._synthesize(text, self.resolve_voice(voice), stop):
+        pace = self.speed if speed is None else speed
+        for audio in self._synthesize(text, self.resolve_voice(voice), stop, pace):
             if stop.is_set():
                 return
             if len(audio):
                 yield TtsChunk(np.asarray(audio, np.float32), text)
 
     @abstractmethod
-    def _synthesize(self, text: str, voice: str, stop: threading.Event) -> Iterator[np.ndarray]:
+    def _synthesize(self, text: str, voice: str, stop: threading.Event, speed: float) -> Iterator[np.ndarray]:
         """Audio for one cleaned sentence, in one or more pieces; check ``stop`` between pieces."""

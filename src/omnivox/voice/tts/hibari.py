@@ -74,11 +74,11 @@ class HibariTts(StreamingTts):
                 self._models[voice] = m
             return m
 
-    def _synthesize(self, text: str, voice: str, stop: threading.Event) -> Iterator[np.ndarray]:
+    def _synthesize(self, text: str, voice: str, stop: threading.Event, speed: float) -> Iterator[np.ndarray]:
         m = self.model(voice)
         rng = np.random.default_rng(self.seed)
         # hibari splits long sentences at clauses; each part is synthesised and yielded on its own
         for phonemes in m.phonemize(text):
             if stop.is_set():
                 return
-            yield m.from_ids(m.ids(phonemes), self.speed, rng)
+            yield m.from_ids(m.ids(phonemes), speed, rng)

@@ -49,13 +49,13 @@ class OpenAITts(StreamingTts):
     def close(self) -> None:
         self._client.close()
 
-    def _synthesize(self, text: str, voice: str, stop: threading.Event) -> Iterator[np.ndarray]:
+    def _synthesize(self, text: str, voice: str, stop: threading.Event, speed: float) -> Iterator[np.ndarray]:
         body = {
             "model": self.model,
             "input": text,
             "voice": voice,
             "response_format": "pcm",
-            "speed": self.speed,
+            "speed": speed,
         }
         try:
             with self._client.stream("POST", "/audio/speech", json=body) as r:

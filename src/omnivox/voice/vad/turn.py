@@ -87,6 +87,13 @@ class TurnDetector:
         self._silence_since: float | None = None  # start of the current silence run while speaking
         self._last_stop_ms = 0.0  # padding never reaches back into the previous turn
 
+    def reset_turn(self) -> None:
+        """End the current turn without an event (a manual commit or clear); the clock runs on."""
+        if self.state is TurnState.SPEECH:
+            self._move(TurnState.SILENCE)
+        self._silence_since = None
+        self._last_stop_ms = self.audio_ms
+
     def _move(self, to: TurnState) -> None:
         if (self.state, to) not in _ALLOWED:
             raise IllegalTransition(f"turn detector cannot go from {self.state.value} to {to.value}")

@@ -1,0 +1,184 @@
+"""Realtime session configuration: the effective settings, and ``session.update`` as a partial patch.
+
+``session.update`` changes only the fields it names; ``null`` turns a feature off (turn detection,
+transcription). Both the GA nested form (``audio.input.turn_detection``) and the flat beta fields
+(``turn_detection``, ``input_audio_format: "pcm16"``, ``voice``, ``modalities``...) are accepted; the
+effective configuration is always reported in the GA form (``session.created`` / ``session.updated``).
+
+Audio formats: ``audio/pcm`` (PCM16 mono, 24 kHz; other rates from 8 to 48 kHz as an omnivox
+extension), ``audio/pcmu`` and ``audio/pcma`` (G.711 at 8 kHz), and ``audio/opus`` (Ogg-Opus at 24 kHz,
+an omnivox extension; Unmute's wire format).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from omnivox.core.errors import InvalidMessage
+from omnivox.core.ids import new_id
+
+PCM_RATES = (8000, 11025, 16000, 22050, 24000, 32000, 44100, 48000)
+BETA_FORMATS: dict[str, dict[str, Any]] = {
+    "pcm16": {"type": "audio/pcm", "rate": 24000},
+    "g711_ulaw": {"type": "audio/pcmu"},
+    "g711_alaw": {"type": "audio/pcma"},
+    "opus": {"type": "audio/opus"},
+}
+_FIXED_RATES = {"audio/pcmu": 8000, "audio/pcma": 8000, "audio/opus": 24000}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="ignore", validate_assignment=True)
+
+
+class AudioFormat(_Strict):
+    type: Literal["audio/pcm", "audio/pcmu", "audio/pcma", "audio/opus"] = "audio/pcm"
+    rate: int = 24000
+
+    @model_validator(mode="after")
+    def _rate(self) -> AudioFormat:
+        fixed = _FIXED_RATES.get(self.type)
+        if fixed is not None:
+            object.__setattr__(self, "rate", fixed)
+        elif self.rate not in PCM_RATES:
+            raise ValueError(f"audio/pcm rate must be one of {PCM_RATES}")
+        return self
+
+
+class TurnDetection(_Strict):
+    """``server_vad`` (``semantic_vad`` is accepted and served by the same VAD)."""
+
+    type: Literal["server_vad", "semantic_vad"] = "server_vad"
+    threshold: float = Field(0.5, gt=0.0, le=1.0)
+    prefix_padding_ms: int = Field(300, ge=0, le=5000)
+    silence_duration_ms: int = Field(500, ge=100, le=10000)
+    create_response: bool = True
+    interrupt_response: bool = True
+    idle_timeout_ms: int | None = Field(None, ge=1000, le=600000)
+    eagerness: Literal["low", "medium", "high", "auto"] | None = None  # semantic_vad only
+
+
+class Transcription(_Strict):
+    model: str | None = "default"
+    language: str | None = None
+    prompt: str | None = None
+
+
+class AudioInput(_Strict):
+    format: AudioFormat = Field(default_factory=AudioFormat)
+    transcription: Transcription | None = Field(default_factory=Transcription)
+    turn_detection: TurnDetection | None = Field(default_factory=TurnDetection)
+    noise_reduction: dict[str, Any] | None = None  # accepted, not applied
+
+
+class AudioOutput(_Strict):
+    format: AudioFormat = Field(default_factory=AudioFormat)
+    voice: str = "default"
+    speed: float = Field(1.0, ge=0.25, le=1.5)
+
+
+class Audio(_Strict):
+    input: AudioInput = Field(default_factory=AudioInput)
+    output: AudioOutput = Field(default_factory=AudioOutput)
+
+
+class SessionConfig(_Strict):
+    type: Literal["realtime"] = "realtime"
+    object: Literal["realtime.session"] = "realtime.session"
+    id: str = Field(default_factory=lambda: new_id("sess"))
+    model: str = "omnivox"
+    instructions: str = ""
+    output_modalities: list[Literal["text", "audio"]] = Field(default_factory=lambda: ["audio"], min_length=1)
+    max_output_tokens: int | Literal["inf"] = "inf"
+    audio: Audio = Field(default_factory=Audio)
+    tools: list[dict[str, Any]] = Field(default_factory=list)
+    tool_choice: str = "auto"
+
+    @property
+    def audio_out(self) -> bool:
+        return "audio" in self.output_modalities
+
+    def wire(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+def _beta_to_ga(patch: dict[str, Any]) -> dict[str, Any]:
+    """Move the flat beta fields of a session patch to their GA places."""
+    out = {k: v for k, v in patch.items() if k not in _BETA_FIELDS}
+    audio: dict[str, Any] = dict(out.get("audio") or {})
+    inp: dict[str, Any] = dict(audio.get("input") or {})
+    outp: dict[str, Any] = dict(audio.get("output") or {})
+    if "modalities" in patch:
+        # beta allowed ["text", "audio"]: audio output always carries its transcript
+        mods = patch["modalities"] or []
+        out["output_modalities"] = ["audio"] if "audio" in mods else mods
+    if "max_response_output_tokens" in patch:
+        out["max_output_tokens"] = patch["max_response_output_tokens"]
+    if "input_audio_format" in patch:
+        inp["format"] = BETA_FORMATS.get(patch["input_audio_format"], patch["input_audio_format"])
+    if "output_audio_format" in patch:
+        outp["format"] = BETA_FORMATS.get(patch["output_audio_format"], patch["output_audio_format"])
+    if "turn_detection" in patch:
+        inp["turn_detection"] = patch["turn_detection"]
+    if "input_audio_transcription" in patch:
+        inp["transcription"] = patch["input_audio_transcription"]
+    if "voice" in patch:
+        outp["voice"] = patch["voice"]
+    if "speed" in patch:
+        outp["speed"] = patch["speed"]
+    for key, fmt_holder in (("input", inp), ("output", outp)):
+        fmt = fmt_holder.get("format")
+        if isinstance(fmt, str):  # a beta name inside the GA form
+            fmt_holder["format"] = BETA_FORMATS.get(fmt, {"type": fmt})
+        if fmt_holder:
+            audio[key] = fmt_holder
+    if audio:
+        out["audio"] = audio
+    return out
+
+
+_BETA_FIELDS = frozenset(
+    {
+        "modalities",
+        "max_response_output_tokens",
+        "input_audio_format",
+        "output_audio_format",
+        "turn_detection",
+        "input_audio_transcription",
+        "voice",
+        "speed",
+    }
+)
+_READ_ONLY = frozenset({"id", "object"})
+
+
+def _merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    """Recursive merge: dicts merge, anything else (null included) replaces."""
+    out = dict(base)
+    for key, value in patch.items():
+        if key in _READ_ONLY:
+            continue
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def apply_update(current: SessionConfig, patch: dict[str, Any]) -> SessionConfig:
+    """``current`` with ``patch`` (a ``session.update``'s ``session``) applied; nothing changes on error.
+
+    Raises ``InvalidMessage`` naming the offending field (as ``param``, e.g.
+    ``session.audio.input.turn_detection.threshold``).
+    """
+    if patch.get("type", "realtime") != "realtime":
+        raise InvalidMessage("only realtime sessions are served here", param="session.type")
+    try:
+        return SessionConfig.model_validate(_merge(current.wire(), _beta_to_ga(patch)))
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"] if not str(p).startswith("function-"))
+        param = f"session.{where}" if where else "session"
+        raise InvalidMessage(f"invalid {param}: {err['msg']}", param=param) from None

@@ -1,0 +1,86 @@
+"""Realtime audio on the wire <-> audio in the voice stack.
+
+Input: base64 chunks in the session's input format (PCM16 at its rate, G.711 mu-law or A-law at
+8 kHz, Ogg-Opus at 24 kHz) -> float32 at 16 kHz, one continuous stream (the resampler keeps its state
+across chunks). Output: the TTS's 24 kHz float32 -> base64 deltas in the output format; an Ogg-Opus
+output is one stream per response (headers in its first delta).
+"""
+
+from __future__ import annotations
+
+import base64
+
+import numpy as np
+
+from omnivox.audio.g711 import alaw_decode, alaw_encode, ulaw_decode, ulaw_encode
+from omnivox.audio.opus import OpusDecoder, OpusEncoder
+from omnivox.audio.pcm import b64decode, from_pcm16, to_pcm16
+from omnivox.audio.resample import StreamResampler
+from omnivox.protocol.realtime_session import AudioFormat
+
+TTS_RATE = 24000
+
+
+class InputDecoder:
+    """Wire chunks -> float32 at ``target_rate``."""
+
+    def __init__(self, fmt: AudioFormat, target_rate: int) -> None:
+        self.format = fmt
+        self.target_rate = target_rate
+        self._opus = OpusDecoder(24000) if fmt.type == "audio/opus" else None
+        self._resampler = StreamResampler(fmt.rate, target_rate)
+        self.samples_in = 0  # at the wire rate, since the stream began
+
+    def decode(self, b64: str) -> np.ndarray:
+        """One ``input_audio_buffer.append`` payload; raises ``InvalidAudio`` on bad data."""
+        raw = b64decode(b64)
+        kind = self.format.type
+        if kind == "audio/pcm":
+            audio = from_pcm16(raw)
+        elif kind == "audio/pcmu":
+            audio = ulaw_decode(raw)
+        elif kind == "audio/pcma":
+            audio = alaw_decode(raw)
+        else:
+            assert self._opus is not None
+            audio = self._opus.decode(raw)
+        self.samples_in += len(audio)
+        return self._resampler.process(audio)
+
+    def wire_ms(self, samples: int) -> float:
+        return samples * 1000.0 / self.format.rate
+
+
+class OutputEncoder:
+    """24 kHz float32 -> base64 deltas in ``fmt``; ``flush`` at the end of each response."""
+
+    def __init__(self, fmt: AudioFormat) -> None:
+        self.format = fmt
+        out_rate = 8000 if fmt.type in ("audio/pcmu", "audio/pcma") else fmt.rate
+        self._resampler = StreamResampler(TTS_RATE, out_rate)
+        self._opus = OpusEncoder(24000) if fmt.type == "audio/opus" else None
+
+    def encode(self, audio: np.ndarray) -> str:
+        return self._wire(self._resampler.process(audio))
+
+    def flush(self) -> str:
+        """The held-back tail of this response's audio ("" if none); the next response starts fresh."""
+        tail = self._wire(self._resampler.flush())
+        if self._opus is not None:
+            rest = self._opus.flush()
+            self._opus.reset()
+            tail = base64.b64encode(base64.b64decode(tail) + rest).decode() if rest else tail
+        return tail
+
+    def _wire(self, audio: np.ndarray) -> str:
+        kind = self.format.type
+        if kind == "audio/pcm":
+            data = to_pcm16(audio)
+        elif kind == "audio/pcmu":
+            data = ulaw_encode(audio)
+        elif kind == "audio/pcma":
+            data = alaw_encode(audio)
+        else:
+            assert self._opus is not None
+            data = self._opus.encode(audio) if len(audio) else b""
+        return base64.b64encode(data).decode("ascii")

@@ -1,0 +1,160 @@
+"""Hearing the user: VAD turn detection and streaming ASR over one input audio stream.
+
+The ``Listener`` runs in the session's input thread (model work blocks) and turns 16 kHz audio into
+``Heard`` events, all timed in stream audio time (milliseconds since the session's first sample):
+
+- with server VAD: ``speech_started`` (with OpenAI's prefix padding), ``speech_confirmed`` once the
+  speech holds ``confirm_ms`` of voiced audio (a cough or a click does not; barge-in waits for it),
+  ``partial`` transcripts while the user speaks, then ``speech_stopped`` and the ``final`` transcript
+  once ``silence_duration_ms`` of silence has passed. The ASR hears the speech from its padded start
+  and is fed as audio arrives, so the final transcript costs only the decoder's flush.
+- without turn detection (manual turns): every sample goes to the ASR; ``commit`` ends the utterance.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from omnivox.voice.asr.base import StreamingAsr
+from omnivox.voice.vad.base import VoiceActivityDetector
+from omnivox.voice.vad.turn import TurnDetector, TurnEventType, TurnParams, TurnState
+
+HeardKind = Literal["speech_started", "speech_confirmed", "partial", "speech_stopped", "final"]
+_KEEP_MS = 6000  # recent audio kept for prefix padding (OpenAI allows up to 5 s of padding)
+
+
+@dataclass(frozen=True)
+class Heard:
+    kind: HeardKind
+    audio_ms: float = 0.0  # started: audio_start_ms (padded); stopped: audio_end_ms; else: now
+    text: str = ""  # partial / final transcripts
+
+
+class Listener:
+    def __init__(
+        self, vad: VoiceActivityDetector, asr: StreamingAsr, params: TurnParams | None, confirm_ms: float
+    ) -> None:
+        self.vad = vad
+        self.asr = asr
+        self.rate = vad.sample_rate
+        self.confirm_ms = confirm_ms
+        self._ring = np.zeros(0, np.float32)
+        self._ring_start = 0  # stream sample index of _ring[0]
+        self.samples = 0  # stream samples received
+        self._asr_from: int | None = None  # next sample the ASR should hear; None: not listening
+        self._voiced_ms = 0.0
+        self._confirmed = False
+        self.pending_samples = 0  # audio since the last turn end / commit / clear
+        self.detector: TurnDetector | None = None
+        self.configure(params)
+
+    @property
+    def audio_ms(self) -> float:
+        return self.samples * 1000.0 / self.rate
+
+    @property
+    def speaking(self) -> bool:
+        return self.detector is not None and self.detector.state is TurnState.SPEECH
+
+    def configure(self, params: TurnParams | None) -> None:
+        """New turn detection settings (None: manual turns). An utterance in progress is kept."""
+        if params is None:
+            self.detector = None
+            return
+        if self.detector is not None and self.detector.params == params:
+            return
+        detector = TurnDetector(params, self.vad.window_ms)
+        detector.audio_ms = self.vad.audio_ms  # continue on the stream clock
+        self.detector = detector
+
+    def feed(self, audio: np.ndarray) -> list[Heard]:
+        """Hear the next chunk (float32 at the VAD rate)."""
+        self._remember(audio)
+        self.samples += len(audio)
+        self.pending_samples += len(audio)
+        heard: list[Heard] = []
+        if self.detector is None:
+            if self._asr_from is None:
+                self._asr_from = self.samples - len(audio)
+            self._hear(heard)
+            return heard
+        window_ms = self.vad.window_ms
+        threshold = self.detector.params.threshold
+        for prob in self.vad.process(audio):
+            event = self.detector.push(float(prob))
+            if event is not None and event.type is TurnEventType.SPEECH_STARTED:
+                heard.append(Heard("speech_started", event.audio_ms))
+                self._asr_from = max(self._ring_start, int(event.audio_ms * self.rate / 1000))
+                self._voiced_ms, self._confirmed = 0.0, False
+            if self.detector.state is TurnState.SPEECH and prob >= threshold:
+                self._voiced_ms += window_ms
+                if not self._confirmed and self._voiced_ms >= self.confirm_ms:
+                    self._confirmed = True
+                    heard.append(Heard("speech_confirmed", self.detector.audio_ms))
+            if event is not None and event.type is TurnEventType.SPEECH_STOPPED:
+                self._hear(heard, until=self._sample_at(self.detector.audio_ms))
+                heard.append(Heard("speech_stopped", event.audio_ms))
+                heard.append(self._final())
+        self._hear(heard)
+        return heard
+
+    def commit(self) -> Heard:
+        """End the user's utterance now (manual turns, or a client commit mid-speech)."""
+        self._hear([])
+        if self.detector is not None and self.detector.state is TurnState.SPEECH:
+            self.detector.reset_turn()
+        return self._final()
+
+    def clear(self) -> None:
+        """Drop the audio heard since the last turn (and any utterance in progress)."""
+        if self.asr.in_utterance:
+            self.asr.flush()
+        self._asr_from = None
+        self.pending_samples = 0
+        if self.detector is not None and self.detector.state is TurnState.SPEECH:
+            self.detector.reset_turn()
+
+    def transcribe_clip(self, audio: np.ndarray) -> str:
+        """A whole clip outside the live stream (an audio item a client created)."""
+        if self.asr.in_utterance:
+            raise RuntimeError("the recogniser is busy with live speech")
+        return self.asr.transcribe(audio).text
+
+    # ---- internals
+
+    def _final(self) -> Heard:
+        text = self.asr.flush().text if self.asr.in_utterance else ""
+        self._asr_from = None
+        self.pending_samples = 0
+        return Heard("final", self.audio_ms, text)
+
+    def _hear(self, heard: list[Heard], until: int | None = None) -> None:
+        """Feed the ASR what it has not heard yet, up to ``until`` (default: everything)."""
+        if self._asr_from is None:
+            return
+        end = self.samples if until is None else min(until, self.samples)
+        if end <= self._asr_from:
+            return
+        lo = self._asr_from - self._ring_start
+        partial = self.asr.feed(self._ring[lo : end - self._ring_start])
+        self._asr_from = end
+        if partial is not None and partial.text:
+            heard.append(Heard("partial", self.audio_ms, partial.text))
+
+    def _remember(self, audio: np.ndarray) -> None:
+        keep = int(_KEEP_MS * self.rate / 1000)
+        ring = np.concatenate([self._ring, audio]) if len(self._ring) else np.asarray(audio, np.float32)
+        if len(ring) > keep:
+            # never drop audio the ASR still has to hear
+            cut = len(ring) - keep
+            if self._asr_from is not None:
+                cut = min(cut, self._asr_from - self._ring_start)
+            ring = ring[cut:]
+            self._ring_start += cut
+        self._ring = ring
+
+    def _sample_at(self, ms: float) -> int:
+        return int(ms * self.rate / 1000)
