@@ -14,7 +14,13 @@ import { base64ToPcm16 } from "../shared/pcm.js";
 import { JsonSocket } from "../shared/ws-client.js";
 
 // errors after which the gateway has ended the turn without a `done`
-const TURN_ENDERS = new Set(["worker_lost", "ticket_cancelled", "queue_full", "no_capable_worker"]);
+const TURN_ENDERS = new Set([
+  "worker_lost",
+  "ticket_cancelled",
+  "queue_full",
+  "session_limit_reached",
+  "no_capable_worker",
+]);
 
 export function newSessionId() {
   return globalThis.crypto?.randomUUID?.() ?? `web-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 10)}`;

@@ -62,6 +62,7 @@ function newChat() {
 function describeError({ code, message }) {
   if (code === "ticket_cancelled") return "You left the queue (or an admin cancelled the ticket). Send again to retry.";
   if (code === "queue_full") return "The server is at capacity and its queue is full. Try again in a minute.";
+  if (code === "session_limit_reached") return "The server is at capacity: no worker came free in time. Try again in a minute.";
   if (code === "no_capable_worker") return "No worker can serve this message (for example audio or images on a text-only engine).";
   return message ? `${message} (${code})` : `Error: ${code}`;
 }
