@@ -19,9 +19,11 @@ def apply_health(pool: WorkerPool, worker: WorkerRecord, health: WorkerHealth) -
     worker.engine = health.engine
     worker.capabilities = health.capabilities
     worker.voices = health.voices
-    if not worker.state.busy:
+    if not worker.state.busy and not health.state.busy:
+        # The worker's own hash is the truth about its cache (it may have restarted empty). Not while
+        # it still says busy: the gateway releases a worker at ``done``, a moment before the worker
+        # itself winds the session down, and a busy worker reports no hash.
         worker.kv_length = health.kv_length
-        # the worker's own hash is the truth about its cache (it may have restarted empty)
         worker.cached_hash = health.cached_hash
     pool.report_health(worker, health.state, health.error)
 

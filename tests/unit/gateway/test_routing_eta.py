@@ -142,3 +142,19 @@ def test_transition_table_is_checked():
         check_transition(WorkerState.BUSY_STREAMING, WorkerState.DUPLEX_ACTIVE)
     with pytest.raises(IllegalTransition):
         check_transition(WorkerState.LOADING, WorkerState.BUSY_STREAMING)
+
+
+async def test_a_health_check_from_a_worker_still_winding_down_keeps_the_cached_hash():
+    from omnivox.gateway.health import apply_health
+    from omnivox.protocol.workers import WorkerHealth
+
+    pool, (w,), _clock = make_pool(1)
+    t = pool.enqueue("streaming", None)
+    pool.release(t.future.result(), cached_hash="h-after-turn")
+    caps = Capabilities(streaming=True)
+    # released at `done`, but the worker has not closed its side yet: it still says busy, no hash
+    apply_health(pool, w, WorkerHealth(state=WorkerState.BUSY_STREAMING, engine="echo", capabilities=caps))
+    assert w.state is WorkerState.IDLE and w.cached_hash == "h-after-turn"
+    # once idle, its own word wins (e.g. it restarted with an empty cache)
+    apply_health(pool, w, WorkerHealth(state=WorkerState.IDLE, engine="echo", capabilities=caps))
+    assert w.cached_hash is None

@@ -16,9 +16,12 @@ from omnivox.audio.g711 import alaw_decode, alaw_encode, ulaw_decode, ulaw_encod
 from omnivox.audio.opus import OpusDecoder, OpusEncoder
 from omnivox.audio.pcm import b64decode, from_pcm16, to_pcm16
 from omnivox.audio.resample import StreamResampler
+from omnivox.core.errors import InvalidAudio
 from omnivox.protocol.realtime_session import AudioFormat
 
 TTS_RATE = 24000
+# a stream may start mid-page (its head is skipped), but this much data without a page is not Opus
+_OPUS_SEARCH_BYTES = 16 * 1024
 
 
 class InputDecoder:
@@ -44,6 +47,9 @@ class InputDecoder:
         else:
             assert self._opus is not None
             audio = self._opus.decode(raw)
+            if self._opus.pages == 0 and self._opus.skipped_bytes > _OPUS_SEARCH_BYTES:
+                self._opus.reset()
+                raise InvalidAudio(f"no Ogg-Opus page in the first {_OPUS_SEARCH_BYTES} bytes: is this Opus?")
         self.samples_in += len(audio)
         return self._resampler.process(audio)
 
