@@ -7,4 +7,5 @@ BENCHES = {
     "pool": "gateway dispatch latency and memory with 1 to 10,000 queued tickets",
     "kv": "time to first token per turn, KV-cache hit vs forced miss",
     "voice": "ASR, TTS and VAD speed of the embedded voice models",
+    "realtime": "N concurrent realtime callers: voice-to-voice latency, ASR/TTS real-time factors, errors",
 }

@@ -62,6 +62,18 @@ class GatewayMetrics:
         self.interruptions = Counter(
             "omnivox_realtime_interruptions", "Realtime responses cut short (barge-in or cancel)", registry=r
         )
+        self.voice_busy = Counter(
+            "omnivox_voice_busy_seconds",
+            "Realtime: time spent hearing (asr) and speaking (tts)",
+            ["part"],
+            registry=r,
+        )
+        self.voice_audio = Counter(
+            "omnivox_voice_audio_seconds",
+            "Realtime: audio heard (asr) and spoken (tts)",
+            ["part"],
+            registry=r,
+        )
         self.errors = Counter("omnivox_errors", "Errors reported to clients", ["code"], registry=r)
         self.workers = Gauge("omnivox_workers", "Workers by state", ["state"], registry=r)
 

@@ -215,6 +215,10 @@ class RealtimeRelay:
             metrics.interruptions.inc()
         if m.error_code is not None:
             metrics.error(m.error_code)
+        for part, busy, audio in (("asr", m.asr_busy_s, m.asr_audio_s), ("tts", m.tts_busy_s, m.tts_audio_s)):
+            if audio:
+                metrics.voice_busy.labels(part).inc(busy)
+                metrics.voice_audio.labels(part).inc(audio)
 
     async def _read_client(self) -> None:
         limit = self.ctx.settings.realtime_queued_bytes

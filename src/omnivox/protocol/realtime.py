@@ -373,6 +373,12 @@ class InternalMetrics(Msg):
     interrupted: bool = False
     response_done: bool = False
     error_code: str | None = None
+    # work since the previous report: time spent hearing (VAD + ASR) / speaking (TTS), and the
+    # audio it covered; their ratios are the real-time factors under the load the worker is under
+    asr_busy_s: float = 0.0
+    asr_audio_s: float = 0.0
+    tts_busy_s: float = 0.0
+    tts_audio_s: float = 0.0
 
 
 INTERNAL_PREFIX = '{"type":"omnivox.internal.'

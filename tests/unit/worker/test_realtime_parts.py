@@ -61,6 +61,25 @@ def test_listener_hears_a_turn_with_padding_confirmation_and_transcript(models) 
     assert not listener.speaking and not asr.in_utterance
 
 
+def test_a_pause_flushes_early_and_more_speech_resumes_the_same_turn(models) -> None:
+    vad, asr, speech = models
+    vad.reset(), asr.reset()
+    listener = Listener(vad, asr, TurnParams(silence_duration_ms=500), confirm_ms=150, speculate_at=0.6)
+    loud = np.nonzero(np.abs(speech) > 0.02)[0]
+    words = speech[loud[0] : loud[-1] + 1]
+    gap = np.zeros(int(0.45 * 16000), np.float32)
+    heard = hear(listener, np.concatenate([gap, words, gap, words, np.zeros(16000, np.float32)]))
+    kinds = [h.kind for h in heard]
+    assert kinds.count("speech_started") == 1 and kinds.count("speech_stopped") == 1
+    assert kinds.index("pause") < kinds.index("resumed") < kinds.index("speech_stopped")
+    pause = heard[kinds.index("pause")]
+    assert word_error_rate(WEATHER, pause.text) <= 0.1  # the first sentence, flushed at the pause
+    final = heard[-1]
+    assert final.kind == "final" and word_error_rate(f"{WEATHER} {WEATHER}", final.text) <= 0.2
+    # the end of the turn gets its own early flush too: a reply is prepared before the stop
+    assert kinds.count("pause") == 2 and kinds[-3:] == ["pause", "speech_stopped", "final"]
+
+
 def test_a_click_is_not_confirmed_speech(models) -> None:
     vad, asr, speech = models
     vad.reset(), asr.reset()

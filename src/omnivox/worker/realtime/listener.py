@@ -8,6 +8,11 @@ The ``Listener`` runs in the session's input thread (model work blocks) and turn
   ``partial`` transcripts while the user speaks, then ``speech_stopped`` and the ``final`` transcript
   once ``silence_duration_ms`` of silence has passed. The ASR hears the speech from its padded start
   and is fed as audio arrives, so the final transcript costs only the decoder's flush.
+- a pause that has run ``speculate_at`` of the way to the end of the turn (the pause prediction)
+  flushes the ASR early and reports ``pause`` with the transcript so far: a reply can be prepared
+  while the silence runs out (as Unmute does at its STT's pause prediction). If the user speaks
+  again, ``resumed`` says so, the ASR hears the rest as a new utterance, and the final transcript
+  joins both.
 - without turn detection (manual turns): every sample goes to the ASR; ``commit`` ends the utterance.
 """
 
@@ -22,7 +27,9 @@ from omnivox.voice.asr.base import StreamingAsr
 from omnivox.voice.vad.base import VoiceActivityDetector
 from omnivox.voice.vad.turn import TurnDetector, TurnEventType, TurnParams, TurnState
 
-HeardKind = Literal["speech_started", "speech_confirmed", "partial", "speech_stopped", "final"]
+HeardKind = Literal[
+    "speech_started", "speech_confirmed", "partial", "pause", "resumed", "speech_stopped", "final"
+]
 _KEEP_MS = 6000  # recent audio kept for prefix padding (OpenAI allows up to 5 s of padding)
 
 
@@ -35,7 +42,12 @@ class Heard:
 
 class Listener:
     def __init__(
-        self, vad: VoiceActivityDetector, asr: StreamingAsr, params: TurnParams | None, confirm_ms: float
+        self,
+        vad: VoiceActivityDetector,
+        asr: StreamingAsr,
+        params: TurnParams | None,
+        confirm_ms: float,
+        speculate_at: float | None = 0.6,
     ) -> None:
         self.vad = vad
         self.asr = asr
@@ -48,6 +60,8 @@ class Listener:
         self._voiced_ms = 0.0
         self._confirmed = False
         self.pending_samples = 0  # audio since the last turn end / commit / clear
+        self.speculate_at = speculate_at
+        self._early: str | None = None  # transcript flushed at a pause, while the turn is still open
         self.detector: TurnDetector | None = None
         self.configure(params)
 
@@ -94,12 +108,33 @@ class Listener:
                 if not self._confirmed and self._voiced_ms >= self.confirm_ms:
                     self._confirmed = True
                     heard.append(Heard("speech_confirmed", self.detector.audio_ms))
+                if self._early is not None and self._asr_from is None:  # words after a pause: go on
+                    back = self._sample_at(self.detector.audio_ms - 2 * window_ms)
+                    self._asr_from = max(self._ring_start, back)
+                    heard.append(Heard("resumed", self.detector.audio_ms))
             if event is not None and event.type is TurnEventType.SPEECH_STOPPED:
                 self._hear(heard, until=self._sample_at(self.detector.audio_ms))
                 heard.append(Heard("speech_stopped", event.audio_ms))
                 heard.append(self._final())
+            elif self._pausing():
+                self._hear(heard, until=self._sample_at(self.detector.audio_ms))
+                text = self.asr.flush().text if self.asr.in_utterance else ""
+                self._early = " ".join(t for t in (self._early, text) if t)
+                self._asr_from = None  # the silence that follows is not heard
+                heard.append(Heard("pause", self.detector.audio_ms, self._early))
         self._hear(heard)
         return heard
+
+    def _pausing(self) -> bool:
+        """A pause has just run far enough to flush the ASR early (once per pause)."""
+        d = self.detector
+        return (
+            self.speculate_at is not None
+            and self._asr_from is not None
+            and d is not None
+            and d.state is TurnState.SPEECH
+            and d.pause_prediction >= self.speculate_at
+        )
 
     def commit(self) -> Heard:
         """End the user's utterance now (manual turns, or a client commit mid-speech)."""
@@ -112,7 +147,7 @@ class Listener:
         """Drop the audio heard since the last turn (and any utterance in progress)."""
         if self.asr.in_utterance:
             self.asr.flush()
-        self._asr_from = None
+        self._asr_from, self._early = None, None
         self.pending_samples = 0
         if self.detector is not None and self.detector.state is TurnState.SPEECH:
             self.detector.reset_turn()
@@ -126,8 +161,9 @@ class Listener:
     # ---- internals
 
     def _final(self) -> Heard:
-        text = self.asr.flush().text if self.asr.in_utterance else ""
-        self._asr_from = None
+        rest = self.asr.flush().text if self.asr.in_utterance else ""
+        text = " ".join(t for t in (self._early, rest) if t)
+        self._asr_from, self._early = None, None
         self.pending_samples = 0
         return Heard("final", self.audio_ms, text)
 

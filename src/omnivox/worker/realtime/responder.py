@@ -9,6 +9,10 @@ interruption leaves little stale audio in the client.
 pieces), the event side immediately. Unsent audio is dropped from the outbox, and the assistant item
 keeps only the words the user heard: whole sentences played, plus the played share of the sentence
 that was cut.
+
+A response can start *held* (speculatively, while the user's pause may still turn into more
+speech): the thread already runs the LLM and the TTS, but nothing is said until ``release``; a
+``discard`` ends it without a single event.
 """
 
 from __future__ import annotations
@@ -73,6 +77,7 @@ class Responder:
         encoder: OutputEncoder,
         executor: Executor,
         lead_ms: float,
+        held: bool = False,
     ) -> None:
         self.plan = plan
         self.stack = stack
@@ -86,7 +91,13 @@ class Responder:
         self._text: list[str] = []
         self._sent_ms = 0.0
         self._first_audio_at: float | None = None
-        self._started = time.monotonic()
+        self._created = self._started = time.monotonic()  # started: when it may speak
+        self.tts_busy_s = 0.0  # synthesis time (output thread) and the audio it made
+        self.tts_audio_s = 0.0
+        self._released = asyncio.Event()
+        self._discarded = False
+        if not held:
+            self._released.set()
 
     @property
     def response_id(self) -> str:
@@ -94,10 +105,26 @@ class Responder:
 
     def cancel(self, reason: str) -> None:
         """Stop now (``turn_detected`` or ``client_cancelled``); ``run`` finishes the events."""
+        if not self._released.is_set():
+            self.discard()  # never said: nothing to finish
+            return
         if self.outcome.status == "completed" and not self._cancelled.is_set():
             self.outcome.status, self.outcome.reason = "cancelled", reason
         self._stop.set()
         self._cancelled.set()
+
+    def release(self, previous_item_id: str | None, speech_end_at: float | None) -> None:
+        """Say a held response: its item follows ``previous_item_id`` in the conversation."""
+        self.plan.previous_item_id = previous_item_id
+        self.plan.speech_end_at = speech_end_at
+        self._started = time.monotonic()
+        self._released.set()
+
+    def discard(self) -> None:
+        """Drop a held response unheard: no events at all."""
+        self._discarded = True
+        self._stop.set()
+        self._released.set()
 
     def played_ms(self) -> float:
         """Audio the client has had time to play (sent, and no more than real time since it began)."""
@@ -108,7 +135,6 @@ class Responder:
     # ---- the event side
 
     async def run(self) -> Outcome:
-        self._begin()
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
 
@@ -116,6 +142,12 @@ class Responder:
             loop.call_soon_threadsafe(queue.put_nowait, (kind, value))
 
         produced = loop.run_in_executor(self.executor, self._produce, put)
+        await self._released.wait()
+        if self._discarded:
+            self.outcome.status = "discarded"
+            await asyncio.wait({produced}, timeout=5.0)
+            return self.outcome
+        self._begin()
         try:
             while not self._cancelled.is_set():
                 kind, value = await self._next(queue)
@@ -275,7 +307,7 @@ class Responder:
         try:
             for delta in self.stack.llm.stream(p.messages, p.llm, stop):
                 if first:
-                    put("llm_ttft", time.monotonic() - self._started)
+                    put("llm_ttft", time.monotonic() - self._created)
                     first = False
                 self._words(words.push(delta), sentences, put)
                 if stop.is_set():
@@ -300,10 +332,14 @@ class Responder:
 
     def _speak(self, sentence: str, put: Callable[..., None]) -> None:
         said = False
+        began = time.monotonic()
         for chunk in self.stack.tts.speak(
             sentence, voice=self.plan.voice, stop=self._stop, speed=self.plan.speed
         ):
+            self.tts_busy_s += time.monotonic() - began
+            self.tts_audio_s += len(chunk.audio) / TTS_RATE
             if not said:
                 put("sentence", chunk.text)
                 said = True
             put("audio", chunk.audio)
+            began = time.monotonic()

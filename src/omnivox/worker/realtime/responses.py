@@ -24,6 +24,8 @@ class Responses:
     def __init__(self, session: RealtimeSession) -> None:
         self.s = session
         self.active: Responder | None = None
+        self.held: Responder | None = None  # prepared during the user's pause, not said yet
+        self._held_text = ""
 
     def speaking(self) -> bool:
         """Whether the assistant is talking: a response runs, or its audio is still playing."""
@@ -41,14 +43,47 @@ class Responses:
             raise ActiveResponse(
                 f"response {self.active.response_id} is in progress; cancel it or wait for response.done"
             )
+        await self.discard_speculation()
         await self.s.units.cancel("idle")
         plan = self._plan(params or rt.ResponseParams(), speech_end_at, extra or [])
-        responder = Responder(
-            plan, self.s.stack, self.s.outbox, self.s.encoder, self.s.output_thread, self.s.lead_ms
-        )
+        responder = self._responder(plan, held=False)
         self.active = responder
         await self.s.units.start("response", self._run(responder))
         return responder
+
+    async def speculate(self, user_text: str) -> None:
+        """Prepare (and hold) the reply to ``user_text`` while the user's pause runs out."""
+        await self.discard_speculation()
+        tentative = ChatMessage(role="user", content=user_text)
+        plan = self._plan(rt.ResponseParams(), None, [tentative], add_item=False)
+        self.held, self._held_text = self._responder(plan, held=True), user_text
+        await self.s.units.start("response", self._run(self.held))
+
+    async def confirm(self, user_item: Item, speech_end_at: float | None) -> bool:
+        """The turn ended: say the held reply if it answers ``user_item``'s words (False: it did
+        not, and it is dropped unheard)."""
+        held, self.held = self.held, None
+        if held is None:
+            return False
+        if self._held_text != user_item.text:
+            held.discard()
+            await self.s.units.cancel("response")
+            return False
+        await self.s.units.cancel("idle")
+        previous = self.s.conversation.add(held.plan.item)
+        self.active = held
+        held.release(previous, speech_end_at)
+        return True
+
+    async def discard_speculation(self) -> None:
+        held, self.held = self.held, None
+        if held is not None:
+            held.discard()
+            await self.s.units.cancel("response")
+
+    def _responder(self, plan: ResponsePlan, held: bool) -> Responder:
+        s = self.s
+        return Responder(plan, s.stack, s.outbox, s.encoder, s.output_thread, s.lead_ms, held=held)
 
     def cancel(self, response_id: str | None) -> None:
         """``response.cancel``: raises ``ResponseCancelNotActive`` if there is nothing to cancel."""
@@ -75,6 +110,8 @@ class Responses:
         finally:
             if self.active is responder:
                 self.active = None
+        if outcome.status == "discarded":
+            return  # a held reply the user never heard: it leaves no trace
         s = self.s
         s.last_response = responder
         if outcome.error is not None:
@@ -87,12 +124,21 @@ class Responses:
                 tts_ttfa_s=outcome.tts_ttfa_s,
                 interrupted=outcome.status == "cancelled",
                 response_done=True,
+                asr_busy_s=s.asr_busy_s,
+                asr_audio_s=s.asr_audio_s,
+                tts_busy_s=responder.tts_busy_s,
+                tts_audio_s=responder.tts_audio_s,
             )
         )
+        s.asr_busy_s = s.asr_audio_s = 0.0
         await s.turns.arm_idle(s.playback_until())
 
     def _plan(
-        self, params: rt.ResponseParams, speech_end_at: float | None, extra: list[ChatMessage]
+        self,
+        params: rt.ResponseParams,
+        speech_end_at: float | None,
+        extra: list[ChatMessage],
+        add_item: bool = True,
     ) -> ResponsePlan:
         s = self.s
         config = s.config
@@ -113,7 +159,7 @@ class Responses:
         max_tokens = s.stack.max_reply_tokens if limit == "inf" else min(int(limit), s.stack.max_reply_tokens)
         messages = trim_history(history, s.stack.context_tokens, reserve_tokens=max_tokens)
         item = Item(role="assistant", audio=audio, status="in_progress")
-        previous = s.conversation.add(item) if in_conversation else None
+        previous = s.conversation.add(item) if in_conversation and add_item else None
         return ResponsePlan(
             response_id=new_id("resp"),
             item=item,

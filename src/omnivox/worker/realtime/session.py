@@ -88,6 +88,8 @@ class RealtimeSession:
         self._hearing: asyncio.Queue[tuple[Any, ...]] = asyncio.Queue()
         self._ended = asyncio.Event()
         self._fatal: OmnivoxError | None = None
+        self.asr_busy_s = 0.0  # hearing work since the last metrics report, and the audio it covered
+        self.asr_audio_s = 0.0
 
     # ---- life
 
@@ -265,7 +267,10 @@ class RealtimeSession:
             job = await self._hearing.get()
             kind = job[0]
             if kind == "feed":
+                began = time.monotonic()
                 heard = await loop.run_in_executor(self.input_thread, self.listener.feed, job[1])
+                self.asr_busy_s += time.monotonic() - began
+                self.asr_audio_s += len(job[1]) / ASR_RATE
                 for h in heard:
                     await self.turns.on_heard(h, job[2])
             elif kind == "input_audio_buffer.commit":

@@ -7,10 +7,12 @@
 - Partial transcripts become ``conversation.item.input_audio_transcription.delta``. Deltas only
   append, but a streaming recogniser revises its latest words, so only the words two successive
   partials agree on are sent; the final transcript (``.completed``) settles the rest.
+- A pause long enough to predict the end of the turn: the reply is prepared, held (LLM and TTS run,
+  nothing is sent); the user speaking again discards it.
 - Speech stops: ``speech_stopped``, then the final transcript commits the user item
   (``committed``, ``conversation.item.added``, ``transcription.completed``, ``conversation.item.done``)
-  and, with ``create_response``, a reply starts at once. Speech that was only noise (no words) makes
-  no item and no reply.
+  and, with ``create_response``, the reply starts at once: the held one if it answered these very
+  words, else a new one. Speech that was only noise (no words) makes no item and no reply.
 - Silence after a reply has played (``idle_timeout_ms``): ``input_audio_buffer.timeout_triggered``
   and a reply that prompts the user, as if they had said "...".
 """
@@ -52,6 +54,11 @@ class TurnTaking:
                 s.responses.interrupt("turn_detected")
         elif heard.kind == "partial":
             self._partial(heard.text)
+        elif heard.kind == "pause":
+            if vad is not None and vad.create_response and heard.text.strip() and not s.responses.active:
+                await s.responses.speculate(heard.text.strip())
+        elif heard.kind == "resumed":
+            await s.responses.discard_speculation()
         elif heard.kind == "speech_stopped":
             self._stopped_ms = heard.audio_ms
             s.outbox.put(rt.SpeechStopped(audio_end_ms=int(heard.audio_ms), item_id=self._ensure_item()))
@@ -59,7 +66,9 @@ class TurnTaking:
             # the chunk that ended the turn arrived at ``arrival``; speech ended that much audio earlier
             speech_end_at = arrival - max(0.0, heard.audio_ms - self._stopped_ms) / 1000
             item = self.commit(heard.text)
-            if item is not None and vad is not None and vad.create_response and not s.responses.active:
+            if item is None or vad is None or not vad.create_response or s.responses.active:
+                await s.responses.discard_speculation()
+            elif not await s.responses.confirm(item, speech_end_at):
                 await s.responses.create(None, speech_end_at=speech_end_at)
 
     def commit(self, transcript: str, *, keep_empty: bool = False) -> Item | None:

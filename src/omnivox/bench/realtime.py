@@ -1,0 +1,249 @@
+"""Realtime voice under load, in the spirit of Unmute's loadtest: N simulated callers at once.
+
+Each caller connects to ``/v1/realtime``, keeps its "microphone" open (PCM16 24 kHz appends every
+``--chunk-ms``, paced in real time, silence between turns) and speaks ``--turns`` sentences
+synthesised by hibari, each after the previous reply has finished playing. For every turn it times
+voice-to-voice latency as a caller hears it: from the moment the last speech sample was captured
+(the chunk holding it is sent as soon as it is complete) to the arrival of the reply's first audio.
+
+The gateway's metrics give the real-time factors of hearing (VAD + ASR) and speaking (TTS) on the
+workers under that load: busy time / audio time, summed over all sessions. Real time is held when
+both stay under 1 and no turn failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import json
+import re
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import numpy as np
+import websockets
+
+from omnivox.audio.pcm import to_pcm16
+from omnivox.bench.cluster import cluster
+from omnivox.bench.table import percentile, print_table, write_json
+from omnivox.protocol.realtime import ga_type
+
+RATE = 24000
+SENTENCES = (
+    "what is the weather like in paris today",
+    "can you tell me a short story about a fox",
+    "please remind me to call my sister tomorrow",
+    "how long does it take to boil an egg",
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--users", type=int, nargs="+", default=[1, 4, 8, 16], help="concurrent callers")
+    parser.add_argument("--turns", type=int, default=3, help="turns per caller")
+    parser.add_argument("--silence-ms", type=int, default=500, help="server VAD silence_duration_ms")
+    parser.add_argument("--chunk-ms", type=int, default=40, help="audio per append")
+    parser.add_argument("--workers", type=int, help="worker processes (default: one per caller)")
+    parser.add_argument("--llm-url", help="an OpenAI-compatible LLM server (default: the echo LLM)")
+    parser.add_argument("--log-dir", help="keep the server logs here")
+
+
+@dataclass
+class CallerStats:
+    v2v_s: list[float] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+def _clip(text: str) -> tuple[np.ndarray, float]:
+    """Speech for ``text`` and where the speech ends in it (seconds)."""
+    from omnivox.voice.tts.hibari import HibariTts
+
+    audio = np.concatenate([c.audio for c in HibariTts(seed=1).synthesize(text)])
+    loud = np.nonzero(np.abs(audio) > 0.02)[0]
+    return audio, (loud[-1] + 1) / RATE if len(loud) else len(audio) / RATE
+
+
+class Caller:
+    """One simulated user: a microphone that never stops, a speaker that plays the replies."""
+
+    def __init__(self, url: str, clips: list[tuple[np.ndarray, float]], args: argparse.Namespace) -> None:
+        self.url = url
+        self.clips = clips
+        self.args = args
+        self.stats = CallerStats()
+        self._speech_end: float | None = None  # wall time the current turn's speech ended
+        self._reply_done = asyncio.Event()
+        self._playing_until = 0.0
+
+    async def run(self, turns: int, offset_s: float) -> CallerStats:
+        await asyncio.sleep(offset_s)  # callers do not all start on the same frame
+        try:
+            async with websockets.connect(self.url, max_size=None, ping_interval=None) as ws:
+                await ws.send(json.dumps({"type": "session.update", "session": self._session()}))
+                reader = asyncio.create_task(self._read(ws))
+                try:
+                    await self._talk(ws, turns)
+                finally:
+                    reader.cancel()
+        except (OSError, websockets.exceptions.WebSocketException) as exc:
+            self.stats.errors.append(f"connection: {type(exc).__name__}")
+        return self.stats
+
+    def _session(self) -> dict:
+        vad = {"type": "server_vad", "silence_duration_ms": self.args.silence_ms}
+        return {"type": "realtime", "audio": {"input": {"turn_detection": vad}}}
+
+    async def _talk(self, ws, turns: int) -> None:  # type: ignore[no-untyped-def]
+        step = RATE * self.args.chunk_ms // 1000
+        start = time.monotonic()
+        sent = 0  # samples sent: the microphone's clock
+
+        async def send(audio: np.ndarray) -> float | None:
+            """Stream ``audio`` in real time; returns when its last chunk left."""
+            nonlocal sent
+            for i in range(0, len(audio), step):
+                chunk = audio[i : i + step]
+                sent += len(chunk)
+                due = start + sent / RATE  # a chunk can leave once it has been "recorded"
+                await asyncio.sleep(max(0.0, due - time.monotonic()))
+                await ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": _b64(chunk)}))
+            return time.monotonic()
+
+        quiet = np.zeros(step, np.float32)
+        for turn in range(turns):
+            clip, speech_end = self.clips[turn % len(self.clips)]
+            self._reply_done.clear()
+            clip_start_sample = sent
+            await send(clip)
+            self._speech_end = start + (clip_start_sample / RATE) + speech_end
+            deadline = time.monotonic() + 20
+            # keep the microphone open (silence) until the reply has been heard
+            while not self._reply_done.is_set() or time.monotonic() < self._playing_until:
+                if time.monotonic() > deadline:
+                    self.stats.errors.append("timeout: no reply within 20 s")
+                    break
+                await send(quiet)
+            await send(np.zeros(RATE // 2, np.float32))  # a breath before the next sentence
+
+    async def _read(self, ws) -> None:  # type: ignore[no-untyped-def]
+        first_audio: float | None = None
+        audio_s = 0.0
+        async for raw in ws:
+            event = json.loads(raw)
+            kind = ga_type(event["type"])
+            if kind == "response.created":
+                first_audio, audio_s = None, 0.0
+            elif kind == "response.output_audio.delta":
+                now = time.monotonic()
+                if first_audio is None:
+                    first_audio = now
+                    if self._speech_end is not None:
+                        self.stats.v2v_s.append(now - self._speech_end)
+                        self._speech_end = None
+                audio_s += len(base64.b64decode(event["delta"])) / 2 / RATE
+            elif kind == "response.done":
+                status = event["response"]["status"]
+                if status != "completed":
+                    self.stats.errors.append(f"response {status}")
+                self._playing_until = (first_audio or time.monotonic()) + audio_s
+                self._reply_done.set()
+            elif kind == "error":
+                self.stats.errors.append(event["error"].get("code") or "error")
+
+
+def _b64(audio: np.ndarray) -> str:
+    return base64.b64encode(to_pcm16(audio)).decode("ascii")
+
+
+def _rtf(metrics_text: str) -> dict[str, float]:
+    """Real-time factors of hearing and speaking from the gateway's counters."""
+    values: dict[str, float] = {}
+    for name, part, value in re.findall(
+        r'omnivox_voice_(busy|audio)_seconds_total\{part="(\w+)"\} (\S+)', metrics_text
+    ):
+        values[f"{name}_{part}"] = float(value)
+    return {
+        part: values.get(f"busy_{part}", 0.0) / values[f"audio_{part}"]
+        for part in ("asr", "tts")
+        if values.get(f"audio_{part}")
+    }
+
+
+async def _load(url: str, users: int, clips: list, args: argparse.Namespace) -> list[CallerStats]:
+    callers = [Caller(url, clips, args) for _ in range(users)]
+    return await asyncio.gather(*(c.run(args.turns, 0.37 * i % 1.0) for i, c in enumerate(callers)))
+
+
+def run(args: argparse.Namespace) -> int:
+    clips = [_clip(s) for s in SENTENCES]
+    rows, results = [], {}
+    for users in args.users:
+        env = {"OMNIVOX_LLM_URL": args.llm_url} if args.llm_url else {}
+        workers = args.workers or users
+        log_dir = Path(args.log_dir) / f"n{users}" if args.log_dir else None
+        if log_dir:
+            log_dir.mkdir(parents=True, exist_ok=True)
+        with cluster(workers=workers, engine="cascade", log_dir=log_dir, **env) as c:
+            began = time.monotonic()
+            stats = asyncio.run(_load(f"{c.ws}/v1/realtime", users, clips, args))
+            wall = time.monotonic() - began
+            rtf = _rtf(httpx.get(c.url + "/metrics", timeout=5).text)
+        v2v = [s for st in stats for s in st.v2v_s]
+        errors = [e for st in stats for e in st.errors]
+        held = bool(v2v) and not errors and all(r < 1.0 for r in rtf.values())
+        results[users] = {
+            "workers": workers,
+            "turns": len(v2v),
+            "v2v_p50_ms": percentile(v2v, 50) * 1000,
+            "v2v_p95_ms": percentile(v2v, 95) * 1000,
+            "v2v_max_ms": max(v2v) * 1000 if v2v else float("nan"),
+            "asr_rtf": rtf.get("asr", float("nan")),
+            "tts_rtf": rtf.get("tts", float("nan")),
+            "errors": errors,
+            "wall_s": wall,
+            "real_time": held,
+        }
+        r = results[users]
+        rows.append(
+            [
+                users,
+                workers,
+                r["turns"],
+                r["v2v_p50_ms"],
+                r["v2v_p95_ms"],
+                r["v2v_max_ms"],
+                r["asr_rtf"],
+                r["tts_rtf"],
+                len(errors),
+                "yes" if held else "no",
+            ]
+        )
+    print_table(
+        f"Realtime voice-to-voice, {args.turns} turns per caller, silence_duration_ms={args.silence_ms}"
+        + (f", LLM {args.llm_url}" if args.llm_url else ", echo LLM"),
+        [
+            "callers",
+            "workers",
+            "turns",
+            "v2v p50 ms",
+            "v2v p95 ms",
+            "v2v max ms",
+            "ASR RTF",
+            "TTS RTF",
+            "errors",
+            "real time",
+        ],
+        rows,
+    )
+    for users, r in results.items():
+        if r["errors"]:
+            print(
+                f"  {users} callers, errors: {statistics.multimode(r['errors'])} ({len(r['errors'])} in all)"
+            )
+    write_json(
+        args.json, {"realtime": results, "turns_per_caller": args.turns, "silence_ms": args.silence_ms}
+    )
+    return 0
