@@ -33,6 +33,9 @@ from omnivox.bench.table import percentile, print_table, write_json
 from omnivox.protocol.realtime import ga_type
 
 RATE = 24000
+SPREAD_S = 4.0
+# the workers' and gateway's housekeeping at production rates (the test cluster polls faster)
+PRODUCTION_INTERVALS = {"OMNIVOX_HEALTH_INTERVAL_S": "2", "OMNIVOX_HEARTBEAT_INTERVAL_S": "2"}
 SENTENCES = (
     "what is the weather like in paris today",
     "can you tell me a short story about a fox",
@@ -174,14 +177,17 @@ def _rtf(metrics_text: str) -> dict[str, float]:
 
 async def _load(url: str, users: int, clips: list, args: argparse.Namespace) -> list[CallerStats]:
     callers = [Caller(url, clips, args) for _ in range(users)]
-    return await asyncio.gather(*(c.run(args.turns, 0.37 * i % 1.0) for i, c in enumerate(callers)))
+    # callers start spread over one turn's length, so they are at different points of their calls
+    return await asyncio.gather(*(c.run(args.turns, SPREAD_S * i / users) for i, c in enumerate(callers)))
 
 
 def run(args: argparse.Namespace) -> int:
     clips = [_clip(s) for s in SENTENCES]
     rows, results = [], {}
     for users in args.users:
-        env = {"OMNIVOX_LLM_URL": args.llm_url} if args.llm_url else {}
+        env = dict(PRODUCTION_INTERVALS)
+        if args.llm_url:
+            env["OMNIVOX_LLM_URL"] = args.llm_url
         workers = args.workers or users
         log_dir = Path(args.log_dir) / f"n{users}" if args.log_dir else None
         if log_dir:

@@ -19,6 +19,12 @@ from omnivox.voice.asr.base import Hypothesis, StreamingAsr
 # alternate pronunciations come back as "the(2)"
 _ALT = re.compile(r"\(\d+\)$")
 
+# Search settings for live use. The flat-lexicon second pass (fwdflat) and an unbounded number of
+# active HMMs per frame buy no accuracy on conversational speech and cost a third of the CPU:
+# measured on 12 hibari utterances (two voices, two speeds), real-time factor 0.157 -> 0.108 with
+# the word error rate unchanged (0.0). Callers can pass their own values.
+LIVE_CONFIG: dict[str, object] = {"fwdflat": False, "maxhmmpf": 3000}
+
 
 def _is_filler(word: str) -> bool:
     # <s>, </s>, <sil>, [NOISE], ++BREATH++ and the like mark silence and noise, not words
@@ -36,7 +42,7 @@ class PocketsphinxAsr(StreamingAsr):
     def __init__(self, sample_rate: int = 16000, **config: object) -> None:
         super().__init__()
         self.sample_rate = sample_rate
-        self._decoder = Decoder(samprate=sample_rate, loglevel="FATAL", **config)
+        self._decoder = Decoder(samprate=sample_rate, loglevel="FATAL", **{**LIVE_CONFIG, **config})
         PocketsphinxAsr.loads += 1
         self._initial_cmn = self._decoder.get_cmn(False)
         self._frame_ms = 1000.0 / float(self._decoder.config["frate"])
