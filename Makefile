@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install serve test lint unit bench clean
+.PHONY: install serve test lint unit bench clean browser
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -22,12 +22,21 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check src tests
 	$(BIN)/lint-imports
 
-test: lint
+test: lint browser
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+# The browser tests drive Debian's Chromium; install it when it is missing and we may (root).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -qq && apt-get install -y -qq chromium >/dev/null; \
+	  else echo "the browser tests need Chromium: sudo apt-get install chromium"; exit 1; fi; }
 
 bench: $(STAMP)
 	$(BIN)/omnivox bench pool
 	$(BIN)/omnivox bench kv
+	$(BIN)/omnivox bench voice
+	$(BIN)/omnivox bench realtime
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .pytest_cache .ruff_cache

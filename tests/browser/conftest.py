@@ -48,8 +48,8 @@ def screenshot_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def browser(speech_wav):
-    if not shutil.which(CHROMIUM):
-        pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium, or set OMNIVOX_CHROMIUM)")
+    if not shutil.which(CHROMIUM):  # `make test` installs it; a missing browser is a failure, not a skip
+        pytest.fail(f"no Chromium at {CHROMIUM} (apt-get install chromium, or set OMNIVOX_CHROMIUM)")
     from playwright.sync_api import expect, sync_playwright
 
     expect.set_options(timeout=EXPECT_TIMEOUT_MS)

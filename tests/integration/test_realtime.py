@@ -205,7 +205,7 @@ async def test_session_limit_when_the_wait_runs_out_or_the_queue_is_full(rt_clus
     # the holder's socket closes a little before the gateway hears of it and frees the worker)
     async with websockets.connect(url, additional_headers=headers) as again:
         while (msg := json.loads(await asyncio.wait_for(again.recv(), 10)))["type"] == "omnivox.queue":
-            assert msg["position"] == 1
+            assert (msg["status"], msg["position"]) in (("queued", 1), ("assigned", 0))
         assert msg["type"] == "session.created"
 
 

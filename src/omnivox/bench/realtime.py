@@ -8,7 +8,9 @@ voice-to-voice latency as a caller hears it: from the moment the last speech sam
 
 The gateway's metrics give the real-time factors of hearing (VAD + ASR) and speaking (TTS) on the
 workers under that load: busy time / audio time, summed over all sessions. Real time is held when
-both stay under 1 and no turn failed.
+both stay under 1, no turn failed, and 95% of replies start within a second of the turn's end
+(``silence_duration_ms`` + 1 s after the speech): a machine past its capacity shows it there first,
+as queueing delay, long before the factors reach 1.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from omnivox.protocol.realtime import ga_type
 
 RATE = 24000
 SPREAD_S = 4.0
+HEADROOM_S = 1.0  # a reply later than silence_duration_ms + this is not real time any more
 # the workers' and gateway's housekeeping at production rates (the test cluster polls faster)
 PRODUCTION_INTERVALS = {"OMNIVOX_HEALTH_INTERVAL_S": "2", "OMNIVOX_HEARTBEAT_INTERVAL_S": "2"}
 SENTENCES = (
@@ -199,12 +202,18 @@ def run(args: argparse.Namespace) -> int:
             rtf = _rtf(httpx.get(c.url + "/metrics", timeout=5).text)
         v2v = [s for st in stats for s in st.v2v_s]
         errors = [e for st in stats for e in st.errors]
-        held = bool(v2v) and not errors and all(r < 1.0 for r in rtf.values())
+        p95 = percentile(v2v, 95)
+        held = (
+            bool(v2v)
+            and not errors
+            and all(r < 1.0 for r in rtf.values())
+            and p95 < args.silence_ms / 1000 + HEADROOM_S
+        )
         results[users] = {
             "workers": workers,
             "turns": len(v2v),
             "v2v_p50_ms": percentile(v2v, 50) * 1000,
-            "v2v_p95_ms": percentile(v2v, 95) * 1000,
+            "v2v_p95_ms": p95 * 1000,
             "v2v_max_ms": max(v2v) * 1000 if v2v else float("nan"),
             "asr_rtf": rtf.get("asr", float("nan")),
             "tts_rtf": rtf.get("tts", float("nan")),

@@ -18,7 +18,7 @@ from fastapi import WebSocket, WebSocketDisconnect
 from pydantic import TypeAdapter
 
 from omnivox.core.errors import OmnivoxError
-from omnivox.protocol.wire import parse
+from omnivox.protocol.wire import frames, parse
 
 log = logging.getLogger(__name__)
 
@@ -91,13 +91,7 @@ class ClientConnection:
 
     async def _receive(self) -> None:
         try:
-            while True:
-                message = await self.ws.receive()
-                if message["type"] == "websocket.disconnect":
-                    break
-                raw = message.get("text")
-                if raw is None:
-                    raw = message.get("bytes") or b""
+            async for raw in frames(self.ws):
                 try:
                     msg = parse(self._adapter, raw, max_bytes=self._max_bytes, tags=self._tags)
                 except OmnivoxError as err:

@@ -38,6 +38,7 @@ from omnivox.gateway.context import GatewayContext, ws_url
 from omnivox.gateway.pool import WorkerRecord
 from omnivox.gateway.sessions import SessionRecord
 from omnivox.protocol import realtime as rt
+from omnivox.protocol.wire import frames
 
 log = logging.getLogger(__name__)
 
@@ -223,13 +224,7 @@ class RealtimeRelay:
     async def _read_client(self) -> None:
         limit = self.ctx.settings.realtime_queued_bytes
         try:
-            while True:
-                message = await self.ws.receive()
-                if message["type"] == "websocket.disconnect":
-                    break
-                frame = message.get("text")
-                if frame is None:
-                    frame = message.get("bytes") or b""
+            async for frame in frames(self.ws):
                 wws = self._worker_ws
                 if wws is not None:
                     try:

@@ -7,14 +7,28 @@ into one of them or raises the ``OmnivoxError`` that says exactly what was wrong
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
 from omnivox.core.errors import InvalidJson, InvalidMessage, MessageTooLarge, UnknownMessageType
 
 T = TypeVar("T")
+
+
+class _Receiver(Protocol):
+    async def receive(self) -> Any: ...
+
+
+async def frames(ws: _Receiver) -> AsyncIterator[str | bytes]:
+    """The frames an ASGI WebSocket receives (text or bytes), until the peer disconnects."""
+    while True:
+        message = await ws.receive()
+        if message["type"] == "websocket.disconnect":
+            return
+        text = message.get("text")
+        yield text if text is not None else (message.get("bytes") or b"")
 
 
 class Msg(BaseModel):

@@ -30,7 +30,7 @@ from omnivox.core.errors import (
 )
 from omnivox.protocol import realtime as rt
 from omnivox.protocol.realtime_session import SessionConfig, TurnDetection, apply_update
-from omnivox.protocol.wire import parse
+from omnivox.protocol.wire import frames, parse
 from omnivox.voice.stack import ASR_RATE, VoiceStack
 from omnivox.voice.vad.turn import TurnParams
 from omnivox.worker.realtime.audio_io import InputDecoder, OutputEncoder
@@ -137,13 +137,7 @@ class RealtimeSession:
 
     async def _receive(self) -> None:
         try:
-            while True:
-                message = await self.ws.receive()
-                if message["type"] == "websocket.disconnect":
-                    break
-                raw = message.get("text")
-                if raw is None:
-                    raw = message.get("bytes") or b""
+            async for raw in frames(self.ws):
                 await self._on_frame(raw, time.monotonic())
         except WebSocketDisconnect:
             pass
