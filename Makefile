@@ -18,8 +18,8 @@ serve: $(STAMP)
 	$(BIN)/omnivox serve $(ARGS)
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests
-	$(BIN)/ruff format --check src tests
+	$(BIN)/ruff check --no-cache src tests
+	$(BIN)/ruff format --no-cache --check src tests
 	$(BIN)/lint-imports
 
 test: lint browser

@@ -459,3 +459,39 @@ async def test_a_pause_that_is_not_the_end_of_the_turn_discards_the_prepared_rep
     assert word_error_rate(f"{first} {second}", heard) <= 0.34
     reply = done.response.output[0].content[0].transcript
     assert reply == f"You said: {heard}"  # the reply answers all of it, not the first half
+
+
+async def test_idle_timeout_prompts_the_user_and_speed_changes_the_pace(rt_cluster):
+    async with client(rt_cluster.ws).realtime.connect(model="omnivox") as conn:
+        events = Events(conn)
+        vad = {"type": "server_vad", "idle_timeout_ms": 1000}
+        await conn.session.update(session={"type": "realtime", "audio": {"input": {"turn_detection": vad}}})
+        await events.wait_for("session.updated")
+        words = {
+            "type": "message",
+            "role": "user",
+            "content": [{"type": "input_text", "text": "one two three"}],
+        }
+        await conn.conversation.item.create(item=words)
+        await conn.response.create()
+        normal = await events.wait_for("response.done")
+        # nobody speaks: a second after the reply has played, the server prompts the user
+        silence_feed = asyncio.create_task(stream(conn, silence(6.0), chunk_ms=100))
+        timeout = await events.wait_for("input_audio_buffer.timeout_triggered", timeout=10)
+        prompt = await events.wait_for("response.done", count=2)
+        silence_feed.cancel()
+        assert timeout.audio_end_ms > timeout.audio_start_ms
+        played_until = events.times("response.done")[0] + len(audio_of(events, normal.response.id)) / 24000
+        assert events.times("input_audio_buffer.timeout_triggered")[0] >= played_until + 0.9
+        assert prompt.response.status == "completed"
+
+        await conn.session.update(session={"type": "realtime", "audio": {"output": {"speed": 1.5}}})
+        await events.wait_for("session.updated", count=2)
+        await conn.conversation.item.create(item=words)
+        await conn.response.create()
+        fast = await events.wait_for("response.done", count=3)
+        await events.stop()
+    slow_s = len(audio_of(events, normal.response.id)) / 24000
+    fast_s = len(audio_of(events, fast.response.id)) / 24000
+    assert fast.response.output[0].content[0].transcript == normal.response.output[0].content[0].transcript
+    assert fast_s < 0.8 * slow_s  # the same words, said faster

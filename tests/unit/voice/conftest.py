@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
-from fake_openai_service import FakeOpenAIService
 
+from fake_openai_service import FakeOpenAIService
 from omnivox.audio.resample import resample
 
 WEATHER = "what is the weather like in paris today"
