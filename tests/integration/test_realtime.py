@@ -481,7 +481,8 @@ async def test_idle_timeout_prompts_the_user_and_speed_changes_the_pace(rt_clust
         prompt = await events.wait_for("response.done", count=2)
         silence_feed.cancel()
         assert timeout.audio_end_ms > timeout.audio_start_ms
-        played_until = events.times("response.done")[0] + len(audio_of(events, normal.response.id)) / 24000
+        first_audio = events.times("response.output_audio.delta")[0]  # playback starts here...
+        played_until = first_audio + len(audio_of(events, normal.response.id)) / 24000  # ...and ends here
         assert events.times("input_audio_buffer.timeout_triggered")[0] >= played_until + 0.9
         assert prompt.response.status == "completed"
 
