@@ -195,8 +195,18 @@ async def test_session_limit_when_the_wait_runs_out_or_the_queue_is_full(rt_clus
                 assert full["type"] == "error" and full["error"]["code"] == "session_limit_reached"
                 await asyncio.wait_for(third.wait_closed(), 5)
                 assert third.close_code == 1008
-            while (msg := json.loads(await asyncio.wait_for(waiting.recv(), 5)))["type"] == "omnivox.queue":
-                pass
+            # what a waiting client sends is held for it, up to a limit; past it, it hears it is dropped
+            big = {"type": "input_audio_buffer.append", "audio": "A" * (1024 * 1024)}
+            for _ in range(5):
+                await waiting.send(json.dumps(big))
+            codes = []
+            while (msg := json.loads(await asyncio.wait_for(waiting.recv(), 5)))[
+                "type"
+            ] == "omnivox.queue" or (
+                msg["type"] == "error" and msg["error"]["code"] != "session_limit_reached"
+            ):
+                codes += [msg["error"]["code"]] if msg["type"] == "error" else []
+            assert codes == ["queued_input_dropped"]
             assert msg["type"] == "error" and msg["error"]["code"] == "session_limit_reached"
             assert "1.5 s" in msg["error"]["message"]  # it waited the configured time, then gave up
             await asyncio.wait_for(waiting.wait_closed(), 5)

@@ -125,6 +125,12 @@ class ResponseCancelNotActive(_Recoverable):
     code = "response_cancel_not_active"
 
 
+class QueuedInputDropped(_Recoverable):
+    """A session waiting for a worker sent more than the gateway holds for it; the rest is dropped."""
+
+    code = "queued_input_dropped"
+
+
 class QueueFull(OmnivoxError):
     code = "queue_full"
     http_status = 503

@@ -26,6 +26,7 @@ from websockets.exceptions import ConnectionClosed, ConnectionClosedError, Inval
 from omnivox.core.errors import (
     WS_POLICY,
     OmnivoxError,
+    QueuedInputDropped,
     QueueFull,
     SessionLimitReached,
     TicketCancelled,
@@ -235,7 +236,14 @@ class RealtimeRelay:
                     self._held.append(frame)
                     self._held_bytes += len(frame)
                 else:
-                    self._dropped += 1  # counted; the session starts without it
+                    self._dropped += 1
+                    if self._dropped == 1:  # said once; the session starts without what was dropped
+                        err = QueuedInputDropped(
+                            f"more than {limit} bytes of events arrived while waiting for a worker; "
+                            "later ones are dropped until the session starts"
+                        )
+                        self.ctx.metrics.error(err.code)
+                        self._notices.put_nowait(rt.error_event(err).model_dump_json())
         except (WebSocketDisconnect, RuntimeError):
             pass
         finally:
