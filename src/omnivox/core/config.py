@@ -25,7 +25,7 @@ class Settings(BaseSettings):
     # --- network
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
-    api_key: str | None = Field(None, description="bearer token required by the public endpoints when set")
+    api_key: str | None = Field(None, description="bearer token /v1/realtime requires when set")
 
     # --- local workers started by `omnivox serve`
     workers: int = Field(1, ge=0, le=64)

@@ -7,7 +7,10 @@
 //   "user-delta" {itemId, delta}, "user-final" {itemId, transcript}
 //   "assistant-delta" {itemId, delta}, "assistant-final" {itemId, transcript}
 //   "audio" {pcm: Int16Array, itemId}
-//   "latency" {ms}                  end of user speech -> first reply audio, measured here
+//   "latency" {ms}                  end of user speech -> first reply audio, measured here: the
+//                                   end is where the server's VAD put it (audio_end_ms, on the
+//                                   clock of the audio this page sent), mapped back to the moment
+//                                   the page captured that sample
 //   "response-done" {status, itemIds}
 //   "queue" {position, queue_length, estimated_wait_s}
 //   "server-error" {code, message, type}
@@ -48,6 +51,8 @@ export class RealtimeSession extends EventTarget {
     this.pending = [];
     this.pendingLength = 0;
     this.speechStoppedAt = null;
+    this.samplesSent = 0; // the server's audio clock, in samples
+    this.captureMarks = []; // [samplesSent after a chunk, when that chunk was captured], recent ones
     this.assistantItems = new Set(); // items of the response being spoken
   }
 
@@ -96,21 +101,31 @@ export class RealtimeSession extends EventTarget {
   }
 
   /** Microphone audio (PCM16 at 24 kHz); held back (up to 3 s) until the session is configured. */
-  appendAudio(pcm) {
+  appendAudio(pcm, capturedAt = performance.now()) {
     if (this.ready && this.socket.isOpen) {
       this.socket.send({ type: "input_audio_buffer.append", audio: pcm16ToBase64(pcm) });
+      this.samplesSent += pcm.length;
+      this.captureMarks.push([this.samplesSent, capturedAt]);
+      if (this.captureMarks.length > 500) this.captureMarks.shift();
       return;
     }
-    this.pending.push(pcm);
+    this.pending.push([pcm, capturedAt]);
     this.pendingLength += pcm.length;
-    while (this.pendingLength > MAX_PENDING) this.pendingLength -= this.pending.shift().length;
+    while (this.pendingLength > MAX_PENDING) this.pendingLength -= this.pending.shift()[0].length;
   }
 
   flushPending() {
     const pending = this.pending;
     this.pending = [];
     this.pendingLength = 0;
-    for (const pcm of pending) this.appendAudio(pcm);
+    for (const [pcm, capturedAt] of pending) this.appendAudio(pcm, capturedAt);
+  }
+
+  /** When the page captured the sample at `ms` of the audio it sent (null if long forgotten). */
+  capturedAt(ms) {
+    const sample = (ms * RATE) / 1000;
+    const mark = this.captureMarks.find(([sent]) => sent >= sample);
+    return mark ? mark[1] - ((mark[0] - sample) * 1000) / RATE : null;
   }
 
   receive(event) {
@@ -134,7 +149,7 @@ export class RealtimeSession extends EventTarget {
       this.emit("speech-started", { itemId: e.item_id });
     },
     "input_audio_buffer.speech_stopped"(e) {
-      this.speechStoppedAt = performance.now();
+      this.speechStoppedAt = this.capturedAt(e.audio_end_ms) ?? performance.now();
       this.emit("speech-stopped", { itemId: e.item_id });
     },
     "conversation.item.input_audio_transcription.delta"(e) {
