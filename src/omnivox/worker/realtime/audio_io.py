@@ -32,7 +32,6 @@ class InputDecoder:
         self.target_rate = target_rate
         self._opus = OpusDecoder(24000) if fmt.type == "audio/opus" else None
         self._resampler = StreamResampler(fmt.rate, target_rate)
-        self.samples_in = 0  # at the wire rate, since the stream began
 
     def decode(self, b64: str) -> np.ndarray:
         """One ``input_audio_buffer.append`` payload; raises ``InvalidAudio`` on bad data."""
@@ -50,11 +49,7 @@ class InputDecoder:
             if self._opus.pages == 0 and self._opus.skipped_bytes > _OPUS_SEARCH_BYTES:
                 self._opus.reset()
                 raise InvalidAudio(f"no Ogg-Opus page in the first {_OPUS_SEARCH_BYTES} bytes: is this Opus?")
-        self.samples_in += len(audio)
         return self._resampler.process(audio)
-
-    def wire_ms(self, samples: int) -> float:
-        return samples * 1000.0 / self.format.rate
 
 
 class OutputEncoder:

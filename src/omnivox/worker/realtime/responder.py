@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -65,7 +65,6 @@ class Outcome:
     llm_ttft_s: float | None = None
     tts_ttfa_s: float | None = None
     voice_to_voice_s: float | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class Responder:
