@@ -88,7 +88,13 @@ class EngineHost:
             raise WorkerBusy("worker is serving another session") from None
 
     async def release(self) -> None:
-        """End the session: the engine drops its stream state (in its thread), the host is free."""
+        """End the session: the engine drops its stream state (in its thread), then the host is free.
+
+        Shielded: a caller being cancelled (its socket torn down) must not let the next session take
+        the host before the engine has finished ending this one."""
+        await asyncio.shield(self._release())
+
+    async def _release(self) -> None:
         try:
             await self.call(self.engine.end_session)
         except Exception:

@@ -163,8 +163,6 @@ class StreamingConnection:
                 await self.generation
         if self.held:
             self.held = False
-            # shielded: even if this task is cancelled, the engine finishes ending the session
-            # before the next one can take the host
-            await asyncio.shield(self.host.release())
+            await self.host.release()
         with contextlib.suppress(Exception):
             await self.ws.close()

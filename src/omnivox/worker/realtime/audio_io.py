@@ -22,6 +22,9 @@ from omnivox.protocol.realtime_session import AudioFormat
 TTS_RATE = 24000
 # a stream may start mid-page (its head is skipped), but this much data without a page is not Opus
 _OPUS_SEARCH_BYTES = 16 * 1024
+# the stateless formats: wire bytes -> float32, float32 -> wire bytes (Ogg-Opus keeps stream state)
+_DECODE = {"audio/pcm": from_pcm16, "audio/pcmu": ulaw_decode, "audio/pcma": alaw_decode}
+_ENCODE = {"audio/pcm": to_pcm16, "audio/pcmu": ulaw_encode, "audio/pcma": alaw_encode}
 
 
 class InputDecoder:
@@ -36,19 +39,12 @@ class InputDecoder:
     def decode(self, b64: str) -> np.ndarray:
         """One ``input_audio_buffer.append`` payload; raises ``InvalidAudio`` on bad data."""
         raw = b64decode(b64)
-        kind = self.format.type
-        if kind == "audio/pcm":
-            audio = from_pcm16(raw)
-        elif kind == "audio/pcmu":
-            audio = ulaw_decode(raw)
-        elif kind == "audio/pcma":
-            audio = alaw_decode(raw)
-        else:
-            assert self._opus is not None
-            audio = self._opus.decode(raw)
-            if self._opus.pages == 0 and self._opus.skipped_bytes > _OPUS_SEARCH_BYTES:
-                self._opus.reset()
-                raise InvalidAudio(f"no Ogg-Opus page in the first {_OPUS_SEARCH_BYTES} bytes: is this Opus?")
+        if self._opus is None:
+            return self._resampler.process(_DECODE[self.format.type](raw))
+        audio = self._opus.decode(raw)
+        if self._opus.pages == 0 and self._opus.skipped_bytes > _OPUS_SEARCH_BYTES:
+            self._opus.reset()
+            raise InvalidAudio(f"no Ogg-Opus page in the first {_OPUS_SEARCH_BYTES} bytes: is this Opus?")
         return self._resampler.process(audio)
 
 
@@ -62,26 +58,21 @@ class OutputEncoder:
         self._opus = OpusEncoder(24000) if fmt.type == "audio/opus" else None
 
     def encode(self, audio: np.ndarray) -> str:
-        return self._wire(self._resampler.process(audio))
+        return _b64(self._bytes(self._resampler.process(audio)))
 
     def flush(self) -> str:
         """The held-back tail of this response's audio ("" if none); the next response starts fresh."""
-        tail = self._wire(self._resampler.flush())
+        tail = self._bytes(self._resampler.flush())
         if self._opus is not None:
-            rest = self._opus.flush()
+            tail += self._opus.flush()
             self._opus.reset()
-            tail = base64.b64encode(base64.b64decode(tail) + rest).decode() if rest else tail
-        return tail
+        return _b64(tail)
 
-    def _wire(self, audio: np.ndarray) -> str:
-        kind = self.format.type
-        if kind == "audio/pcm":
-            data = to_pcm16(audio)
-        elif kind == "audio/pcmu":
-            data = ulaw_encode(audio)
-        elif kind == "audio/pcma":
-            data = alaw_encode(audio)
-        else:
-            assert self._opus is not None
-            data = self._opus.encode(audio) if len(audio) else b""
-        return base64.b64encode(data).decode("ascii")
+    def _bytes(self, audio: np.ndarray) -> bytes:
+        if self._opus is None:
+            return _ENCODE[self.format.type](audio)
+        return self._opus.encode(audio) if len(audio) else b""
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")

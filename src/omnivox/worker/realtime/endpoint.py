@@ -7,7 +7,6 @@ event names for clients that asked for them.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 
 from fastapi import WebSocket
@@ -37,5 +36,4 @@ async def serve_realtime(ws: WebSocket, host: EngineHost, settings: Settings) ->
         beta = ws.query_params.get("beta") in ("1", "true")
         await RealtimeSession(ws, stack, settings, beta=beta).run()
     finally:
-        # shielded: the models are reset before the next session can take the worker
-        await asyncio.shield(host.release())
+        await host.release()  # the models are reset before the next session can take the worker
