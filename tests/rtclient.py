@@ -16,7 +16,7 @@ import numpy as np
 from openai import AsyncOpenAI
 
 from omnivox.audio.pcm import to_pcm16
-from omnivox.protocol.realtime import ga_type
+from omnivox.protocol.realtime_events import ga_type
 
 RATE = 24000
 

@@ -65,6 +65,39 @@ def build_page(flags: int, granule: int, serial: int, sequence: int, packets: li
     return page[:22] + struct.pack("<I", crc) + page[26:]
 
 
+def split_pages(data: bytes) -> list[OggPage]:
+    """The pages of well-formed Ogg bytes that hold whole pages only (an encoder's own output).
+
+    Not for bytes from a client: no checksum is checked and there is no resynchronisation; bytes that
+    are not a run of whole pages raise ``ValueError`` (use ``OggPageParser`` for untrusted input).
+    """
+    pages: list[OggPage] = []
+    pos = 0
+    while pos < len(data):
+        if len(data) - pos < HEADER_BYTES:
+            raise ValueError(f"{len(data) - pos} bytes after the last whole Ogg page")
+        capture, _version, flags, granule, serial, sequence, _crc, nseg = _HEADER.unpack_from(data, pos)
+        if capture != CAPTURE:
+            raise ValueError(f"no Ogg page at byte {pos}")
+        body = HEADER_BYTES + nseg
+        end = pos + body + sum(data[pos + HEADER_BYTES : pos + body])
+        if end > len(data):
+            raise ValueError(f"the Ogg page at byte {pos} is incomplete")
+        pages.append(OggPage(flags, granule, serial, sequence, bytes(data[pos:end])))
+        pos = end
+    return pages
+
+
+def restamp_page(raw: bytes, *, serial: int, flags: int) -> bytes:
+    """``raw`` with another stream serial and header flags, and the checksum that goes with them."""
+    page = bytearray(raw)
+    page[5] = flags
+    struct.pack_into("<I", page, 14, serial)
+    struct.pack_into("<I", page, 22, 0)
+    struct.pack_into("<I", page, 22, ogg_crc(bytes(page)))
+    return bytes(page)
+
+
 class OggPageParser:
     """Incremental page framer: ``feed`` bytes in any split, get back the complete valid pages.
 

@@ -12,15 +12,19 @@ chunks. ``OpusDecoder`` frames those bytes into checksummed Ogg pages before sph
 - damaged bytes raise ``InvalidAudio`` and the decoder stays usable: it resynchronises at the next
   page, and audio decoded earlier in the failing call is returned by the next call.
 
-``OpusEncoder`` turns float samples into an Ogg-Opus byte stream that any such client can play.
+``OpusEncoder`` turns float samples into an Ogg-Opus byte stream that any such client can play. Each
+stream it writes has a fresh random serial number (sphn writes every stream as serial 42, so a client
+could not tell one response's stream from the next), and ``flush`` ends it with an end-of-stream page.
 """
 
 from __future__ import annotations
 
+import secrets
+
 import numpy as np
 import sphn
 
-from omnivox.audio.ogg import OggPage, OggPageParser
+from omnivox.audio.ogg import FLAG_EOS, OggPage, OggPageParser, build_page, restamp_page, split_pages
 from omnivox.audio.pcm import as_float32
 from omnivox.core.errors import InvalidAudio
 
@@ -38,29 +42,64 @@ def _check_rate(rate: int) -> int:
 
 
 class OpusEncoder:
-    """Float samples -> Ogg-Opus bytes. The first output carries the Opus headers."""
+    """Float samples -> Ogg-Opus bytes. The first output carries the Opus headers.
+
+    One instance writes one logical stream at a time: ``flush`` ends it (its last page is marked
+    end-of-stream) and the next ``encode`` starts a new one, with new headers and a new serial.
+    """
 
     def __init__(self, sample_rate: int = DEFAULT_RATE) -> None:
         self.sample_rate = _check_rate(sample_rate)
+        self.serial = 0
         self.reset()
 
     def reset(self) -> None:
-        """Start a new Ogg stream (new headers); anything not yet flushed is dropped."""
-        self._writer = sphn.OpusStreamWriter(self.sample_rate)
+        """Start a new Ogg stream (new headers, new serial); anything not yet flushed is dropped."""
+        self._writer: sphn.OpusStreamWriter | None = None  # made on the first packet of the stream
         self._pending = np.zeros(0, np.float32)
+        self._last: OggPage | None = None  # the last page written in this stream
+        previous = self.serial
+        while self.serial == previous:  # random, and never the serial of the stream just ended
+            self.serial = secrets.randbits(32)
 
     def encode(self, audio: np.ndarray) -> bytes:
         """Encode the next samples; returns the bytes of the pages completed so far (maybe none)."""
         a = np.concatenate([self._pending, as_float32(audio)])
         whole = len(a) - len(a) % _PACKET
         self._pending = a[whole:]
-        return b"".join(self._writer.append_pcm(a[i : i + _PACKET]) for i in range(0, whole, _PACKET))
+        return b"".join(page for i in range(0, whole, _PACKET) for page in self._append(a[i : i + _PACKET]))
 
     def flush(self) -> bytes:
-        """Pad the last partial packet with silence and return everything still held back."""
-        if not len(self._pending):
+        """End the stream: pad the last partial packet with silence and return everything still held
+        back, its last page marked end-of-stream; empty if the stream never started. The next
+        ``encode`` starts a new stream."""
+        last = self._last
+        if last is None and not len(self._pending):
+            self.reset()
             return b""
-        return self.encode(np.zeros(_PACKET - len(self._pending), np.float32))
+        pages: list[bytes] = []
+        if len(self._pending):
+            silence = np.zeros(_PACKET - len(self._pending), np.float32)
+            pages = self._append(np.concatenate([self._pending, silence]))
+            last = self._last
+        assert last is not None  # a whole packet always makes at least one page
+        if pages:  # the padded packet's page ends the stream
+            pages[-1] = restamp_page(pages[-1], serial=self.serial, flags=last.flags | FLAG_EOS)
+        else:  # every page was sent already: end the stream with a page that holds no packet
+            pages.append(build_page(FLAG_EOS, last.granule, self.serial, last.sequence + 1, []))
+        self.reset()
+        return b"".join(pages)
+
+    def _append(self, packet: np.ndarray) -> list[bytes]:
+        """One whole packet into sphn's writer; its pages come back under this stream's serial."""
+        if self._writer is None:
+            self._writer = sphn.OpusStreamWriter(self.sample_rate)
+        pages = []
+        for page in split_pages(self._writer.append_pcm(packet)):
+            raw = restamp_page(page.raw, serial=self.serial, flags=page.flags)
+            self._last = OggPage(page.flags, page.granule, self.serial, page.sequence, raw)
+            pages.append(raw)
+        return pages
 
 
 class OpusDecoder:

@@ -41,8 +41,19 @@ def resample(audio: np.ndarray, src_rate: int, dst_rate: int) -> np.ndarray:
 
 
 def resampled_length(samples: int, src_rate: int, dst_rate: int) -> int:
-    """How many samples ``samples`` at ``src_rate`` become at ``dst_rate`` (what soxr returns)."""
-    return -(-samples * dst_rate // src_rate) if samples else 0
+    """How many samples ``samples`` at ``src_rate`` become at ``dst_rate`` (what soxr returns).
+
+    libsoxr ends a stream after ``(int64)(samples_in / io_ratio + .5)`` output samples, with
+    ``io_ratio = src_rate / dst_rate`` in double precision: the nearest sample, ties settled by how the
+    division rounds (360 at 24 kHz -> 661.5 -> 661 at 44.1 kHz, 160 at 8 kHz -> 220.5 -> 221 at
+    11.025 kHz), which exact integer arithmetic would not reproduce. The same holds for the total of
+    a ``StreamResampler`` stream, whatever its chunking, with ``samples`` the stream's total input.
+    """
+    if samples <= 0:
+        return 0
+    if src_rate == dst_rate:
+        return samples
+    return int(samples / (src_rate / dst_rate) + 0.5)
 
 
 class StreamResampler:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import os
+import struct
 import wave
 from typing import BinaryIO
 
@@ -58,8 +59,16 @@ def read_wav(source: WavSource) -> tuple[np.ndarray, int]:
                 w.getnframes(),
             )
             raw = w.readframes(frames)
-    except (wave.Error, EOFError, ValueError, OSError) as exc:
-        raise InvalidAudio(f"not a readable PCM WAV: {exc}") from None
+    except RuntimeError:
+        # wave's chunk reader raises a bare RuntimeError when skipping a chunk would seek outside the
+        # chunk that holds it: a chunk size larger than what is left of the RIFF container
+        raise InvalidAudio(
+            "not a readable PCM WAV: a chunk claims more bytes than its RIFF container holds "
+            "(the header is corrupt or the file is truncated)"
+        ) from None
+    except (wave.Error, EOFError, ValueError, OSError, struct.error) as exc:
+        detail = str(exc) or ("it ends before its header does" if isinstance(exc, EOFError) else repr(exc))
+        raise InvalidAudio(f"not a readable PCM WAV: {detail}") from None
     finally:
         if f is not source:
             f.close()

@@ -22,8 +22,8 @@ import websockets
 
 from omnivox.bench.cluster import cluster
 from omnivox.bench.table import print_table, write_json
-from omnivox.gateway.pool import WorkerPool
-from omnivox.gateway.states import WorkerState
+from omnivox.gateway.scheduling.pool import WorkerPool
+from omnivox.gateway.scheduling.states import WorkerState
 from omnivox.protocol.workers import Capabilities
 
 USER = [{"role": "user", "content": "hello"}]

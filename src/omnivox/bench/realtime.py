@@ -32,7 +32,7 @@ import websockets
 from omnivox.audio.pcm import to_pcm16
 from omnivox.bench.cluster import cluster
 from omnivox.bench.table import percentile, print_table, write_json
-from omnivox.protocol.realtime import ga_type
+from omnivox.protocol.realtime_events import ga_type
 
 RATE = 24000
 SPREAD_S = 4.0

@@ -6,8 +6,10 @@
   that figure (1 / RTF), and the same measured directly: K decoders fed round-robin, one 20 ms frame
   each in turn, in one thread; the largest K whose total processing time stays under the audio's
   duration is what one core holds at real time (per-stream overheads and cache effects included).
-- TTS: text fed word by word through ``stream()``, as an LLM delivers it; time to first audio and
-  real-time factor, for a short and a long sentence (median of the repeats).
+- TTS: text streamed word by word by an LLM (the echo LLM saying it) through ``produce_reply``, the
+  producer every spoken reply of the server goes through (words -> sentences -> cleaned text ->
+  TTS); time to first audio and real-time factor, for a short and a long sentence (median of the
+  repeats).
 - VAD: cost of scoring one 32 ms window (mean and p99, microseconds) and that as a fraction of the
   window's duration.
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import re
 import statistics
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -27,7 +30,11 @@ import numpy as np
 
 from omnivox.audio.resample import resample
 from omnivox.bench.table import percentile, print_table, write_json
+from omnivox.protocol.chat import ChatMessage
 from omnivox.voice.asr.base import StreamingAsr, word_error_rate
+from omnivox.voice.llm.base import LlmParams
+from omnivox.voice.llm.echo_llm import EchoLlm
+from omnivox.voice.reply import ReplyRequest, Spoken, produce_reply
 from omnivox.voice.tts.base import StreamingTts
 from omnivox.voice.vad.base import VoiceActivityDetector
 
@@ -157,17 +164,21 @@ def measure_asr_streams(
 
 
 def measure_tts(tts: StreamingTts, text: str, repeats: int = 3) -> dict[str, Any]:
-    """Time to first audio and RTF of ``text`` fed word by word to ``tts.stream`` (medians)."""
+    """Time to first audio and RTF of ``text`` streamed word by word through the reply producer."""
     pieces = llm_pieces(text)
+    llm = EchoLlm(prefix="")  # streams the user's words back, one word per delta
+    request = ReplyRequest([ChatMessage(role="user", content=text)], LlmParams(), speak=True)
     runs = []
     for _ in range(max(1, repeats)):
         first: float | None = None
         samples = 0
         start = time.perf_counter()
-        for chunk in tts.stream(iter(pieces)):
+        for piece in produce_reply(llm, tts, request, threading.Event()):
+            if not isinstance(piece, Spoken):
+                continue
             if first is None:
                 first = time.perf_counter() - start
-            samples += len(chunk.audio)
+            samples += len(piece.audio)
         total = time.perf_counter() - start
         audio_s = samples / tts.sample_rate
         runs.append((first if first is not None else total, total, audio_s))

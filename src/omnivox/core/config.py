@@ -1,12 +1,17 @@
-"""One settings model for every process: flags > OMNIVOX_* environment > config file > defaults."""
+"""One settings model for every process: flags > OMNIVOX_* environment > config file > defaults.
+
+The settings are split by process role (the gateway's socket, its pool and queue, a worker's own
+address, the engine, the voice models, realtime sessions, what every process shares), composed into
+the one ``Settings`` users configure.
+"""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -15,27 +20,57 @@ from pydantic_settings import (
 )
 
 MiB = 1024 * 1024
+R = TypeVar("R", bound=BaseModel)
 
 
-class Settings(BaseSettings):
-    """Every knob of omnivox. Each field is also the env var ``OMNIVOX_<NAME>``."""
+class ServerSettings(BaseModel):
+    """The gateway's listening socket and its client key."""
 
-    model_config = SettingsConfigDict(env_prefix="OMNIVOX_", extra="ignore")
-
-    # --- network
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
     api_key: str | None = Field(None, description="bearer token /v1/realtime requires when set")
 
-    # --- local workers started by `omnivox serve`
-    workers: int = Field(1, ge=0, le=64)
+
+class GatewaySettings(BaseModel):
+    """The gateway's pool, queue, health checks and admission, and its HTTP assets."""
+
+    workers: int = Field(1, ge=0, le=64, description="local worker processes `omnivox serve` starts")
+    worker_urls: list[str] = Field(default_factory=list, description="workers the gateway knows up front")
+    max_queue_size: int = Field(1000, ge=0)
+    queue_update_interval_s: float = Field(3.0, gt=0)
+    health_interval_s: float = Field(2.0, gt=0)
+    health_timeout_s: float = Field(2.0, gt=0)
+    offline_after_failures: int = Field(2, ge=1)
+    heartbeat_interval_s: float = Field(2.0, gt=0, description="how often workers re-register")
+    eta_ema_alpha: float = Field(0.3, gt=0, le=1)
+    eta_min_samples: int = Field(3, ge=1)
+    worker_connect_timeout_s: float = Field(5.0, gt=0)
+    realtime_max_wait_s: float = Field(
+        20.0,
+        ge=0,
+        description="how long a realtime session may wait for a worker before session_limit_reached",
+    )
+    realtime_queued_bytes: int = Field(
+        4 * MiB, ge=0, description="client events held while a realtime session waits (more are dropped)"
+    )
+    # reference audio uploads (POST /api/assets/ref_audio)
+    ref_audio_max_bytes: int = Field(10 * MiB, ge=1024, description="largest upload accepted (413 above)")
+    ref_audio_min_s: float = Field(1.0, ge=0, description="shortest clip accepted")
+    ref_audio_max_s: float = Field(30.0, gt=0, description="longest clip accepted")
+
+
+class WorkerSettings(BaseModel):
+    """One worker process's own address and its gateway (each worker's command line sets them)."""
+
     worker_host: str = "127.0.0.1"
     worker_port: int = Field(0, ge=0, le=65535, description="0 picks a free port")
     worker_public_url: str | None = Field(None, description="URL the gateway uses to reach this worker")
     gateway_url: str | None = Field(None, description="gateway a worker registers with")
-    worker_urls: list[str] = Field(default_factory=list, description="workers the gateway knows up front")
 
-    # --- engine
+
+class EngineSettings(BaseModel):
+    """The engine a worker hosts."""
+
     engine: str = Field("cascade", description="cascade (voice: VAD+ASR+LLM+TTS), echo, tiny, transformers")
     model: str | None = Field(None, description="model directory for the transformers engine")
     device: str = "cpu"
@@ -44,7 +79,10 @@ class Settings(BaseSettings):
         0.0, ge=0, description="seconds per word the echo engine waits (imitates a model)"
     )
 
-    # --- voice (cascade engine): models are loaded once per worker process
+
+class VoiceSettings(BaseModel):
+    """The cascade's voice models, loaded once per worker process."""
+
     llm: Literal["auto", "echo", "openai", "transformers", "tiny"] = Field(
         "auto", description="auto: openai when llm_url is set, else echo; transformers uses --model"
     )
@@ -70,26 +108,10 @@ class Settings(BaseSettings):
     voice: str | None = Field(None, description="default voice (default: the TTS backend's own)")
     tts_threads: int = Field(1, ge=1, description="threads per TTS model (one worker per core: 1)")
 
-    # --- queue and pool
-    max_queue_size: int = Field(1000, ge=0)
-    queue_update_interval_s: float = Field(3.0, gt=0)
-    health_interval_s: float = Field(2.0, gt=0)
-    health_timeout_s: float = Field(2.0, gt=0)
-    offline_after_failures: int = Field(2, ge=1)
-    heartbeat_interval_s: float = Field(2.0, gt=0)
-    eta_ema_alpha: float = Field(0.3, gt=0, le=1)
-    eta_min_samples: int = Field(3, ge=1)
-    worker_connect_timeout_s: float = Field(5.0, gt=0)
 
-    # --- realtime voice sessions (/v1/realtime)
-    realtime_max_wait_s: float = Field(
-        20.0,
-        ge=0,
-        description="how long a realtime session may wait for a worker before session_limit_reached",
-    )
-    realtime_queued_bytes: int = Field(
-        4 * MiB, ge=0, description="client events held while a realtime session waits (more are dropped)"
-    )
+class RealtimeSettings(BaseModel):
+    """Realtime voice sessions, as a worker runs them."""
+
     barge_in_min_ms: int = Field(
         150, ge=0, le=2000, description="voiced audio needed before user speech interrupts the assistant"
     )
@@ -97,19 +119,39 @@ class Settings(BaseSettings):
         300, ge=40, le=5000, description="how far ahead of real time reply audio is sent to the client"
     )
 
-    # --- protocol limits
+
+class CommonSettings(BaseModel):
+    """What every process needs: protocol limits, storage, logging."""
+
     max_message_bytes: int = Field(8 * MiB, ge=1024)
     max_new_tokens_limit: int = Field(4096, ge=1)
-
-    # --- storage
     data_dir: Path = Path("data")
-
-    # --- reference audio uploads (POST /api/assets/ref_audio)
-    ref_audio_max_bytes: int = Field(10 * MiB, ge=1024, description="largest upload accepted (413 above)")
-    ref_audio_min_s: float = Field(1.0, ge=0, description="shortest clip accepted")
-    ref_audio_max_s: float = Field(30.0, gt=0, description="longest clip accepted")
-
     log_level: str = "INFO"
+
+
+# The roles a process has. `omnivox serve` passes its workers the settings of the roles they share
+# with it (not the gateway's own, nor each worker's address, which its command line gives).
+WORKER_ROLES: tuple[type[BaseModel], ...] = (EngineSettings, VoiceSettings, RealtimeSettings, CommonSettings)
+
+
+class Settings(
+    CommonSettings,
+    RealtimeSettings,
+    VoiceSettings,
+    EngineSettings,
+    WorkerSettings,
+    GatewaySettings,
+    ServerSettings,
+    BaseSettings,
+):
+    """Every knob of omnivox: the role sections composed into the one model users configure. Each
+    field is also the env var ``OMNIVOX_<NAME>``; components take the section they need."""
+
+    model_config = SettingsConfigDict(env_prefix="OMNIVOX_", extra="ignore")
+
+    def role(self, section: type[R]) -> R:
+        """This configuration's ``section`` (e.g. ``VoiceSettings``) on its own."""
+        return section.model_validate(self.model_dump(include=set(section.model_fields)))
 
 
 def load_settings(config_file: str | os.PathLike[str] | None = None, **overrides: Any) -> Settings:

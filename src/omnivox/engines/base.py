@@ -3,6 +3,13 @@
 A worker owns exactly one engine and serves one session at a time, so an engine is not thread-safe
 and needs no locking of its own; the worker calls it from one thread at a time. Every method here
 may block (model calls), so the worker runs them in a thread, never on the event loop.
+
+Two kinds of session use an engine: turn-based streaming (``prefill`` / ``generate`` on the
+conversation the engine holds, its KV cache reused across turns) and voice sessions (realtime):
+the session hears through ``open_listener`` (VAD + streaming ASR) and speaks through ``reply`` (LLM
+-> words -> sentences -> TTS), with ``voice_profile`` for its defaults. A voice session reaches its
+models only through these methods, so an engine may keep them in-process (cascade) or elsewhere
+(a staged pipeline).
 """
 
 from __future__ import annotations
@@ -14,9 +21,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from omnivox.core.errors import WorkerUnavailable
 from omnivox.protocol.chat import ChatMessage
 from omnivox.protocol.workers import Capabilities
-from omnivox.voice.stack import VoiceStack
+from omnivox.voice.listener import Listener
+from omnivox.voice.llm.history import ReplyTemperature
+from omnivox.voice.reply import ReplyPiece, ReplyRequest
+from omnivox.voice.vad.turn import TurnParams
 
 OUTPUT_SAMPLE_RATE = 24000
 
@@ -53,6 +64,22 @@ class GenResult:
     generated_tokens: int = 0
     stopped: bool = False
     extra: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class VoiceProfile:
+    """What a voice session needs to know of an engine's voice models."""
+
+    system_prompt: str  # instructions when the client gives none
+    voices: tuple[str, ...]  # what the TTS can speak with (default first)
+    default_voice: str
+    context_tokens: int  # the LLM's history budget
+    max_reply_tokens: int  # the longest reply
+    temperature: ReplyTemperature = field(default_factory=ReplyTemperature)
+
+    def resolve_voice(self, voice: str | None) -> str:
+        """``voice`` if the TTS has it, else its default (clients ask for OpenAI voice names)."""
+        return voice if voice in self.voices else self.default_voice
 
 
 class Engine(ABC):
@@ -93,10 +120,20 @@ class Engine(ABC):
         """The conversation the cache holds (the worker hashes it for cache-aware routing)."""
         return []
 
-    @property
-    def voice(self) -> VoiceStack | None:
-        """The loaded voice models, for engines that have them (realtime sessions use them)."""
-        return None
+    # ---- voice sessions (engines whose capabilities include ``realtime``)
+
+    def voice_profile(self) -> VoiceProfile:
+        """Defaults of the voice models. Raises ``WorkerUnavailable`` without any."""
+        raise WorkerUnavailable(f"engine {self.name} has no voice models for voice sessions")
+
+    def open_listener(self, params: TurnParams | None, confirm_ms: float) -> Listener:
+        """Hearing for one voice session: VAD turn detection (``params``; None: manual turns) and
+        streaming ASR. Its state is the session's; ``end_session`` resets the models under it."""
+        raise WorkerUnavailable(f"engine {self.name} has no voice models for voice sessions")
+
+    def reply(self, request: ReplyRequest, stop: threading.Event) -> Iterator[ReplyPiece]:
+        """Speak (or write) the reply to ``request.messages`` (see ``voice.reply``)."""
+        raise WorkerUnavailable(f"engine {self.name} has no voice models for voice sessions")
 
     def end_session(self) -> None:  # noqa: B027 - optional hook
         """A session ended, however it ended: drop per-session stream state (a decoder that was

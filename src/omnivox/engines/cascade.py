@@ -4,7 +4,8 @@ Its models (VAD, ASR, TTS, LLM: a ``VoiceStack``) load once, in ``load()``, when
 sessions borrow them. For turn-based streaming, the audio parts of prefilled messages are transcribed
 (the transcript is what the LLM sees, and what ``prefill_done`` reports), and ``generate`` streams the
 reply as whole words with, when asked for, each sentence's 24 kHz audio as soon as it is synthesised,
-while the LLM writes the next one. Realtime sessions use the same stack through ``voice``.
+while the LLM writes the next one (``voice.reply``). Voice sessions use the same stack through the
+Engine's voice methods: ``open_listener``, ``reply`` and ``voice_profile``.
 
 The engine holds two views of the conversation: the messages as the client sent them (their hash is
 what the gateway routes on) and their text form (what the LLM is given). A remote LLM server has its
@@ -18,14 +19,15 @@ from collections.abc import Callable, Iterator
 
 from omnivox.audio.clips import decode_clip_at
 from omnivox.core.errors import PrefillRequired
-from omnivox.engines.base import Engine, GenChunk, GenerateParams, GenResult, PrefillStats
+from omnivox.engines.base import Engine, GenChunk, GenerateParams, GenResult, PrefillStats, VoiceProfile
 from omnivox.protocol.chat import AudioPart, ChatMessage, ImagePart, TextPart
 from omnivox.protocol.workers import Capabilities
+from omnivox.voice.listener import Listener
 from omnivox.voice.llm.base import LlmParams
 from omnivox.voice.llm.history import history_tokens, trim_history
-from omnivox.voice.llm.words import WordChunker
+from omnivox.voice.reply import ReplyPiece, ReplyRequest, Spoken, Word, produce_reply
 from omnivox.voice.stack import ASR_RATE, VoiceStack
-from omnivox.voice.tts.base import SentenceChunker
+from omnivox.voice.vad.turn import TurnParams
 
 CAPABILITIES = Capabilities(streaming=True, realtime=True, audio_in=True, audio_out=True)
 
@@ -51,9 +53,29 @@ class CascadeEngine(Engine):
 
     @property
     def voice(self) -> VoiceStack:
+        """The loaded models (this engine's own; sessions use the Engine methods)."""
         if self._stack is None:
             raise RuntimeError("the cascade engine is not loaded yet")
         return self._stack
+
+    # ---- voice sessions
+
+    def voice_profile(self) -> VoiceProfile:
+        stack = self.voice
+        return VoiceProfile(
+            system_prompt=stack.system_prompt,
+            voices=tuple(stack.tts.voices),
+            default_voice=stack.tts.default_voice,
+            context_tokens=stack.context_tokens,
+            max_reply_tokens=stack.max_reply_tokens,
+            temperature=stack.temperature,
+        )
+
+    def open_listener(self, params: TurnParams | None, confirm_ms: float) -> Listener:
+        return Listener(self.voice.vad, self.voice.asr, params, confirm_ms)
+
+    def reply(self, request: ReplyRequest, stop: threading.Event) -> Iterator[ReplyPiece]:
+        return produce_reply(self.voice.llm, self.voice.tts, request, stop)
 
     def reset(self) -> None:
         self._messages = []
@@ -78,28 +100,17 @@ class CascadeEngine(Engine):
     ) -> Iterator[GenChunk]:
         if not any(m.role == "user" for m in self._texts):
             raise PrefillRequired("nothing to answer: prefill a user message first")
-        words = WordChunker()
-        sentences = SentenceChunker() if params.generate_audio else None
         said: list[str] = []
-
-        def emit(batch: list[str]) -> Iterator[GenChunk]:
-            for word in batch:
-                if stop.is_set():  # nothing more is said once stopped, not even a held-back word
-                    return
-                said.append(word)
-                yield GenChunk(text_delta=word, tokens=1)
-                if sentences is not None:
-                    for sentence in sentences.push(word):
-                        yield from self._speak(sentence, params.voice, stop)
-
+        request = ReplyRequest(
+            self._llm_messages(params), self._llm_params(params), params.generate_audio, params.voice
+        )
         try:
-            llm = self.voice.llm
-            for delta in llm.stream(self._llm_messages(params), self._llm_params(params), stop):
-                yield from emit(words.push(delta))
-            yield from emit(words.flush())
-            if sentences is not None and not stop.is_set():
-                for sentence in sentences.flush():
-                    yield from self._speak(sentence, params.voice, stop)
+            for piece in self.reply(request, stop):
+                if isinstance(piece, Word):
+                    said.append(piece.text)
+                    yield GenChunk(text_delta=piece.text, tokens=1)
+                elif isinstance(piece, Spoken):
+                    yield GenChunk(audio=piece.audio)
         finally:
             # the reply as the client received it (cut short or not) joins the history
             reply = "".join(said).strip()
@@ -165,7 +176,3 @@ class CascadeEngine(Engine):
 
     def _max_tokens(self, params: GenerateParams) -> int:
         return min(params.max_new_tokens, self.voice.max_reply_tokens)
-
-    def _speak(self, sentence: str, voice: str | None, stop: threading.Event) -> Iterator[GenChunk]:
-        for chunk in self.voice.tts.speak(sentence, voice=voice, stop=stop):
-            yield GenChunk(audio=chunk.audio)

@@ -5,10 +5,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 
-from omnivox.engines.base import Engine, GenChunk, GenerateParams, GenResult, PrefillStats
+from omnivox.engines.base import Engine, GenChunk, GenerateParams, GenResult, PrefillStats, VoiceProfile
 from omnivox.protocol.chat import ChatMessage
 from omnivox.protocol.workers import Capabilities
-from omnivox.voice.stack import VoiceStack
+from omnivox.voice.listener import Listener
+from omnivox.voice.reply import ReplyPiece, ReplyRequest
+from omnivox.voice.vad.turn import TurnParams
 
 
 class DeferredEngine(Engine):
@@ -50,9 +52,14 @@ class DeferredEngine(Engine):
     def held_messages(self) -> list[ChatMessage]:
         return self._inner.held_messages() if self._inner is not None else []
 
-    @property
-    def voice(self) -> VoiceStack | None:
-        return self._inner.voice if self._inner is not None else None
+    def voice_profile(self) -> VoiceProfile:
+        return self.inner.voice_profile()
+
+    def open_listener(self, params: TurnParams | None, confirm_ms: float) -> Listener:
+        return self.inner.open_listener(params, confirm_ms)
+
+    def reply(self, request: ReplyRequest, stop: threading.Event) -> Iterator[ReplyPiece]:
+        return self.inner.reply(request, stop)
 
     def end_session(self) -> None:
         if self._inner is not None:

@@ -1,4 +1,7 @@
-"""The gateway app: admission, queue, routing, protocol edges, metrics."""
+"""The gateway app: admission, queue, routing, the protocol edges, the HTTP API, pages and metrics.
+
+It names no wire protocol: every protocol in ``protocol.registry`` is mounted on the generic edge.
+"""
 
 from __future__ import annotations
 
@@ -6,22 +9,19 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 
-from fastapi import FastAPI, WebSocket
+from fastapi import FastAPI
 
 from omnivox.core.config import Settings
-from omnivox.gateway import assets, voices
-from omnivox.gateway.admission import Admission
-from omnivox.gateway.connection import ClientConnection
 from omnivox.gateway.context import GatewayContext
-from omnivox.gateway.eta import DurationModel
-from omnivox.gateway.health import health_loop
+from omnivox.gateway.edges.mount import mount_protocols
+from omnivox.gateway.http import assets, voices
+from omnivox.gateway.http.pages import mount_pages
+from omnivox.gateway.http.routes import router
 from omnivox.gateway.metrics import GatewayMetrics
-from omnivox.gateway.pages import mount_pages
-from omnivox.gateway.pool import WorkerPool
-from omnivox.gateway.realtime import serve_realtime
-from omnivox.gateway.routes import router
-from omnivox.gateway.streaming import StreamingSession
-from omnivox.protocol import streaming as sp
+from omnivox.gateway.scheduling.admission import Admission
+from omnivox.gateway.scheduling.eta import DurationModel
+from omnivox.gateway.scheduling.health import health_loop
+from omnivox.gateway.scheduling.pool import WorkerPool
 
 Hook = Callable[[], Awaitable[None]]
 
@@ -60,29 +60,5 @@ def create_gateway_app(settings: Settings, background: list[Hook] | None = None)
     app.include_router(voices.router)
     app.include_router(assets.router)
     mount_pages(app)
-
-    @app.websocket("/ws/streaming/{session_id}")
-    async def streaming(ws: WebSocket, session_id: str) -> None:
-        await ws.accept()
-        ctx.metrics.sessions.labels("streaming").inc()
-        active = ctx.metrics.active_sessions.labels("streaming")
-        active.inc()
-        try:
-            with ctx.sessions.track("streaming", session_id) as record:
-                async with ClientConnection(
-                    ws,
-                    sp.CLIENT_ADAPTER,
-                    sp.CLIENT_TYPES,
-                    settings.max_message_bytes,
-                    on_error=ctx.metrics.error,
-                    is_close=lambda m: isinstance(m, sp.Close),
-                ) as conn:
-                    await StreamingSession(conn, ctx, session_id, record).run()
-        finally:
-            active.dec()
-
-    @app.websocket("/v1/realtime")
-    async def realtime(ws: WebSocket) -> None:
-        await serve_realtime(ws, ctx)
-
+    mount_protocols(app, ctx)
     return app

@@ -14,7 +14,7 @@ import os
 import socket
 import sys
 
-from omnivox.core.config import Settings
+from omnivox.core.config import WORKER_ROLES, Settings
 
 log = logging.getLogger(__name__)
 
@@ -25,28 +25,14 @@ def _free_port(host: str) -> int:
         return s.getsockname()[1]
 
 
-# what only the gateway (or the command line of each worker) decides
-_NOT_FOR_WORKERS = frozenset(
-    {
-        "host",
-        "port",
-        "workers",
-        "worker_host",
-        "worker_port",
-        "worker_public_url",
-        "gateway_url",
-        "worker_urls",
-    }
-)
-
-
 def worker_env(settings: Settings) -> dict[str, str]:
-    """The settings a local worker inherits, as OMNIVOX_* variables (flags given to ``serve`` too)."""
+    """The settings a local worker inherits, as OMNIVOX_* variables (flags given to ``serve`` too):
+    those of the roles a worker shares with ``serve`` (``WORKER_ROLES``)."""
     env = {}
-    for name, value in settings.model_dump(mode="json").items():
-        if name in _NOT_FOR_WORKERS or value is None:
-            continue
-        env[f"OMNIVOX_{name.upper()}"] = value if isinstance(value, str) else json.dumps(value)
+    for role in WORKER_ROLES:
+        for name, value in settings.role(role).model_dump(mode="json").items():
+            if value is not None:
+                env[f"OMNIVOX_{name.upper()}"] = value if isinstance(value, str) else json.dumps(value)
     return env
 
 

@@ -1,10 +1,30 @@
-"""Queue messages sent to a client waiting for a worker."""
+"""The queue, as clients hear it while they wait for a worker.
+
+``QueueNotice`` is what admission says (protocol-neutral); each wire protocol words it its own way
+(``WireProtocol.notice_frame``): the streaming and duplex protocols as the messages below, the
+realtime protocol as its ``omnivox.queue`` extension event.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
 from omnivox.protocol.wire import Msg
+
+NoticeKind = Literal["queued", "queue_update", "queue_done"]
+
+
+@dataclass(frozen=True)
+class QueueNotice:
+    kind: NoticeKind
+    ticket_id: str
+    position: int = 0  # 1 = next to be served; 0 once assigned
+    queue_length: int = 0
+    estimated_wait_s: float = 0.0
+    worker_id: str | None = None  # queue_done only
+    waited_s: float = 0.0  # queue_done only
+    was_queued: bool = True  # queue_done only: False when a worker was free at once
 
 
 class Queued(Msg):
@@ -28,3 +48,17 @@ class QueueDone(Msg):
     ticket_id: str
     worker_id: str
     waited_s: float
+
+
+def queue_message(notice: QueueNotice) -> Msg:
+    """The MiniCPM-o demo's wording of a notice (streaming and duplex)."""
+    if notice.kind == "queue_done":
+        return QueueDone(
+            ticket_id=notice.ticket_id, worker_id=notice.worker_id or "", waited_s=notice.waited_s
+        )
+    return (Queued if notice.kind == "queued" else QueueUpdate)(
+        ticket_id=notice.ticket_id,
+        position=notice.position,
+        queue_length=notice.queue_length,
+        estimated_wait_s=notice.estimated_wait_s,
+    )

@@ -2,16 +2,24 @@
 
 Client -> server: prefill, generate, stop, close.
 Server -> client: queued, queue_update, queue_done (protocol.queue), prefill_done, chunk, done, error.
-The gateway adds ``clear_kv_cache`` to the prefill it forwards to a worker.
+
+Each turn (``prefill`` .. ``done``) takes a worker afresh (``STREAMING`` is turn-scoped), routed by
+the hash of the conversation before the last message: a worker whose cache holds it computes only
+the new message.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+import json
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, TypeAdapter
 
-from omnivox.protocol.chat import ChatMessage
+from omnivox.core.errors import OmnivoxError, PrefillRequired
+from omnivox.protocol.chat import ChatMessage, history_hash
+from omnivox.protocol.queue import QueueNotice, queue_message
+from omnivox.protocol.spec import Parser, TurnStart, WireProtocol
 from omnivox.protocol.wire import Msg, known_types
 
 # ---- client -> server
@@ -22,8 +30,6 @@ class Prefill(Msg):
     messages: list[ChatMessage] = Field(min_length=1)
     is_last_chunk: bool = True
     ref_audio_base64: str | None = None
-    # set by the gateway only: False keeps the worker's KV cache (a cache hit)
-    clear_kv_cache: bool = True
 
 
 class Generate(Msg):
@@ -90,3 +96,39 @@ class Done(Msg):
 ServerMessage = Annotated[PrefillDone | Chunk | Done, Field(discriminator="type")]
 SERVER_ADAPTER: TypeAdapter[ServerMessage] = TypeAdapter(ServerMessage)
 SERVER_TYPES = known_types(SERVER_ADAPTER) | {"error"}
+
+
+# ---- the protocol
+
+
+class StreamingProtocol(WireProtocol):
+    name = "streaming"
+    path = "/ws/streaming/{session_id}"
+    worker_paths = ("/ws/streaming", "/ws/streaming/{session_id}")
+    scope = "turn"
+    parser = Parser(CLIENT_ADAPTER)
+
+    def task_type(self, session_id: str, query: Mapping[str, str]) -> str:
+        return "streaming"
+
+    def error_frame(self, err: OmnivoxError, event_id: str | None = None) -> str:
+        return json.dumps(err.to_payload())
+
+    def notice_frame(self, notice: QueueNotice) -> str | None:
+        return queue_message(notice).model_dump_json()
+
+    def turn_start(self, msg: Any) -> TurnStart | None:
+        if isinstance(msg, Prefill):
+            return TurnStart(history_hash(msg.messages[:-1]))
+        return None
+
+    def ends_session(self, msg: Any) -> bool:
+        return isinstance(msg, Close)
+
+    def between_turns(self, msg: Any) -> OmnivoxError | None:
+        if isinstance(msg, Generate):
+            return PrefillRequired("send prefill before generate")
+        return None  # a stop with nothing running has nothing to stop
+
+
+STREAMING = StreamingProtocol()

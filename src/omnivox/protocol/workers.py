@@ -21,6 +21,15 @@ class WorkerState(StrEnum):
         return self in (WorkerState.BUSY_STREAMING, WorkerState.DUPLEX_ACTIVE, WorkerState.DUPLEX_PAUSED)
 
 
+# task type -> (state a worker takes while serving it, capability it needs)
+TASKS: dict[str, tuple[WorkerState, str]] = {
+    "streaming": (WorkerState.BUSY_STREAMING, "streaming"),
+    "audio_duplex": (WorkerState.DUPLEX_ACTIVE, "duplex"),
+    "omni_duplex": (WorkerState.DUPLEX_ACTIVE, "duplex"),
+    "realtime": (WorkerState.DUPLEX_ACTIVE, "realtime"),
+}
+
+
 class Capabilities(BaseModel):
     streaming: bool = True
     duplex: bool = False
@@ -28,6 +37,10 @@ class Capabilities(BaseModel):
     audio_in: bool = False
     audio_out: bool = False
     vision: bool = False
+
+    def serves(self, task_type: str) -> bool:
+        """Whether an engine with these capabilities can serve ``task_type`` sessions."""
+        return bool(getattr(self, TASKS[task_type][1]))
 
 
 class WorkerHealth(BaseModel):

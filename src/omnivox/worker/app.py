@@ -1,4 +1,4 @@
-"""The worker process: a FastAPI app hosting one engine."""
+"""The worker process: a FastAPI app hosting one engine, with a handler per wire protocol it serves."""
 
 from __future__ import annotations
 
@@ -6,17 +6,23 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
-from fastapi import FastAPI, WebSocket
+from fastapi import FastAPI
 
 from omnivox.core.config import Settings
-from omnivox.core.errors import OmnivoxError
 from omnivox.engines.base import Engine
 from omnivox.engines.registry import build_engine
 from omnivox.protocol.workers import WorkerHealth
 from omnivox.worker.host import EngineHost
-from omnivox.worker.realtime.endpoint import serve_realtime
+from omnivox.worker.hosting import HandlerFactory, mount_handlers
+from omnivox.worker.realtime.session import RealtimeSession
 from omnivox.worker.registration import heartbeat_loop
-from omnivox.worker.streaming import StreamingConnection
+from omnivox.worker.streaming import StreamingHandler
+
+# protocol name -> its handler; a protocol without one here is not served by workers
+HANDLERS: dict[str, HandlerFactory] = {
+    "streaming": StreamingHandler,
+    "realtime": RealtimeSession,
+}
 
 
 def create_worker_app(
@@ -51,21 +57,5 @@ def create_worker_app(
     async def health() -> WorkerHealth:
         return host.health()
 
-    async def streaming(ws: WebSocket) -> None:
-        await ws.accept()
-        conn = StreamingConnection(ws, host, settings.max_message_bytes, settings.max_new_tokens_limit)
-        try:
-            await conn.run()
-        except OmnivoxError as err:  # e.g. the host is busy or not loaded
-            with contextlib.suppress(Exception):
-                await ws.send_json(err.to_payload())
-                await ws.close(err.close_code)
-
-    app.add_api_websocket_route("/ws/streaming", streaming)
-    app.add_api_websocket_route("/ws/streaming/{session_id}", streaming)
-
-    async def realtime(ws: WebSocket) -> None:
-        await serve_realtime(ws, host, settings)
-
-    app.add_api_websocket_route("/ws/realtime", realtime)
+    mount_handlers(app, HANDLERS, host, settings)
     return app

@@ -13,10 +13,11 @@ from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from omnivox.core.errors import IllegalTransition, WorkerBusy, as_omnivox_error
+from omnivox.core.errors import WorkerBusy, as_omnivox_error
 from omnivox.engines.base import Engine, GenChunk, GenerateParams, GenResult, PrefillStats
 from omnivox.protocol.chat import ChatMessage, history_hash
 from omnivox.protocol.workers import WorkerHealth, WorkerState
+from omnivox.session import transitions
 
 log = logging.getLogger(__name__)
 
@@ -47,9 +48,7 @@ class EngineHost:
     # ---- state
 
     def transition(self, new: WorkerState) -> None:
-        if new is not self.state and new not in TRANSITIONS[self.state]:
-            raise IllegalTransition(f"worker state {self.state.value} -> {new.value} is not allowed")
-        self.state = new
+        self.state = transitions.check(TRANSITIONS, self.state, new, "worker state")
 
     async def load(self) -> None:
         """Load the engine in its thread: LOADING -> IDLE, or ERROR with the reason."""

@@ -14,6 +14,7 @@ Calls block (model work or HTTP); the engine runs them in a thread. Not thread-s
 from __future__ import annotations
 
 import re
+import unicodedata
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -132,12 +133,26 @@ class StreamingAsr(ABC):
         """Clear anything the backend adapted to the previous session's speaker."""
 
 
-_TOKEN = re.compile(r"[a-z0-9']+")
+# a word is a run of letters, digits and combining marks of any script (so "café", "naïve", "Über"
+# and Devanagari with its vowel signs stay whole), with apostrophes inside it ("don't"); everything
+# else (punctuation, symbols, spaces, "_") separates words
+_APOSTROPHES = re.compile("[\u2019\u02bc]")  # ’ and ʼ are written for ' too
+
+
+def _word_char(c: str) -> bool:
+    return c == "'" or unicodedata.category(c)[0] in "LNM"
 
 
 def normalize_words(text: str) -> list[str]:
-    """Lowercase words without punctuation: the form WER is computed on."""
-    return [w.strip("'") for w in _TOKEN.findall(text.lower()) if w.strip("'")]
+    """Casefolded words without punctuation: the form WER is computed on.
+
+    Unicode-aware: letters of any script are kept (NFKC-normalised, so a precomposed "é" and "e" plus
+    a combining accent are the same word); punctuation and symbols split words; apostrophes are kept
+    inside a word and dropped at its edges.
+    """
+    folded = _APOSTROPHES.sub("'", unicodedata.normalize("NFKC", text).casefold())
+    spaced = "".join(c if _word_char(c) else " " for c in unicodedata.normalize("NFC", folded))
+    return [w for w in (t.strip("'") for t in spaced.split()) if w]
 
 
 def word_error_rate(reference: str, hypothesis: str) -> float:

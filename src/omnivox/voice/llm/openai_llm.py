@@ -141,8 +141,16 @@ def wire_message(message: ChatMessage) -> dict[str, Any]:
     return {"role": message.role, "content": parts}
 
 
+def _malformed(what: str) -> EngineFailure:
+    return EngineFailure(f"llm server sent a malformed chat completion chunk: {what}", service=SERVICE)
+
+
 def _parse_event(line: str) -> Any:
-    """The content delta of one SSE line, "" for lines without one, ``_DONE`` at the end."""
+    """The content delta of one SSE line, "" for lines without one, ``_DONE`` at the end.
+
+    Absent or null ``choices``, ``delta`` and ``content`` mean no content (role-only, usage-only and
+    finish chunks); anything of the wrong type is a malformed chunk and an ``EngineFailure``.
+    """
     if not line.startswith("data:"):
         return ""  # blank separators, ": keep-alive" comments, "event:" lines
     data = line[5:].strip()
@@ -150,16 +158,32 @@ def _parse_event(line: str) -> Any:
         return _DONE
     try:
         chunk = json.loads(data)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise EngineFailure("llm server sent an event that is not JSON", service=SERVICE) from exc
     if not isinstance(chunk, dict):
         raise EngineFailure("llm server sent an event that is not a JSON object", service=SERVICE)
-    if "error" in chunk:
+    if chunk.get("error") is not None:
         err = chunk["error"]
-        message = err.get("message") if isinstance(err, dict) else str(err)
+        message = (err.get("message") or err) if isinstance(err, dict) else err
         raise EngineFailure(f"llm server error: {message}", service=SERVICE)
-    choices = chunk.get("choices") or []
-    if not choices or not isinstance(choices[0], dict):
+    choices = chunk.get("choices")
+    if choices is None:
         return ""  # e.g. a final usage-only chunk
-    content = (choices[0].get("delta") or {}).get("content")
-    return content if isinstance(content, str) else ""
+    if not isinstance(choices, list):
+        raise _malformed(f"'choices' is a {type(choices).__name__}, not a list")
+    if not choices:
+        return ""
+    choice = choices[0]
+    if not isinstance(choice, dict):
+        raise _malformed(f"a choice is a {type(choice).__name__}, not an object")
+    delta = choice.get("delta")
+    if delta is None:
+        return ""
+    if not isinstance(delta, dict):
+        raise _malformed(f"'delta' is a {type(delta).__name__}, not an object")
+    content = delta.get("content")
+    if content is None:
+        return ""
+    if not isinstance(content, str):
+        raise _malformed(f"'content' is a {type(content).__name__}, not a string")
+    return content

@@ -28,6 +28,7 @@ OUTPUT_RATE = 24000
 # end of a sentence: terminal punctuation (and closing quotes/brackets) followed by whitespace
 _SENTENCE_END = re.compile(r"[.!?…]+[\"'”’)\]]*\s+|\n+")
 _CLAUSE_END = re.compile(r"[,;:—]\s+")
+_WHITESPACE = re.compile(r"\s+")
 _ABBREVIATIONS = {
     "mr.",
     "mrs.",
@@ -56,9 +57,11 @@ class SentenceChunker:
 
     ``push`` text in any pieces, get back the sentences it completed; ``flush`` at the end returns
     the rest. The first sentence of a stream may end early at a clause break once it has
-    ``first_clause_words`` words (0 disables this). A sentence that grows past ``max_words`` without
-    punctuation is cut at its last whitespace. Sentence ends inside a ``*stage direction*`` or a
-    code block are ignored, so the cleaner sees those whole.
+    ``first_clause_words`` words (0 disables this). A run of more than ``max_words`` words without
+    punctuation is cut at a space into pieces of at most ``max_words`` words, however the text is
+    pushed (a run with no space to cut at, such as tab-separated words, waits for punctuation or the
+    flush). Sentence ends inside a ``*stage direction*`` or a code block are ignored, so the cleaner
+    sees those whole, and a long run is not cut inside them either.
     """
 
     def __init__(self, first_clause_words: int = 4, max_words: int = 40) -> None:
@@ -84,6 +87,19 @@ class SentenceChunker:
 
     def _next_cut(self) -> int | None:
         buf = self._buf
+        cut = self._punctuation_cut(buf)
+        if cut is not None and len(buf[:cut].split()) <= self.max_words:
+            return cut
+        # no punctuation within max_words words: the text arrived in a piece larger than max_words
+        # words (word by word it would have been cut before its punctuation arrived)
+        if len(buf.split()) > self.max_words:
+            run_cut = self._long_run_cut(buf)
+            if run_cut is not None and (cut is None or run_cut < cut):
+                return run_cut
+        return cut
+
+    def _punctuation_cut(self, buf: str) -> int | None:
+        """After the first sentence end, or (in the first chunk) after a clause break."""
         for m in _SENTENCE_END.finditer(buf):
             if self._inside_markup(buf[: m.start()]) or self._is_abbreviation(buf[: m.start() + 1]):
                 continue
@@ -93,10 +109,28 @@ class SentenceChunker:
                 head = buf[: m.start()]
                 if len(head.split()) >= self.first_clause_words and not self._inside_markup(head):
                     return m.end()
-        words = buf.split()
-        if len(words) > self.max_words and not self._inside_markup(buf):
-            return buf.rstrip().rfind(" ") + 1 or None
         return None
+
+    def _long_run_cut(self, buf: str) -> int | None:
+        """Where to cut a run of more than ``max_words`` words that has no punctuation to cut at.
+
+        After the last word that keeps the head within ``max_words`` words and outside markup; where
+        markup makes every such cut impossible, at the first space after the markup closes. Cuts are
+        made only at spaces followed by another word (the last word may still be arriving).
+        """
+        best = None
+        words = 0
+        for m in _WHITESPACE.finditer(buf):
+            if m.start() == 0:
+                continue
+            words += 1  # a whitespace run after the start ends a word
+            if m.end() == len(buf) or " " not in m.group() or self._inside_markup(buf[: m.start()]):
+                continue
+            if words <= self.max_words:
+                best = m.end()
+            else:
+                return best if best is not None else m.end()
+        return best
 
     @staticmethod
     def _inside_markup(text: str) -> bool:
@@ -147,6 +181,8 @@ class StreamingTts(ABC):
                 return
             for sentence in chunker.push(piece):
                 yield from self.speak(sentence, voice=voice, stop=stop)
+        if stop.is_set():  # set while the last piece arrived: the remainder is not spoken either
+            return
         for sentence in chunker.flush():
             yield from self.speak(sentence, voice=voice, stop=stop)
 
@@ -162,15 +198,23 @@ class StreamingTts(ABC):
 
         ``speed`` scales the pace (1.0 natural; None: the backend's configured speed)."""
         stop = stop or threading.Event()
+        if stop.is_set():  # never start the backend (a model run, an HTTP request) once stopped
+            return
         text = clean_for_speech(sentence)
         if not text or not any(ch.isalnum() for ch in text):
             return
         pace = self.speed if speed is None else speed
-        for audio in self._synthesize(text, self.resolve_voice(voice), stop, pace):
-            if stop.is_set():
-                return
-            if len(audio):
-                yield TtsChunk(np.asarray(audio, np.float32), text)
+        pieces = self._synthesize(text, self.resolve_voice(voice), stop, pace)
+        try:
+            for audio in pieces:
+                if stop.is_set():
+                    return
+                if len(audio):
+                    yield TtsChunk(np.asarray(audio, np.float32), text)
+        finally:
+            close = getattr(pieces, "close", None)
+            if close is not None:  # end the backend's work now, not when the generator is collected
+                close()
 
     @abstractmethod
     def _synthesize(self, text: str, voice: str, stop: threading.Event, speed: float) -> Iterator[np.ndarray]:

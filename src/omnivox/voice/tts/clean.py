@@ -17,6 +17,7 @@ _IMAGE = re.compile(r"!\[([^\]]*)\]\([^)]*\)")
 _LINK = re.compile(r"\[([^\]]+)\]\([^)]*\)")
 _URL = re.compile(r"https?://\S+|www\.\S+")
 _HTML_TAG = re.compile(r"</?[a-zA-Z][^>]*>")
+_BOLD_ITALIC = re.compile(r"(\*\*\*|___)(?!\s)(.+?)(?<!\s)\1", re.S)
 _BOLD = re.compile(r"(\*\*|__)(.+?)\1", re.S)
 _STAGE = re.compile(r"\*[^*\n]+\*")  # single-asterisk span: a stage direction...
 _EMPHASIS = re.compile(r"(?<=\w )\*([^*\n]+)\*(?= \w)")  # ...unless a sentence runs through it
@@ -25,6 +26,8 @@ _ITALIC = re.compile(r"(?<!\w)_(?!\s)([^_\n]+?)(?<!\s)_(?!\w)")
 _STRIKE = re.compile(r"~~(.+?)~~")
 _LINE_MARKER = re.compile(r"^\s*(?:#{1,6}\s+|>+\s*|[-*+•]\s+|\d+[.)]\s+)", re.M)
 _RULE = re.compile(r"^\s*([-*_=])(\s*\1){2,}\s*$", re.M)
+# a Markdown table's delimiter row: only pipes, dashes, colons and spaces, with a pipe and a dash
+_TABLE_DELIMITER = re.compile(r"(?=[^|]*\|)(?=[^-]*-)[\s|:-]+")
 _EMOJI = re.compile(
     "["
     "\U0001f000-\U0001faff"  # pictographs, emoticons, transport, flags, supplemental symbols
@@ -41,16 +44,63 @@ _ENDS_WITH_PUNCT = re.compile(r"[.!?,;:…]$")
 
 
 def strip_stage_directions(text: str) -> str:
-    """Remove ``*...*`` spans (bold ``**...**`` is kept)."""
-    text = _BOLD.sub(lambda m: f"\0{m.group(2)}\0", text)  # protect bold from the single-star rule
+    """Remove ``*...*`` spans (bold ``**...**`` and bold italic ``***...***`` are kept)."""
+    # protect bold (and first bold italic, whose outer two stars the bold pass would otherwise take,
+    # leaving a *stage direction*) from the single-star rule
+    text = _BOLD_ITALIC.sub(lambda m: f"\0{m.group(2)}\0", text)
+    text = _BOLD.sub(lambda m: f"\0{m.group(2)}\0", text)
     text = _EMPHASIS.sub(r"\1", text)
     text = _STAGE.sub(" ", text)
     return text.replace("\0", "")
 
 
+def _table_row(line: str) -> str:
+    """``| a | b |`` -> ``a, b``: the cells of a table row, said as a list."""
+    body = line.strip()
+    body = body[1:] if body.startswith("|") else body
+    body = body[:-1] if body.endswith("|") else body
+    cells = [cell.strip() for cell in body.split("|")]
+    cells = [cell for cell in cells if cell]
+    return " ".join(
+        cell if i == len(cells) - 1 or _ENDS_WITH_PUNCT.search(cell) else cell + ","
+        for i, cell in enumerate(cells)
+    )
+
+
+def _speak_tables(text: str) -> str:
+    """Markdown tables as speech: delimiter rows (``|---|:--:|``) go, each other row's cells are said
+    separated by commas, one row per line (so each becomes a sentence).
+
+    A row is a line that starts or ends with a pipe, or any line with a pipe in a block of lines that
+    has a delimiter row (tables may leave out the outer pipes).
+    """
+    lines = text.split("\n")
+    delimiter = [_TABLE_DELIMITER.fullmatch(ln) is not None for ln in lines]
+    out: list[str] = []
+    start = 0
+    while start < len(lines):  # blocks of consecutive lines that have a pipe
+        if "|" not in lines[start]:
+            out.append(lines[start])
+            start += 1
+            continue
+        end = start
+        while end < len(lines) and "|" in lines[end]:
+            end += 1
+        in_table = any(delimiter[start:end])
+        for line, is_delimiter in zip(lines[start:end], delimiter[start:end], strict=True):
+            if is_delimiter:
+                continue
+            stripped = line.strip()
+            is_row = in_table or stripped.startswith("|") or stripped.endswith("|")
+            out.append(_table_row(line) if is_row else line)
+        start = end
+    return "\n".join(out)
+
+
 def clean_for_speech(text: str) -> str:
     """Markdown, code, URLs, emoji and stage directions out; one line of speakable text back."""
     text = _CODE_BLOCK.sub(" ", text)
+    text = _speak_tables(text)
     text = _INLINE_CODE.sub(r"\1", text)
     text = _IMAGE.sub(" ", text)
     text = _LINK.sub(r"\1", text)

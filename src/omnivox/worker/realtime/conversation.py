@@ -1,19 +1,26 @@
-"""The conversation of one realtime session: ordered items, and the text the LLM is given.
+"""The conversation of one realtime session: ordered items, their events, and the LLM's view of them.
 
 Every item is a message. Spoken items keep their transcript (user: what the ASR heard; assistant:
 what was said, cut to what the user heard when interrupted) and never their audio: the cascade's
 LLM reads text, and holding audio would grow memory with the call.
+
+The conversation sends its own item events (``conversation.item.*``, ``committed``, the
+transcription's ``completed``), each with the id of the item before it at the time it was placed.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from omnivox.core.errors import ItemNotFound
+from omnivox.core.errors import InvalidMessage, ItemNotFound
 from omnivox.core.ids import new_id
+from omnivox.protocol import realtime_events as ev
 from omnivox.protocol.chat import ChatMessage
+from omnivox.protocol.realtime import ItemIn
+from omnivox.protocol.wire import Msg
 
 Role = Literal["user", "assistant", "system"]
 Status = Literal["completed", "incomplete", "in_progress"]
@@ -21,6 +28,12 @@ Status = Literal["completed", "incomplete", "in_progress"]
 
 def item_id() -> str:
     return new_id("item")
+
+
+def item_text(spec: ItemIn) -> str:
+    """The text of a client-made item: its text parts and any transcripts it carries."""
+    texts = [c.text or c.transcript or "" for c in spec.content if c.type != "input_image"]
+    return " ".join(t.strip() for t in texts if t and t.strip())
 
 
 @dataclass
@@ -77,18 +90,35 @@ class Item:
 
 
 class Conversation:
-    def __init__(self) -> None:
+    def __init__(self, emit: Callable[[Msg], None] = lambda event: None) -> None:
         self._items: list[Item] = []
+        self._previous: dict[str, str | None] = {}  # item id -> the item before it when placed
+        self.emit = emit
+        self.transcribing = False  # the session asked for input transcription events
 
     def __len__(self) -> int:
         return len(self._items)
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[Item]:
         return iter(self._items)
 
     @property
     def last_id(self) -> str | None:
         return self._items[-1].id if self._items else None
+
+    def get(self, item_id: str) -> Item:
+        return self._items[self._index(item_id, "item_id")]
+
+    def previous_of(self, item: Item) -> str | None:
+        return self._previous.get(item.id)
+
+    def messages(self, instructions: str) -> list[ChatMessage]:
+        """What the LLM is given: the instructions, then every item that has text, in order."""
+        out = [ChatMessage(role="system", content=instructions)] if instructions else []
+        out += [ChatMessage(role=i.role, content=i.text) for i in self._items if i.text.strip()]
+        return out
+
+    # ---- changes (quiet: callers that announce them use the methods below)
 
     def add(self, item: Item, previous_item_id: str | None = None) -> str | None:
         """Insert ``item`` after ``previous_item_id`` ("root": first; None: last); returns the id of
@@ -98,25 +128,68 @@ class Conversation:
         if previous_item_id is None:
             before = self.last_id
             self._items.append(item)
-            return before
-        if previous_item_id == "root":
+        elif previous_item_id == "root":
+            before = None
             self._items.insert(0, item)
-            return None
-        index = self._index(previous_item_id, "previous_item_id")
-        self._items.insert(index + 1, item)
-        return previous_item_id
-
-    def get(self, item_id: str) -> Item:
-        return self._items[self._index(item_id, "item_id")]
+        else:
+            before = previous_item_id
+            self._items.insert(self._index(previous_item_id, "previous_item_id") + 1, item)
+        self._previous[item.id] = before
+        return before
 
     def delete(self, item_id: str) -> None:
         del self._items[self._index(item_id, "item_id")]
+        self._previous.pop(item_id, None)
+        self.emit(ev.ItemDeleted(item_id=item_id))
 
-    def messages(self, instructions: str) -> list[ChatMessage]:
-        """What the LLM is given: the instructions, then every item that has text, in order."""
-        out = [ChatMessage(role="system", content=instructions)] if instructions else []
-        out += [ChatMessage(role=i.role, content=i.text) for i in self._items if i.text.strip()]
-        return out
+    # ---- changes the client hears of
+
+    def commit_user_turn(self, item_id_: str, transcript: str) -> Item:
+        """The user's spoken turn: ``committed``, the item (pending, then done) and its transcript."""
+        item = Item(role="user", audio=True, text=transcript.strip(), id=item_id_)
+        previous = self.add(item)
+        self.emit(ev.Committed(item_id=item.id, previous_item_id=previous))
+        pending = Item(role="user", audio=True, text="", id=item.id, status="in_progress")
+        self.emit(ev.ItemAdded(previous_item_id=previous, item=pending.wire()))
+        if self.transcribing:
+            self.emit(ev.TranscriptionCompleted(item_id=item.id, transcript=item.text))
+        self.emit(ev.ItemDone(previous_item_id=previous, item=item.wire()))
+        return item
+
+    def create(self, item: Item, previous_item_id: str | None) -> None:
+        """An item the client made (``conversation.item.create``)."""
+        previous = self.add(item, previous_item_id)
+        self.emit(ev.ItemAdded(previous_item_id=previous, item=item.wire()))
+        if item.audio and item.role == "user" and self.transcribing:
+            self.emit(ev.TranscriptionCompleted(item_id=item.id, transcript=item.text))
+        self.emit(ev.ItemDone(previous_item_id=previous, item=item.wire()))
+
+    def opened(self, item: Item) -> None:
+        """An assistant item a response starts filling."""
+        self.emit(ev.ItemAdded(previous_item_id=self.previous_of(item), item=item.wire()))
+
+    def closed(self, item: Item) -> None:
+        self.emit(ev.ItemDone(previous_item_id=self.previous_of(item), item=item.wire()))
+
+    def retrieve(self, item_id: str) -> None:
+        self.emit(ev.ItemRetrieved(item=self.get(item_id).wire()))
+
+    def truncate(self, item: Item, heard_ms: float) -> None:
+        """Keep what the user heard of an assistant item's audio (a barge-in or a client's word)."""
+        item.truncate(heard_ms)
+        self.emit(ev.ItemTruncated(item_id=item.id, audio_end_ms=int(heard_ms)))
+
+    def check_truncation(self, item_id: str, audio_end_ms: int) -> Item:
+        """The item a client's ``conversation.item.truncate`` names, if that truncation is valid."""
+        item = self.get(item_id)
+        if item.role != "assistant" or not item.audio:
+            raise InvalidMessage("only assistant audio items can be truncated", param="item_id")
+        if audio_end_ms > item.audio_ms + 1:
+            raise InvalidMessage(
+                f"audio_end_ms {audio_end_ms} is past the item's {int(item.audio_ms)} ms of audio",
+                param="audio_end_ms",
+            )
+        return item
 
     def _index(self, item_id: str, param: str) -> int:
         for n, item in enumerate(self._items):

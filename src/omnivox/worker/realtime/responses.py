@@ -1,35 +1,90 @@
-"""Responses of one realtime session: at most one at a time, each run as the ``response`` unit."""
+"""The responses of one realtime session: at most one speaking, at most one held, each a work unit.
+
+- ``create``: a response now (``response.create``, the end of a turn, the idle prompt); refused with
+  ``conversation_already_has_active_response`` while one is speaking.
+- ``speculate``: prepare the reply to what the user said so far, held during their pause;
+  ``confirm`` releases it when the turn ends with the same words (else it is dropped unheard);
+  ``discard_speculation`` drops it when they go on talking.
+- ``interrupt`` (a barge-in) cancels the speaking response, or cuts the audio of the last one that
+  is still playing at the client; ``cancel`` is the client's ``response.cancel``.
+
+When a response that was heard ends, ``on_finished`` gets it (the session reports its figures and
+arms the idle timer).
+"""
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+import time
+from collections.abc import Awaitable, Callable
+from concurrent.futures import Executor
 
 from omnivox.core.errors import ActiveResponse, ResponseCancelNotActive
 from omnivox.core.ids import new_id
+from omnivox.engines.base import Engine, VoiceProfile
 from omnivox.protocol import realtime as rt
 from omnivox.protocol.chat import ChatMessage
+from omnivox.protocol.realtime_session import SessionConfig
+from omnivox.session.units import WorkUnits
 from omnivox.voice.llm.base import LlmParams
 from omnivox.voice.llm.history import trim_history
-from omnivox.worker.realtime.conversation import Item
-from omnivox.worker.realtime.responder import Responder, ResponsePlan
-
-if TYPE_CHECKING:
-    from omnivox.worker.realtime.session import RealtimeSession
+from omnivox.voice.reply import ReplyRequest
+from omnivox.worker.realtime.audio_io import OutputEncoder
+from omnivox.worker.realtime.conversation import Conversation, Item, item_text
+from omnivox.worker.realtime.events import Events
+from omnivox.worker.realtime.response import Response, ResponsePlan, ResponseState
 
 log = logging.getLogger(__name__)
 
+UNIT = "response"
+
 
 class Responses:
-    def __init__(self, session: RealtimeSession) -> None:
-        self.s = session
-        self.active: Responder | None = None
-        self.held: Responder | None = None  # prepared during the user's pause, not said yet
+    def __init__(
+        self,
+        *,
+        engine: Engine,
+        profile: VoiceProfile,
+        events: Events,
+        conversation: Conversation,
+        units: WorkUnits,
+        executor: Executor,
+        lead_ms: float,
+        config: Callable[[], SessionConfig],
+        encoder: Callable[[], OutputEncoder],
+        on_finished: Callable[[Response], Awaitable[None]],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.engine = engine
+        self.profile = profile
+        self.events = events
+        self.conversation = conversation
+        self.units = units
+        self.executor = executor
+        self.lead_ms = lead_ms
+        self.config = config
+        self.encoder = encoder
+        self.on_finished = on_finished
+        self.clock = clock
+        self.active: Response | None = None  # speaking
+        self.held: Response | None = None  # prepared during the user's pause, not said yet
+        self.last: Response | None = None  # the last one that was heard (its audio may still play)
         self._held_text = ""
+
+    # ---- what turn-taking needs to know
 
     def speaking(self) -> bool:
         """Whether the assistant is talking: a response runs, or its audio is still playing."""
-        return self.active is not None or self.s.playback_until() > 0
+        return self.active is not None or self.playback_left_s() > 0
+
+    def playback_left_s(self) -> float:
+        """Seconds of the last finished response's audio the client has yet to play."""
+        last = self.last
+        if last is None or self.active is not None:
+            return 0.0
+        return max(0.0, (last.plan.item.audio_ms - last.played_ms()) / 1000)
+
+    # ---- starting
 
     async def create(
         self,
@@ -37,27 +92,26 @@ class Responses:
         *,
         speech_end_at: float | None = None,
         extra: list[ChatMessage] | None = None,
-    ) -> Responder:
+    ) -> Response:
         """Start a response; raises ``ActiveResponse`` while one runs."""
         if self.active is not None:
             raise ActiveResponse(
                 f"response {self.active.response_id} is in progress; cancel it or wait for response.done"
             )
         await self.discard_speculation()
-        await self.s.units.cancel("idle")
         plan = self._plan(params or rt.ResponseParams(), speech_end_at, extra or [])
-        responder = self._responder(plan, held=False)
-        self.active = responder
-        await self.s.units.start("response", self._run(responder))
-        return responder
+        response = self._response(plan, held=False)
+        self.active = response
+        await self.units.start(UNIT, self._run(response))
+        return response
 
     async def speculate(self, user_text: str) -> None:
         """Prepare (and hold) the reply to ``user_text`` while the user's pause runs out."""
         await self.discard_speculation()
         tentative = ChatMessage(role="user", content=user_text)
         plan = self._plan(rt.ResponseParams(), None, [tentative], add_item=False)
-        self.held, self._held_text = self._responder(plan, held=True), user_text
-        await self.s.units.start("response", self._run(self.held))
+        self.held, self._held_text = self._response(plan, held=True), user_text
+        await self.units.start(UNIT, self._run(self.held))
 
     async def confirm(self, user_item: Item, speech_end_at: float | None) -> bool:
         """The turn ended: say the held reply if it answers ``user_item``'s words (False: it did
@@ -67,23 +121,20 @@ class Responses:
             return False
         if self._held_text != user_item.text:
             held.discard()
-            await self.s.units.cancel("response")
+            await self.units.cancel(UNIT)
             return False
-        await self.s.units.cancel("idle")
-        previous = self.s.conversation.add(held.plan.item)
+        self.conversation.add(held.plan.item)
         self.active = held
-        held.release(previous, speech_end_at)
+        held.release(speech_end_at)
         return True
 
     async def discard_speculation(self) -> None:
         held, self.held = self.held, None
         if held is not None:
             held.discard()
-            await self.s.units.cancel("response")
+            await self.units.cancel(UNIT)
 
-    def _responder(self, plan: ResponsePlan, held: bool) -> Responder:
-        s = self.s
-        return Responder(plan, s.stack, s.outbox, s.encoder, s.output_thread, s.lead_ms, held=held)
+    # ---- stopping
 
     def cancel(self, response_id: str | None) -> None:
         """``response.cancel``: raises ``ResponseCancelNotActive`` if there is nothing to cancel."""
@@ -102,36 +153,43 @@ class Responses:
         if self.active is not None:
             self.active.cancel(reason)
         else:
-            self.s.cut_playback()
+            self.cut_playback()
 
-    async def _run(self, responder: Responder) -> None:
-        try:
-            outcome = await responder.run()
-        finally:
-            if self.active is responder:
-                self.active = None
-        if outcome.status == "discarded":
-            return  # a held reply the user never heard: it leaves no trace
-        s = self.s
-        s.last_response = responder
-        if outcome.error is not None:
-            log.warning("response %s failed: %s", responder.response_id, outcome.error.message)
-            s.report(outcome.error)
-        s.outbox.put(
-            rt.InternalMetrics(
-                voice_to_voice_s=outcome.voice_to_voice_s,
-                llm_ttft_s=outcome.llm_ttft_s,
-                tts_ttfa_s=outcome.tts_ttfa_s,
-                interrupted=outcome.status == "cancelled",
-                response_done=True,
-                asr_busy_s=s.asr_busy_s,
-                asr_audio_s=s.asr_audio_s,
-                tts_busy_s=responder.tts_busy_s,
-                tts_audio_s=responder.tts_audio_s,
-            )
+    def cut_playback(self) -> None:
+        """Barge-in after a response finished but while its audio still plays: keep what was heard."""
+        last = self.last
+        if last is None or not last.plan.audio:
+            return
+        self.conversation.truncate(last.plan.item, last.played_ms())
+        self.last = None
+
+    # ---- internals
+
+    def _response(self, plan: ResponsePlan, held: bool) -> Response:
+        return Response(
+            plan,
+            self.engine.reply,
+            self.events,
+            self.conversation,
+            self.encoder(),
+            self.executor,
+            self.lead_ms,
+            held=held,
+            clock=self.clock,
         )
-        s.asr_busy_s = s.asr_audio_s = 0.0
-        await s.turns.arm_idle(s.playback_until())
+
+    async def _run(self, response: Response) -> None:
+        try:
+            state = await response.run()
+        finally:
+            if self.active is response:
+                self.active = None
+        if state is ResponseState.DISCARDED:
+            return  # a held reply the user never heard: it leaves no trace
+        self.last = response
+        if response.figures.error is not None:
+            log.warning("response %s failed: %s", response.response_id, response.figures.error.message)
+        await self.on_finished(response)
 
     def _plan(
         self,
@@ -140,36 +198,39 @@ class Responses:
         extra: list[ChatMessage],
         add_item: bool = True,
     ) -> ResponsePlan:
-        s = self.s
-        config = s.config
+        config, profile = self.config(), self.profile
         modalities = params.output_modalities or params.modalities or config.output_modalities
-        audio = "audio" in modalities
-        voice = s.stack.tts.resolve_voice(
+        voice = profile.resolve_voice(
             (params.audio or {}).get("output", {}).get("voice") or params.voice or config.audio.output.voice
         )
         instructions = params.instructions if params.instructions is not None else config.instructions
         in_conversation = params.conversation in (None, "auto")
         if params.input is not None:
             history = [ChatMessage(role="system", content=instructions)] if instructions else []
-            history += [ChatMessage(role=i.role, content=s.item_text(i)) for i in params.input]
+            history += [ChatMessage(role=i.role, content=item_text(i)) for i in params.input]
         else:
-            history = s.conversation.messages(instructions)
+            history = self.conversation.messages(instructions)
         history += extra
         limit = params.max_output_tokens or params.max_response_output_tokens or config.max_output_tokens
-        max_tokens = s.stack.max_reply_tokens if limit == "inf" else min(int(limit), s.stack.max_reply_tokens)
-        messages = trim_history(history, s.stack.context_tokens, reserve_tokens=max_tokens)
+        cap = profile.max_reply_tokens
+        max_tokens = cap if limit == "inf" else min(int(limit), cap)
+        messages = trim_history(history, profile.context_tokens, reserve_tokens=max_tokens)
+        audio = "audio" in modalities
         item = Item(role="assistant", audio=audio, status="in_progress")
-        previous = s.conversation.add(item) if in_conversation and add_item else None
+        if in_conversation and add_item:
+            self.conversation.add(item)
+        request = ReplyRequest(
+            messages=messages,
+            llm=LlmParams(temperature=profile.temperature.for_history(messages), max_tokens=max_tokens),
+            speak=audio,
+            voice=voice,
+            speed=config.audio.output.speed,
+        )
         return ResponsePlan(
             response_id=new_id("resp"),
             item=item,
-            audio=audio,
-            voice=voice,
-            speed=config.audio.output.speed,
-            messages=messages,
-            llm=LlmParams(temperature=s.stack.temperature.for_history(messages), max_tokens=max_tokens),
+            request=request,
             in_conversation=in_conversation,
-            previous_item_id=previous,
             metadata=params.metadata,
             speech_end_at=speech_end_at,
         )

@@ -1,54 +1,52 @@
-"""One realtime session on a worker: the OpenAI Realtime protocol over the worker's voice stack.
+"""One realtime session on a worker: the OpenAI Realtime protocol over the engine's voice methods.
 
-Structured concurrency: one task group holds the receive loop (client events), the emit task (the
-outbox) and the hearing loop (audio through the listener in the input thread); named work units
-(``response``, ``idle``) are replaceable and owned here. When the socket goes, everything the session
-started is cancelled, its threads finish their current step, and nothing outlives it.
+The session is a protocol handler on the session runtime (``session.runtime``): client events arrive
+through ``on_frame``, its events leave through the connection's outbox, work units are the
+connection's. Its parts own their state: ``Conversation`` (items and their events), ``TurnTaking``
+(what was heard -> typed actions), ``Responses`` (each response an explicit state machine),
+``Hearing`` (audio-ordered jobs). This module wires them: it dispatches client events, runs the
+hearing loop (``main``), and carries out turn-taking's actions.
 
-Threads: the listener (VAD + ASR) runs in an input thread and responses (LLM + TTS) in an output
-thread, so hearing a barge-in never waits for speech synthesis, and the event loop never blocks.
+Threads: hearing (VAD + ASR) runs in an input thread and responses (LLM + TTS) in an output thread,
+so hearing a barge-in never waits for speech synthesis, and the event loop never blocks.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from fastapi import WebSocket, WebSocketDisconnect
-
 from omnivox.audio.clips import decode_clip_at
-from omnivox.core.config import Settings
-from omnivox.core.errors import (
-    InputAudioBufferCommitEmpty,
-    InvalidMessage,
-    OmnivoxError,
-    as_omnivox_error,
-)
+from omnivox.core.errors import InputAudioBufferCommitEmpty, InvalidMessage, OmnivoxError
 from omnivox.protocol import realtime as rt
+from omnivox.protocol import realtime_events as ev
+from omnivox.protocol.chat import ChatMessage
+from omnivox.protocol.internal import Metrics
 from omnivox.protocol.realtime_session import SessionConfig, TurnDetection, apply_update
-from omnivox.protocol.wire import frames, parse
-from omnivox.voice.stack import ASR_RATE, VoiceStack
 from omnivox.voice.vad.turn import TurnParams
+from omnivox.worker.handler import SessionHandler
 from omnivox.worker.realtime.audio_io import InputDecoder, OutputEncoder
-from omnivox.worker.realtime.conversation import Conversation, Item
-from omnivox.worker.realtime.listener import Listener
-from omnivox.worker.realtime.outbox import Outbox
-from omnivox.worker.realtime.responder import Responder
+from omnivox.worker.realtime.conversation import Conversation, Item, item_id, item_text
+from omnivox.worker.realtime.events import Events
+from omnivox.worker.realtime.hearing import ASR_RATE, Clear, Commit, Configure, Feed, Hearing
+from omnivox.worker.realtime.response import Response, ResponseState
 from omnivox.worker.realtime.responses import Responses
-from omnivox.worker.realtime.turns import TurnTaking
-from omnivox.worker.realtime.units import WorkUnits
-
-log = logging.getLogger(__name__)
+from omnivox.worker.realtime.turns import (
+    Action,
+    BargeIn,
+    CommitTurn,
+    DropPrepared,
+    Emit,
+    Floor,
+    Prepare,
+    StopIdle,
+    TurnTaking,
+)
 
 MIN_COMMIT_MS = 100  # less audio than this cannot be a turn (OpenAI's rule too)
-
-
-class _Closed(Exception):
-    """The session is over (client gone, or a fatal error was reported)."""
+SILENCE_MARKER = "..."  # what the user "said" when the idle timeout prompts them
 
 
 def turn_params(vad: TurnDetection | None) -> TurnParams | None:
@@ -61,162 +59,110 @@ def turn_params(vad: TurnDetection | None) -> TurnParams | None:
     )
 
 
-class RealtimeSession:
-    def __init__(self, ws: WebSocket, stack: VoiceStack, settings: Settings, beta: bool = False) -> None:
-        self.ws = ws
-        self.stack = stack
-        self.settings = settings
-        self.lead_ms = float(settings.audio_lead_ms)
-        self.config = SessionConfig(instructions=stack.system_prompt)
-        self.config.audio.output.voice = stack.tts.default_voice
-        self.conversation = Conversation()
-        self.outbox = Outbox(ws.send_text, beta=beta)
-        self.units = WorkUnits(self._unit_failed)
+class RealtimeSession(SessionHandler):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        engine = self.host.engine
+        self.profile = engine.voice_profile()
+        self.config = SessionConfig(instructions=self.profile.system_prompt)
+        self.config.audio.output.voice = self.profile.default_voice
+        self.events = Events(self.conn, beta=self.info.query.get("beta") in ("1", "true"))
+        self.conversation = Conversation(self.events.put)
         self.input_thread = ThreadPoolExecutor(1, thread_name_prefix="rt-input")
         self.output_thread = ThreadPoolExecutor(1, thread_name_prefix="rt-output")
         self.decoder = InputDecoder(self.config.audio.input.format, ASR_RATE)
         self.encoder = OutputEncoder(self.config.audio.output.format)
-        self.listener = Listener(
-            stack.vad,
-            stack.asr,
-            turn_params(self.config.audio.input.turn_detection),
-            settings.barge_in_min_ms,
+        vad = self.config.audio.input.turn_detection
+        listener = engine.open_listener(turn_params(vad), self.settings.barge_in_min_ms)
+        self.hearing = Hearing(listener, self.input_thread)
+        self.turns = TurnTaking(vad, transcribe=self.config.audio.input.transcription is not None)
+        self.conversation.transcribing = self.turns.transcribe
+        self.responses = Responses(
+            engine=engine,
+            profile=self.profile,
+            events=self.events,
+            conversation=self.conversation,
+            units=self.conn.units,
+            executor=self.output_thread,
+            lead_ms=float(self.settings.audio_lead_ms),
+            config=lambda: self.config,
+            encoder=lambda: self.encoder,
+            on_finished=self._finished,
         )
-        self.responses = Responses(self)
-        self.turns = TurnTaking(self)
-        self.last_response: Responder | None = None
-        self._hearing: asyncio.Queue[tuple[Any, ...]] = asyncio.Queue()
-        self._ended = asyncio.Event()
-        self._fatal: OmnivoxError | None = None
-        self.asr_busy_s = 0.0  # hearing work since the last metrics report, and the audio it covered
-        self.asr_audio_s = 0.0
+        self.events.put(ev.SessionCreated(session=self.config.wire()))
 
-    # ---- life
-
-    async def run(self) -> None:
-        self.outbox.put(rt.SessionCreated(session=self.config.wire()))
-        try:
-            async with asyncio.TaskGroup() as tg:
-                tg.create_task(self.outbox.run(), name="emit")
-                tg.create_task(self._hear_loop(), name="hear")
-                tg.create_task(self._receive(), name="receive")
-                tg.create_task(self._supervise(), name="supervisor")
-        except* _Closed:
-            pass
-        finally:
-            await self.units.close()
-            # the threads finish their current step before the worker resets the models
-            await asyncio.to_thread(self.input_thread.shutdown, True, cancel_futures=True)
-            await asyncio.to_thread(self.output_thread.shutdown, True, cancel_futures=True)
-        if self._fatal is not None:
-            with contextlib.suppress(Exception):
-                await self.ws.close(self._fatal.close_code)
-
-    async def _supervise(self) -> None:
-        await self._ended.wait()
-        if self._fatal is not None:
-            self.outbox.put(rt.error_event(self._fatal))
-            await self.outbox.drain(2.0)
-        raise _Closed()
-
-    def _unit_failed(self, name: str, exc: BaseException) -> None:
-        log.error("realtime unit %s failed", name, exc_info=exc)
-        self.fail(as_omnivox_error(exc))
-
-    def fail(self, err: OmnivoxError) -> None:
-        """End the session after telling the client why (a server fault)."""
-        self._fatal = err
-        self._ended.set()
-
-    def report(self, err: OmnivoxError, client_event_id: str | None = None) -> None:
-        """A recoverable error: the client hears of it and the session goes on."""
-        self.outbox.put(rt.error_event(err, client_event_id))
-        self.outbox.put(rt.InternalMetrics(error_code=err.wire_code))
+    async def close(self) -> None:
+        # the threads finish their current step before the worker resets the models
+        await asyncio.to_thread(self.input_thread.shutdown, True, cancel_futures=True)
+        await asyncio.to_thread(self.output_thread.shutdown, True, cancel_futures=True)
 
     # ---- client events
 
-    async def _receive(self) -> None:
-        try:
-            async for raw in frames(self.ws):
-                await self._on_frame(raw, time.monotonic())
-        except WebSocketDisconnect:
-            pass
-        finally:
-            self._ended.set()
-
-    async def _on_frame(self, raw: str | bytes, arrival: float) -> None:
-        try:
-            event = parse(
-                rt.CLIENT_ADAPTER,
-                raw,
-                max_bytes=self.settings.max_message_bytes,
-                tags=rt.CLIENT_TYPES,
-                aliases=rt.BETA_CLIENT_TYPES,
-            )
-        except OmnivoxError as err:
-            self.report(err, err.details.get("event_id"))
-            return
+    async def on_frame(self, raw: str | bytes) -> None:
+        arrival = time.monotonic()
+        event = rt.REALTIME.parser(raw, self.settings.max_message_bytes)
         try:
             await self._dispatch(event, arrival)
         except OmnivoxError as err:
-            self.report(err, event.event_id)
+            if event.event_id:
+                err.details.setdefault("event_id", event.event_id)
+            raise
 
     async def _dispatch(self, event: Any, arrival: float) -> None:
         if isinstance(event, rt.InputAudioBufferAppend):
-            self._hearing.put_nowait(("feed", self.decoder.decode(event.audio), arrival))
+            self.hearing.submit(Feed(self.decoder.decode(event.audio), arrival))
         elif isinstance(event, rt.SessionUpdate):
             self._update_session(event.session)
-        elif isinstance(event, rt.InputAudioBufferCommit | rt.InputAudioBufferClear):
-            self._hearing.put_nowait((event.type, event.event_id))
+        elif isinstance(event, rt.InputAudioBufferCommit):
+            self.hearing.submit(Commit(event.event_id))
+        elif isinstance(event, rt.InputAudioBufferClear):
+            self.hearing.submit(Clear(event.event_id))
         elif isinstance(event, rt.ResponseCreate):
-            await self.responses.create(event.response)
+            await self._respond(event.response)
         elif isinstance(event, rt.ResponseCancel):
             self.responses.cancel(event.response_id)
         elif isinstance(event, rt.OutputAudioBufferClear):
-            if self.responses.active is not None:
-                response_id = self.responses.active.response_id
-                self.responses.active.cancel("client_cancelled")
-                self.outbox.put(rt.OutputAudioCleared(response_id=response_id))
+            active = self.responses.active
+            if active is not None:
+                active.cancel("client_cancelled")
+                self.events.put(ev.OutputAudioCleared(response_id=active.response_id))
         elif isinstance(event, rt.ConversationItemCreate):
             await self._create_item(event)
         elif isinstance(event, rt.ConversationItemRetrieve):
-            self.outbox.put(rt.ItemRetrieved(item=self.conversation.get(event.item_id).wire()))
+            self.conversation.retrieve(event.item_id)
         elif isinstance(event, rt.ConversationItemTruncate):
-            self._truncate(event)
+            item = self.conversation.check_truncation(event.item_id, event.audio_end_ms)
+            active = self.responses.active
+            if active is not None and active.plan.item is item:
+                active.cancel("client_cancelled")
+            self.conversation.truncate(item, event.audio_end_ms)
         elif isinstance(event, rt.ConversationItemDelete):
             self.conversation.delete(event.item_id)
-            self.outbox.put(rt.ItemDeleted(item_id=event.item_id))
 
     def _update_session(self, patch: dict[str, Any]) -> None:
         new = apply_update(self.config, patch)
-        new.audio.output.voice = self.stack.tts.resolve_voice(new.audio.output.voice)
+        new.audio.output.voice = self.profile.resolve_voice(new.audio.output.voice)
         old, self.config = self.config, new
         if new.audio.input.format != old.audio.input.format:
             self.decoder = InputDecoder(new.audio.input.format, ASR_RATE)
         if new.audio.output.format != old.audio.output.format:
             self.encoder = OutputEncoder(new.audio.output.format)
-        if new.audio.input.turn_detection != old.audio.input.turn_detection:
-            self._hearing.put_nowait(("configure", turn_params(new.audio.input.turn_detection)))
-        self.outbox.put(rt.SessionUpdated(session=new.wire()))
+        vad = new.audio.input.turn_detection
+        self.turns.vad = vad
+        self.turns.transcribe = self.conversation.transcribing = new.audio.input.transcription is not None
+        if vad != old.audio.input.turn_detection:
+            self.hearing.submit(Configure(turn_params(vad)))
+        self.events.put(ev.SessionUpdated(session=new.wire()))
 
     async def _create_item(self, event: rt.ConversationItemCreate) -> None:
         spec = event.item
         spoken = any(c.type in ("input_audio", "output_audio", "audio") for c in spec.content)
-        item = Item(role=spec.role, audio=spoken, text=self.item_text(spec), id=spec.id or "")
+        item = Item(role=spec.role, audio=spoken, text=item_text(spec), id=spec.id or "")
         if spec.role == "user" and any(
             c.type == "input_audio" and c.audio and c.transcript is None for c in spec.content
         ):
             item.text = await self._transcribe_item(spec)
-        previous = self.conversation.add(item, event.previous_item_id)
-        self.outbox.put(rt.ItemAdded(previous_item_id=previous, item=item.wire()))
-        if spoken and spec.role == "user" and self.config.audio.input.transcription is not None:
-            self.outbox.put(rt.TranscriptionCompleted(item_id=item.id, transcript=item.text))
-        self.outbox.put(rt.ItemDone(previous_item_id=previous, item=item.wire()))
-
-    def item_text(self, spec: rt.ItemIn) -> str:
-        """The text of a client-made item: its text parts and any transcripts it carries."""
-        texts = [c.text or c.transcript or "" for c in spec.content if c.type != "input_image"]
-        return " ".join(t.strip() for t in texts if t and t.strip())
+        self.conversation.create(item, event.previous_item_id)
 
     async def _transcribe_item(self, spec: rt.ItemIn) -> str:
         fmt = self.config.audio.input.format
@@ -226,86 +172,110 @@ class RealtimeSession:
         for part in spec.content:
             if part.type == "input_audio" and part.audio:
                 audio = decode_clip_at(part.audio, "pcm16", fmt.rate, ASR_RATE)
-                loop = asyncio.get_running_loop()
                 try:
-                    texts.append(
-                        await loop.run_in_executor(self.input_thread, self.listener.transcribe_clip, audio)
-                    )
+                    texts.append(await self.hearing.run(self.hearing.listener.transcribe_clip, audio))
                 except RuntimeError:
                     raise InvalidMessage(
                         "cannot transcribe an audio item while the user is speaking", param="item.content"
                     ) from None
         return " ".join(t for t in texts if t)
 
-    def _truncate(self, event: rt.ConversationItemTruncate) -> None:
-        item = self.conversation.get(event.item_id)
-        if item.role != "assistant" or not item.audio:
-            raise InvalidMessage("only assistant audio items can be truncated", param="item_id")
-        if event.audio_end_ms > item.audio_ms + 1:
-            raise InvalidMessage(
-                f"audio_end_ms {event.audio_end_ms} is past the item's {int(item.audio_ms)} ms of audio",
-                param="audio_end_ms",
-            )
-        active = self.responses.active
-        if active is not None and active.plan.item is item:
-            active.cancel("client_cancelled")
-        item.truncate(event.audio_end_ms)
-        self.outbox.put(rt.ItemTruncated(item_id=item.id, audio_end_ms=event.audio_end_ms))
-
     # ---- hearing
 
-    async def _hear_loop(self) -> None:
+    async def main(self) -> None:
         """Audio-ordered jobs (appends, commits, clears, settings) through the input thread, in order."""
-        loop = asyncio.get_running_loop()
+        hearing = self.hearing
         while True:
-            job = await self._hearing.get()
-            kind = job[0]
-            if kind == "feed":
-                began = time.monotonic()
-                heard = await loop.run_in_executor(self.input_thread, self.listener.feed, job[1])
-                self.asr_busy_s += time.monotonic() - began
-                self.asr_audio_s += len(job[1]) / ASR_RATE
-                for h in heard:
-                    await self.turns.on_heard(h, job[2])
-            elif kind == "input_audio_buffer.commit":
-                await self._commit(job[1])
-            elif kind == "input_audio_buffer.clear":
-                await loop.run_in_executor(self.input_thread, self.listener.clear)
-                self.outbox.put(rt.Cleared())
-            elif kind == "configure":
-                await loop.run_in_executor(self.input_thread, self.listener.configure, job[1])
+            job = await hearing.jobs.get()
+            if isinstance(job, Feed):
+                for heard in await hearing.feed(job):
+                    await self.execute(self.turns.heard(heard, job.arrival, self._floor()))
+            elif isinstance(job, Commit):
+                await self._commit(job.event_id)
+            elif isinstance(job, Clear):
+                await hearing.run(hearing.listener.clear)
+                self.events.put(ev.Cleared())
+            else:
+                await hearing.run(hearing.listener.configure, job.params)
 
     async def _commit(self, client_event_id: str | None) -> None:
-        pending_ms = self.listener.pending_samples * 1000 / ASR_RATE
+        pending_ms = self.hearing.listener.pending_samples * 1000 / ASR_RATE
         if pending_ms < MIN_COMMIT_MS:
-            self.report(
-                InputAudioBufferCommitEmpty(
-                    f"the input buffer holds {pending_ms:.0f} ms of audio; {MIN_COMMIT_MS} ms are needed"
-                ),
-                client_event_id,
+            err = InputAudioBufferCommitEmpty(
+                f"the input buffer holds {pending_ms:.0f} ms of audio; {MIN_COMMIT_MS} ms are needed"
             )
+            self.conn.error(err, client_event_id)
             return
-        heard = await asyncio.get_running_loop().run_in_executor(self.input_thread, self.listener.commit)
-        self.turns.commit(heard.text, keep_empty=True)
+        heard = await self.hearing.run(self.hearing.listener.commit)
+        await self.execute(self.turns.commit(heard.text, keep_empty=True))
 
-    # ---- what the turn-taking needs to know
+    def _floor(self) -> Floor:
+        return Floor(speaking=self.responses.speaking(), responding=self.responses.active is not None)
 
-    def listener_ms(self) -> float:
-        return self.listener.audio_ms
+    async def execute(self, actions: list[Action]) -> None:
+        """Carry out what turn-taking decided, in order."""
+        for action in actions:
+            if isinstance(action, Emit):
+                self.events.put(action.event)
+            elif isinstance(action, StopIdle):
+                await self.conn.units.cancel("idle")
+            elif isinstance(action, BargeIn):
+                self.responses.interrupt(action.reason)
+            elif isinstance(action, Prepare):
+                await self.responses.speculate(action.text)
+            elif isinstance(action, DropPrepared):
+                await self.responses.discard_speculation()
+            elif isinstance(action, CommitTurn):
+                item = self.conversation.commit_user_turn(action.item_id, action.text)
+                if action.respond:
+                    await self.conn.units.cancel("idle")
+                    if not await self.responses.confirm(item, action.speech_end_at):
+                        await self.responses.create(None, speech_end_at=action.speech_end_at)
 
-    def playback_until(self) -> float:
-        """Seconds of the last finished response's audio the client has yet to play."""
-        last = self.last_response
-        if last is None or self.responses.active is not None:
-            return 0.0
-        return max(0.0, (last.plan.item.audio_ms - last.played_ms()) / 1000)
+    async def _respond(
+        self, params: rt.ResponseParams | None, extra: list[ChatMessage] | None = None
+    ) -> None:
+        await self.conn.units.cancel("idle")
+        await self.responses.create(params, extra=extra)
 
-    def cut_playback(self) -> None:
-        """Barge-in after a response finished but while its audio still plays: keep what was heard."""
-        last = self.last_response
-        if last is None or not last.plan.audio:
+    # ---- after a response
+
+    async def _finished(self, response: Response) -> None:
+        figures = response.figures
+        if figures.error is not None:
+            self.conn.error(figures.error, keep_open=True)
+        asr_busy, asr_audio = self.hearing.take_figures()
+        self.internal(
+            Metrics(
+                voice_to_voice_s=figures.voice_to_voice_s,
+                llm_ttft_s=figures.llm_ttft_s,
+                tts_ttfa_s=figures.tts_ttfa_s,
+                interrupted=response.state is ResponseState.CANCELLED,
+                response_done=True,
+                asr_busy_s=asr_busy,
+                asr_audio_s=asr_audio,
+                tts_busy_s=figures.tts_busy_s,
+                tts_audio_s=figures.tts_audio_s,
+            )
+        )
+        await self._arm_idle(self.responses.playback_left_s())
+
+    async def _arm_idle(self, playback_left_s: float) -> None:
+        """(Re)start the idle timer: it runs from when the reply's audio has finished playing."""
+        vad = self.config.audio.input.turn_detection
+        if vad is None or vad.idle_timeout_ms is None:
             return
-        heard = last.played_ms()
-        last.plan.item.truncate(heard)
-        self.outbox.put(rt.ItemTruncated(item_id=last.plan.item.id, audio_end_ms=int(heard)))
-        self.last_response = None
+        await self.conn.units.start("idle", self._idle(playback_left_s + vad.idle_timeout_ms / 1000))
+
+    async def _idle(self, delay_s: float) -> None:
+        listener = self.hearing.listener
+        start_ms = listener.audio_ms
+        await asyncio.sleep(delay_s)
+        if self.responses.active or self.turns.in_turn:
+            return
+        self.events.put(
+            ev.TimeoutTriggered(
+                audio_start_ms=int(start_ms), audio_end_ms=int(listener.audio_ms), item_id=item_id()
+            )
+        )
+        await self._respond(None, extra=[ChatMessage(role="user", content=SILENCE_MARKER)])

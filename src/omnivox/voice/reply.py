@@ -1,0 +1,102 @@
+"""The one reply producer: LLM stream -> whole words -> sentences -> cleaned text -> TTS audio.
+
+Every spoken reply omnivox makes goes through ``produce_reply``: the cascade engine's streaming
+turns, realtime responses, and ``bench voice`` (which so measures the code the server runs). It
+yields, as they happen:
+
+- ``FirstToken``: the LLM's first delta arrived (its latency from the call);
+- ``Word``: a whole word with the whitespace before it (``"".join`` of them is the reply text);
+- ``Spoken``: a piece of a sentence's audio, with the cleaned text of that sentence, as soon as the
+  TTS makes it, while the LLM goes on writing the next sentence.
+
+Blocking (LLM and TTS calls): run it in a thread. ``stop`` ends it within one LLM delta or TTS piece;
+nothing is yielded after ``stop`` is set, not even a word the chunker still held back.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from omnivox.protocol.chat import ChatMessage
+from omnivox.voice.llm.base import ChatLlm, LlmParams
+from omnivox.voice.llm.words import WordChunker
+from omnivox.voice.tts.base import SentenceChunker, StreamingTts
+
+
+@dataclass(frozen=True)
+class ReplyRequest:
+    messages: list[ChatMessage]
+    llm: LlmParams
+    speak: bool = True  # False: text only (no sentences, no TTS)
+    voice: str | None = None  # None: the TTS's default
+    speed: float | None = None  # None: the TTS's configured pace
+
+
+@dataclass(frozen=True)
+class FirstToken:
+    after_s: float  # from the call to the LLM's first delta
+
+
+@dataclass(frozen=True)
+class Word:
+    text: str  # a whole word with the whitespace that preceded it
+
+
+@dataclass(frozen=True)
+class Spoken:
+    text: str  # the cleaned sentence this audio speaks
+    audio: np.ndarray  # float32 mono at the TTS's rate (24 kHz)
+    synth_s: float  # time the TTS took for this piece
+    starts_sentence: bool  # the first piece of its sentence
+
+
+ReplyPiece = FirstToken | Word | Spoken
+
+
+def produce_reply(
+    llm: ChatLlm,
+    tts: StreamingTts | None,
+    request: ReplyRequest,
+    stop: threading.Event,
+    clock: Callable[[], float] = time.monotonic,
+) -> Iterator[ReplyPiece]:
+    """Stream the reply to ``request.messages`` as words and, when ``request.speak``, speech."""
+    began = clock()
+    words = WordChunker()
+    sentences = SentenceChunker() if request.speak and tts is not None else None
+
+    def say(sentence: str) -> Iterator[Spoken]:
+        assert tts is not None
+        first = True
+        start = clock()
+        for chunk in tts.speak(sentence, voice=request.voice, stop=stop, speed=request.speed):
+            yield Spoken(chunk.text, chunk.audio, clock() - start, first)
+            first = False
+            start = clock()
+
+    def on_words(batch: list[str]) -> Iterator[ReplyPiece]:
+        for word in batch:
+            if stop.is_set():
+                return
+            yield Word(word)
+            if sentences is not None:
+                for sentence in sentences.push(word):
+                    yield from say(sentence)
+
+    first = True
+    for delta in llm.stream(request.messages, request.llm, stop):
+        if first:
+            yield FirstToken(clock() - began)
+            first = False
+        yield from on_words(words.push(delta))
+        if stop.is_set():
+            return
+    yield from on_words(words.flush())
+    if sentences is not None and not stop.is_set():
+        for sentence in sentences.flush():
+            yield from say(sentence)

@@ -1,0 +1,89 @@
+"""Hosting a session on a worker, whatever its protocol: one route per protocol with a handler.
+
+For each connection: accept, check the engine can serve the protocol's task type, take the engine
+host (one session at a time) and move to the task's busy state, run the handler on the session
+runtime, and, however the session ends, close the handler and release the host (which resets the
+engine's per-session state before the next session can start). Errors are reported in the
+protocol's words; when the gateway is the peer, each is also counted in an internal metrics frame.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Awaitable, Callable
+
+from fastapi import FastAPI, WebSocket
+
+from omnivox.core.config import Settings
+from omnivox.core.errors import OmnivoxError, WorkerUnavailable
+from omnivox.protocol.internal import GATEWAY_HEADER, Metrics
+from omnivox.protocol.registry import PROTOCOLS
+from omnivox.protocol.spec import WireProtocol
+from omnivox.protocol.workers import TASKS, WorkerState
+from omnivox.session.runtime import Connection
+from omnivox.session.sockets import AsgiSocket
+from omnivox.worker.handler import SessionHandler, SessionInfo
+from omnivox.worker.host import EngineHost
+
+HandlerFactory = Callable[[Connection, EngineHost, Settings, SessionInfo], SessionHandler]
+
+
+async def host_session(
+    ws: WebSocket, protocol: WireProtocol, make: HandlerFactory, host: EngineHost, settings: Settings
+) -> None:
+    await ws.accept(subprotocol=protocol.subprotocol(list(ws.scope.get("subprotocols", []))))
+    socket = AsgiSocket(ws)
+    query = dict(ws.query_params)
+    info = SessionInfo(
+        session_id=ws.path_params.get("session_id") or "",
+        query=query,
+        behind_gateway=ws.headers.get(GATEWAY_HEADER) == "1",
+        worker_id=query.get("worker_id"),
+    )
+
+    def count(code: str) -> None:
+        if info.behind_gateway:
+            conn.send(Metrics(error_code=code).model_dump_json())
+
+    conn = Connection(socket, protocol, on_error=count)
+    task_type = protocol.task_type(info.session_id, query)
+    try:
+        loaded = host.state not in (WorkerState.LOADING, WorkerState.ERROR)
+        if loaded and not host.engine.capabilities.serves(task_type):
+            raise WorkerUnavailable(f"engine {host.engine.name} cannot serve {task_type} sessions")
+        await host.acquire()
+    except OmnivoxError as err:
+        with contextlib.suppress(Exception):
+            await socket.send(protocol.error_frame(err))
+        await socket.close(err.close_code)
+        return
+    handler: SessionHandler | None = None
+    try:
+        host.transition(TASKS[task_type][0])
+        handler = make(conn, host, settings, info)
+        await conn.run(handler.on_frame, handler.main())
+    finally:
+        if handler is not None:
+            await handler.close()
+        await host.release()  # the engine is reset before the next session can take the worker
+
+
+def mount_handlers(
+    app: FastAPI, handlers: dict[str, HandlerFactory], host: EngineHost, settings: Settings
+) -> None:
+    """A route per registered protocol this worker has a handler for (every worker path it has)."""
+    for protocol in PROTOCOLS:
+        make = handlers.get(protocol.name)
+        if make is None:
+            continue
+
+        def endpoint(
+            protocol: WireProtocol = protocol, make: HandlerFactory = make
+        ) -> Callable[[WebSocket], Awaitable[None]]:
+            async def serve(ws: WebSocket) -> None:
+                await host_session(ws, protocol, make, host, settings)
+
+            return serve
+
+        for path in protocol.worker_paths:
+            app.add_api_websocket_route(path, endpoint())

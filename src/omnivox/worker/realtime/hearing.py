@@ -1,0 +1,77 @@
+"""Hearing: the session's audio-ordered jobs, run through the input thread one at a time, in order.
+
+Appends, commits, clears and turn-detection changes must reach the listener in the order the client
+sent them (a commit covers exactly the audio appended before it), so they share one queue of typed
+jobs. The listener's work (VAD + ASR) blocks, so it runs in the session's input thread; the time it
+takes and the audio it covers are counted for the real-time factor the gateway reports.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import numpy as np
+
+from omnivox.voice.listener import Heard, Listener
+from omnivox.voice.stack import ASR_RATE
+from omnivox.voice.vad.turn import TurnParams
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Feed:
+    audio: np.ndarray  # float32 at 16 kHz
+    arrival: float  # monotonic time the chunk arrived
+
+
+@dataclass(frozen=True)
+class Commit:
+    event_id: str | None
+
+
+@dataclass(frozen=True)
+class Clear:
+    event_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Configure:
+    params: TurnParams | None
+
+
+Job = Feed | Commit | Clear | Configure
+
+
+class Hearing:
+    def __init__(self, listener: Listener, executor: Executor) -> None:
+        self.listener = listener
+        self.executor = executor
+        self.jobs: asyncio.Queue[Job] = asyncio.Queue()
+        self.busy_s = 0.0  # hearing work since the last take, and the audio it covered
+        self.audio_s = 0.0
+
+    def submit(self, job: Job) -> None:
+        self.jobs.put_nowait(job)
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run a listener call in the input thread."""
+        return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
+
+    async def feed(self, job: Feed) -> list[Heard]:
+        began = time.monotonic()
+        heard = await self.run(self.listener.feed, job.audio)
+        self.busy_s += time.monotonic() - began
+        self.audio_s += len(job.audio) / ASR_RATE
+        return heard
+
+    def take_figures(self) -> tuple[float, float]:
+        """(busy seconds, audio seconds) since the last take."""
+        figures = (self.busy_s, self.audio_s)
+        self.busy_s = self.audio_s = 0.0
+        return figures

@@ -1,0 +1,365 @@
+"""One realtime response: the engine's reply (LLM -> words -> sentences -> TTS) paced out as events.
+
+A response's life is an explicit state machine (``ResponseState``):
+
+    HELD ──release──> SPEAKING ──> DONE | CANCELLED | FAILED
+      └───discard───> DISCARDED
+
+A response prepared during the user's pause starts HELD: the engine already writes and speaks it in
+the output thread, but nothing is said until ``release``; ``discard`` ends it without a single event.
+Any other response starts SPEAKING. ``cancel`` (a barge-in, or the client) stops both sides at once:
+the thread at its next check, the event side immediately; unsent audio is dropped from the outbox
+and the assistant item keeps only the words the user heard (whole sentences played, plus the played
+share of the sentence that was cut).
+
+Audio is paced at most ``lead_ms`` ahead of real time, so an interruption leaves little stale audio
+in the client. The thread hands the event side typed pieces (``voice.reply``), then ``_End`` or
+``_Failed``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+import numpy as np
+
+from omnivox.core.errors import OmnivoxError, as_omnivox_error
+from omnivox.protocol import realtime_events as ev
+from omnivox.session.transitions import Machine
+from omnivox.voice.llm.history import approx_tokens, history_tokens
+from omnivox.voice.reply import FirstToken, ReplyPiece, ReplyRequest, Spoken, Word
+from omnivox.worker.realtime.audio_io import TTS_RATE, OutputEncoder
+from omnivox.worker.realtime.conversation import Conversation, Item
+from omnivox.worker.realtime.events import Events
+
+FRAME_MS = 100  # audio per delta
+
+
+class ResponseState(StrEnum):
+    HELD = "held"  # prepared during the user's pause; nothing said yet
+    SPEAKING = "speaking"  # its events and audio are going out
+    DONE = "done"  # said to the end
+    CANCELLED = "cancelled"  # cut short (barge-in, client)
+    FAILED = "failed"  # the engine failed
+    DISCARDED = "discarded"  # a held response dropped unheard (no events at all)
+
+
+R = ResponseState
+TRANSITIONS: dict[ResponseState, frozenset[ResponseState]] = {
+    R.HELD: frozenset({R.SPEAKING, R.DISCARDED}),
+    R.SPEAKING: frozenset({R.DONE, R.CANCELLED, R.FAILED}),
+    R.DONE: frozenset(),
+    R.CANCELLED: frozenset(),
+    R.FAILED: frozenset(),
+    R.DISCARDED: frozenset(),
+}
+WIRE_STATUS = {R.DONE: "completed", R.CANCELLED: "cancelled", R.FAILED: "failed"}
+
+
+@dataclass
+class ResponsePlan:
+    response_id: str
+    item: Item  # the assistant item this response fills
+    request: ReplyRequest  # what the engine is asked (messages, LLM parameters, voice)
+    in_conversation: bool = True  # False: an out-of-band response ("conversation": "none")
+    metadata: dict[str, str] | None = None
+    speech_end_at: float | None = None  # monotonic time the user's speech ended, if it prompted this
+
+    @property
+    def audio(self) -> bool:
+        return self.request.speak
+
+
+@dataclass(frozen=True)
+class _End:
+    pass
+
+
+@dataclass(frozen=True)
+class _Failed:
+    error: BaseException
+
+
+_Produced = ReplyPiece | _End | _Failed
+
+
+@dataclass
+class Figures:
+    """What a finished response reports (seconds)."""
+
+    reason: str | None = None  # why it was cancelled (turn_detected, client_cancelled)
+    error: OmnivoxError | None = None
+    llm_ttft_s: float | None = None
+    tts_ttfa_s: float | None = None
+    voice_to_voice_s: float | None = None
+    tts_busy_s: float = 0.0  # synthesis time (output thread) and the audio it made
+    tts_audio_s: float = 0.0
+
+
+Produce = Callable[[ReplyRequest, threading.Event], Iterator[ReplyPiece]]
+
+
+class Response:
+    def __init__(
+        self,
+        plan: ResponsePlan,
+        produce: Produce,
+        events: Events,
+        conversation: Conversation,
+        encoder: OutputEncoder,
+        executor: Executor,
+        lead_ms: float,
+        held: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.plan = plan
+        self.clock = clock
+        self.produce = produce
+        self.events = events
+        self.conversation = conversation
+        self.encoder = encoder
+        self.executor = executor
+        self.lead_ms = lead_ms
+        self.figures = Figures()
+        self._machine = Machine(TRANSITIONS, R.HELD if held else R.SPEAKING, "response state")
+        self._stop = threading.Event()  # the thread's side
+        self._cut = asyncio.Event()  # the event side: cancelled or discarded
+        self._released = asyncio.Event()
+        if not held:
+            self._released.set()
+        self._text: list[str] = []
+        self._sent_ms = 0.0
+        self._first_audio_at: float | None = None
+        self._started = clock()  # when it may speak
+
+    @property
+    def response_id(self) -> str:
+        return self.plan.response_id
+
+    @property
+    def state(self) -> ResponseState:
+        return self._machine.state
+
+    @property
+    def over(self) -> bool:
+        return self._machine.done
+
+    # ---- control (event loop)
+
+    def release(self, speech_end_at: float | None) -> None:
+        """Say a held response (its item is already in the conversation)."""
+        self._machine.move(R.SPEAKING)
+        self.plan.speech_end_at = speech_end_at
+        self._started = self.clock()
+        self._released.set()
+
+    def discard(self) -> None:
+        """Drop a held response unheard: no events at all."""
+        self._machine.move(R.DISCARDED)
+        self._stop.set()
+        self._cut.set()
+        self._released.set()
+
+    def cancel(self, reason: str) -> None:
+        """Stop now (``turn_detected`` or ``client_cancelled``); ``run`` finishes the events. A held
+        response is discarded; one already over is left as it is."""
+        if self.state is R.HELD:
+            self.discard()
+        elif self.state is R.SPEAKING:
+            self._machine.move(R.CANCELLED)
+            self.figures.reason = reason
+            self._stop.set()
+            self._cut.set()
+
+    def played_ms(self) -> float:
+        """Audio the client has had time to play (sent, and no more than real time since it began)."""
+        if self._first_audio_at is None:
+            return 0.0
+        return min(self._sent_ms, (self.clock() - self._first_audio_at) * 1000)
+
+    # ---- the event side
+
+    async def run(self) -> ResponseState:
+        """Produce and say the response; returns its final state."""
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[_Produced] = asyncio.Queue()
+
+        def put(item: _Produced) -> None:
+            loop.call_soon_threadsafe(queue.put_nowait, item)
+
+        produced = loop.run_in_executor(self.executor, self._produce, put)
+        try:
+            await self._released.wait()
+            if self.state is R.DISCARDED:
+                return self.state
+            self._begin()
+            while self.state is R.SPEAKING:
+                item = await self._next(queue)
+                if item is None or isinstance(item, _End):
+                    break
+                if isinstance(item, _Failed):
+                    self._machine.move(R.FAILED)
+                    self.figures.error = as_omnivox_error(item.error)
+                    break
+                await self._handle(item)
+            if self.state is R.SPEAKING:
+                self._machine.move(R.DONE)
+            self._finish()
+            return self.state
+        finally:
+            self._stop.set()
+            # the thread ends within one LLM delta or TTS piece; the next response waits for it anyway
+            await asyncio.wait({produced}, timeout=5.0)
+
+    async def _next(self, queue: asyncio.Queue[_Produced]) -> _Produced | None:
+        """The next piece from the thread, or None once the response is cut."""
+        get = asyncio.ensure_future(queue.get())
+        cut = asyncio.ensure_future(self._cut.wait())
+        await asyncio.wait({get, cut}, return_when=asyncio.FIRST_COMPLETED)
+        cut.cancel()
+        if get.done():
+            return get.result()
+        get.cancel()
+        return None
+
+    async def _handle(self, piece: ReplyPiece) -> None:
+        p = self.plan
+        if isinstance(piece, FirstToken):
+            self.figures.llm_ttft_s = piece.after_s
+        elif isinstance(piece, Word):
+            if not p.audio:
+                self._text.append(piece.text)
+                self.events.put(ev.TextDelta(response_id=p.response_id, item_id=p.item.id, delta=piece.text))
+        elif isinstance(piece, Spoken):
+            if piece.starts_sentence:
+                delta = piece.text if not p.item.spans else " " + piece.text
+                p.item.spans.append((self._sent_ms, piece.text))
+                self.events.put(
+                    ev.AudioTranscriptDelta(response_id=p.response_id, item_id=p.item.id, delta=delta)
+                )
+            await self._send_audio(piece.audio)
+
+    async def _send_audio(self, audio: np.ndarray) -> None:
+        frame = TTS_RATE * FRAME_MS // 1000
+        for i in range(0, len(audio), frame):
+            piece = audio[i : i + frame]
+            await self._pace()
+            if self.state is not R.SPEAKING:
+                return
+            now = self.clock()
+            if self._first_audio_at is None:
+                self._first_audio_at = now
+                self.figures.tts_ttfa_s = now - self._started
+                if self.plan.speech_end_at is not None:
+                    self.figures.voice_to_voice_s = now - self.plan.speech_end_at
+            ms = len(piece) * 1000 / TTS_RATE
+            delta = ev.AudioDelta(
+                response_id=self.response_id, item_id=self.plan.item.id, delta=self.encoder.encode(piece)
+            )
+            self.events.put(delta, response_id=self.response_id, audio_ms=ms)
+            self._sent_ms += ms
+
+    async def _pace(self) -> None:
+        """Wait until sending more keeps the client's buffer within ``lead_ms``."""
+        if self._first_audio_at is None:
+            return
+        ahead = self._sent_ms - (self.clock() - self._first_audio_at) * 1000
+        wait_s = (ahead - self.lead_ms) / 1000
+        if wait_s > 0:
+            try:
+                await asyncio.wait_for(self._cut.wait(), wait_s)
+            except TimeoutError:
+                pass
+
+    def _begin(self) -> None:
+        p = self.plan
+        item = p.item
+        item.status = "in_progress"
+        self.events.put(ev.ResponseCreated(response=self._response("in_progress")))
+        self.events.put(ev.OutputItemAdded(response_id=p.response_id, item=item.wire()))
+        if p.in_conversation:
+            self.conversation.opened(item)
+        part = {"type": "audio", "transcript": ""} if p.audio else {"type": "text", "text": ""}
+        self.events.put(ev.ContentPartAdded(response_id=p.response_id, item_id=item.id, part=part))
+
+    def _finish(self) -> None:
+        p, item = self.plan, self.plan.item
+        cancelled = self.state is R.CANCELLED
+        if p.audio:
+            self._sent_ms -= self.events.drop_audio(p.response_id) if cancelled else 0.0
+            item.audio_ms = self._sent_ms
+            item.text = " ".join(text for _, text in item.spans)
+            if cancelled:
+                self.encoder.flush()  # the rest of this response's audio is never sent
+                self.conversation.truncate(item, self.played_ms())
+            elif tail := self.encoder.flush():
+                self.events.put(ev.AudioDelta(response_id=p.response_id, item_id=item.id, delta=tail))
+            self.events.put(ev.AudioDone(response_id=p.response_id, item_id=item.id))
+            self.events.put(
+                ev.AudioTranscriptDone(response_id=p.response_id, item_id=item.id, transcript=item.text)
+            )
+            part = {"type": "audio", "transcript": item.text}
+        else:
+            item.text = "".join(self._text).strip()
+            self.events.put(ev.TextDone(response_id=p.response_id, item_id=item.id, text=item.text))
+            part = {"type": "text", "text": item.text}
+        item.status = "completed" if self.state is R.DONE else "incomplete"
+        self.events.put(ev.ContentPartDone(response_id=p.response_id, item_id=item.id, part=part))
+        self.events.put(ev.OutputItemDone(response_id=p.response_id, item=item.wire()))
+        if p.in_conversation:
+            self.conversation.closed(item)
+        self.events.put(ev.ResponseDone(response=self._response(WIRE_STATUS[self.state])))
+
+    def _response(self, status: str) -> dict[str, Any]:
+        p, figures = self.plan, self.figures
+        response: dict[str, Any] = {
+            "id": p.response_id,
+            "object": "realtime.response",
+            "status": status,
+            "conversation_id": "conv_default" if p.in_conversation else None,
+            "output_modalities": ["audio"] if p.audio else ["text"],
+            "audio": {"output": {"voice": p.request.voice}},
+            "max_output_tokens": p.request.llm.max_tokens or "inf",
+            "metadata": p.metadata,
+            "output": [p.item.wire()] if status != "in_progress" else [],
+        }
+        if status in ("cancelled", "failed", "incomplete"):
+            details: dict[str, Any] = {"type": status, "reason": figures.reason}
+            if figures.error is not None:
+                details["error"] = {
+                    "type": "server_error",
+                    "code": figures.error.wire_code,
+                    "message": figures.error.message,
+                }
+            response["status_details"] = details
+        if status != "in_progress":
+            input_tokens = history_tokens(p.request.messages)
+            output_tokens = approx_tokens(p.item.text)
+            response["usage"] = {
+                "total_tokens": input_tokens + output_tokens,
+                "input_tokens": input_tokens,
+                "output_tokens": output_tokens,
+                "input_token_details": {"text_tokens": input_tokens, "audio_tokens": 0, "cached_tokens": 0},
+                "output_token_details": {"text_tokens": output_tokens, "audio_tokens": 0},
+            }
+        return response
+
+    # ---- the thread side
+
+    def _produce(self, put: Callable[[_Produced], None]) -> None:
+        try:
+            for piece in self.produce(self.plan.request, self._stop):
+                if isinstance(piece, Spoken):
+                    self.figures.tts_busy_s += piece.synth_s
+                    self.figures.tts_audio_s += len(piece.audio) / TTS_RATE
+                put(piece)
+            put(_End())
+        except BaseException as exc:  # reported as a failed response; the session goes on
+            put(_Failed(exc))

@@ -1,0 +1,98 @@
+"""A fake voice engine for realtime session tests: scripted hearing, scripted replies (no models)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import numpy as np
+
+from omnivox.engines.base import Engine, GenChunk, GenerateParams, GenResult, PrefillStats, VoiceProfile
+from omnivox.protocol.chat import ChatMessage
+from omnivox.protocol.workers import Capabilities
+from omnivox.voice.listener import Heard
+from omnivox.voice.reply import FirstToken, ReplyPiece, ReplyRequest, Spoken, Word
+from omnivox.voice.vad.turn import TurnParams
+
+
+class ScriptedListener:
+    """Each ``feed`` returns the next scripted batch of heard events (none once the script is out)."""
+
+    def __init__(self, script: list[list[Heard]]) -> None:
+        self.script = script
+        self.samples = 0
+        self.pending_samples = 0
+        self.configured: list[TurnParams | None] = []
+        self.committed_text = "typed by hand"
+        self.cleared = 0
+
+    @property
+    def audio_ms(self) -> float:
+        return self.samples / 16
+
+    def feed(self, audio: np.ndarray) -> list[Heard]:
+        self.samples += len(audio)
+        self.pending_samples += len(audio)
+        return self.script.pop(0) if self.script else []
+
+    def commit(self) -> Heard:
+        self.pending_samples = 0
+        return Heard("final", self.audio_ms, self.committed_text)
+
+    def clear(self) -> None:
+        self.pending_samples = 0
+        self.cleared += 1
+
+    def configure(self, params: TurnParams | None) -> None:
+        self.configured.append(params)
+
+    def transcribe_clip(self, audio: np.ndarray) -> str:
+        return f"clip of {len(audio)} samples"
+
+
+class FakeVoiceEngine(Engine):
+    """Replies ``"Reply to: <last user words>."`` with 100 ms of tone per sentence; with ``hold``
+    set, a reply stops after its first audio until told to stop (for barge-ins)."""
+
+    name = "fake-voice"
+    capabilities = Capabilities(streaming=False, realtime=True, audio_in=True, audio_out=True)
+
+    def __init__(self, script: list[list[Heard]] | None = None, hold: bool = False) -> None:
+        self.listener = ScriptedListener(script or [])
+        self.hold = hold
+        self.asked: list[str] = []  # the last user message of every reply asked for
+        self.stopped = threading.Event()
+
+    def voice_profile(self) -> VoiceProfile:
+        return VoiceProfile("be brief", ("v1", "v2"), "v1", context_tokens=4096, max_reply_tokens=64)
+
+    def open_listener(self, params: TurnParams | None, confirm_ms: float) -> ScriptedListener:  # type: ignore[override]
+        return self.listener
+
+    def reply(self, request: ReplyRequest, stop: threading.Event) -> Iterator[ReplyPiece]:
+        last = next((m.text() for m in reversed(request.messages) if m.role == "user"), "")
+        self.asked.append(last)
+        yield FirstToken(0.01)
+        text = f"Reply to: {last}."
+        for word in text.split(" "):
+            yield Word(word if word == "Reply" else " " + word)
+        if request.speak:
+            tone = (0.1 * np.sin(np.arange(2400) / 3)).astype(np.float32)
+            yield Spoken(text, tone, 0.001, True)
+            if self.hold:
+                stop.wait(5)
+                self.stopped.set()
+                return
+            yield Spoken("And more.", tone, 0.001, True)
+
+    # turn-based streaming is not what these tests are about
+    def reset(self) -> None:
+        pass
+
+    def prefill(self, messages: list[ChatMessage]) -> PrefillStats:
+        return PrefillStats(0, 0, 0, 0)
+
+    def generate(
+        self, params: GenerateParams, stop: threading.Event, result: GenResult
+    ) -> Iterator[GenChunk]:
+        return iter(())

@@ -1,0 +1,85 @@
+"""The Engine contract's defaults: what an engine without voice models or a cache says about itself."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from omnivox.core.errors import WorkerUnavailable
+from omnivox.engines.base import Engine, GenerateParams, GenResult, PrefillStats, VoiceProfile
+from omnivox.protocol.chat import ChatMessage
+from omnivox.voice.llm.base import LlmParams
+from omnivox.voice.reply import ReplyRequest
+from omnivox.voice.vad.turn import TurnParams
+
+
+class Bare(Engine):
+    """The least an engine implements."""
+
+    name = "bare"
+
+    def reset(self) -> None:
+        pass
+
+    def prefill(self, messages: list[ChatMessage]) -> PrefillStats:
+        return PrefillStats(0, 0, 0, 0)
+
+    def generate(self, params: GenerateParams, stop: threading.Event, result: GenResult):  # type: ignore[no-untyped-def]
+        yield from ()
+
+
+def profile(voices: tuple[str, ...] = ("aoede", "puck")) -> VoiceProfile:
+    return VoiceProfile(
+        system_prompt="be brief",
+        voices=voices,
+        default_voice=voices[0],
+        context_tokens=100,
+        max_reply_tokens=10,
+    )
+
+
+def test_resolve_voice_keeps_a_voice_the_tts_has_else_the_default() -> None:
+    p = profile()
+    assert p.resolve_voice("puck") == "puck"
+    assert p.resolve_voice("alloy") == "aoede"  # an OpenAI voice name this TTS lacks
+    assert p.resolve_voice(None) == "aoede"
+    assert p.resolve_voice("") == "aoede"
+
+
+def test_voice_profile_temperatures_default_to_a_livelier_first_reply() -> None:
+    t = profile().temperature
+    assert t.for_history([ChatMessage(role="user", content="hi")]) == t.first
+    assert t.for_history([ChatMessage(role="assistant", content="hello")]) == t.later
+
+
+def test_an_engine_without_voice_models_refuses_voice_sessions_as_unavailable() -> None:
+    engine = Bare()
+    request = ReplyRequest([ChatMessage(role="user", content="hi")], LlmParams())
+    calls = [
+        engine.voice_profile,
+        lambda: engine.open_listener(TurnParams(), 100.0),
+        lambda: engine.open_listener(None, 100.0),
+        lambda: engine.reply(request, threading.Event()),
+    ]
+    for call in calls:
+        with pytest.raises(WorkerUnavailable) as info:
+            call()
+        assert info.value.code == "no_capable_worker" and "bare" in info.value.message
+
+
+def test_defaults_hold_no_cache_and_the_optional_hooks_do_nothing() -> None:
+    engine = Bare()
+    assert engine.kv_length == 0 and engine.held_messages() == []
+    assert engine.capabilities.streaming and not engine.capabilities.realtime
+    assert engine.voices == ()
+    engine.load()
+    engine.end_session()
+    engine.close()
+    assert engine.kv_length == 0
+
+
+def test_gen_results_do_not_share_their_extra_figures() -> None:
+    a, b = GenResult(), GenResult()
+    a.extra["x"] = 1.0
+    assert b.extra == {} and not b.stopped and b.text == "" and b.generated_tokens == 0

@@ -1,0 +1,318 @@
+"""GET /v1/voices (voices gathered from workers) and the reference-audio registry under /api/assets."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from omnivox.audio.opus import encode_opus
+from omnivox.audio.wav import read_wav, write_wav
+from omnivox.core.config import Settings
+from omnivox.core.errors import MessageTooLarge, NotFound
+from omnivox.gateway.app import create_gateway_app
+from omnivox.gateway.http.assets import RefAudioLimits, RefAudioStore, bounded_stream
+from omnivox.gateway.http.voices import gather_voices
+from omnivox.gateway.scheduling.health import apply_health
+from omnivox.protocol.workers import Capabilities, WorkerHealth, WorkerState
+
+URL = "/api/assets/ref_audio"
+MAX_BYTES = 200_000
+
+
+# ---- /v1/voices
+
+
+def _health(state: WorkerState, voices: list[str]) -> WorkerHealth:
+    return WorkerHealth(
+        state=state, engine="cascade", capabilities=Capabilities(audio_out=True), voices=voices
+    )
+
+
+def _voices_client(workers: list[tuple[WorkerState, list[str]]]) -> TestClient:
+    """A gateway whose pool holds ``workers``, their health applied as the health loop would.
+
+    The client is not entered, so the lifespan's health loop never runs: it would probe these
+    made-up URLs and mark every worker OFFLINE.
+    """
+    app = create_gateway_app(Settings())
+    pool = app.state.ctx.pool
+    for i, (state, voices) in enumerate(workers):
+        worker = pool.add_worker(f"http://worker-{i}")
+        reported = WorkerState.IDLE if state is WorkerState.OFFLINE else state
+        apply_health(pool, worker, _health(reported, voices))
+        if state is WorkerState.OFFLINE:
+            pool.mark_offline(worker)
+        assert worker.state is state
+    return TestClient(app)
+
+
+def test_voices_union_of_usable_workers_first_voice_is_default():
+    client = _voices_client(
+        [
+            (WorkerState.IDLE, ["heart", "bella"]),
+            (WorkerState.OFFLINE, ["onyx"]),  # unreachable: offers nothing
+            (WorkerState.IDLE, ["heart", "emma"]),
+            (WorkerState.ERROR, ["nova"]),  # its engine failed: offers nothing
+        ]
+    )
+    resp = client.get("/v1/voices")
+    assert resp.status_code == 200
+    assert resp.json() == {
+        "voices": [
+            {"id": "heart", "default": True},
+            {"id": "bella", "default": False},
+            {"id": "emma", "default": False},
+        ],
+        "default": "heart",
+    }
+
+
+def test_voices_default_skips_an_offline_first_worker_and_workers_without_voices():
+    client = _voices_client(
+        [
+            (WorkerState.OFFLINE, ["onyx", "heart"]),
+            (WorkerState.IDLE, []),  # an echo engine: no TTS
+            (WorkerState.IDLE, ["emma", "heart"]),
+        ]
+    )
+    body = client.get("/v1/voices").json()
+    assert body["default"] == "emma"
+    assert [v["id"] for v in body["voices"]] == ["emma", "heart"]
+    assert [v["default"] for v in body["voices"]] == [True, False]
+
+
+def test_voices_empty_without_workers_or_voices():
+    assert _voices_client([]).get("/v1/voices").json() == {"voices": [], "default": None}
+    assert _voices_client([(WorkerState.IDLE, [])]).get("/v1/voices").json() == {
+        "voices": [],
+        "default": None,
+    }
+    assert gather_voices([]) == {"voices": [], "default": None}
+
+
+# ---- reference audio
+
+
+@pytest.fixture(scope="module")
+def speech_24k() -> np.ndarray:
+    """About two seconds of hibari speech at 24 kHz."""
+    from omnivox.voice.tts.hibari import HibariTts
+
+    tts = HibariTts(seed=0)
+    audio = np.concatenate([c.audio for c in tts.synthesize("Hello, this is my voice.")])
+    assert 1.2 < len(audio) / 24000 < 2.9  # inside the limits the client fixture sets
+    return audio
+
+
+def tone(seconds: float, rate: int) -> np.ndarray:
+    t = np.arange(int(seconds * rate)) / rate
+    return (0.3 * np.sin(2 * np.pi * 220 * t)).astype(np.float32)
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    return tmp_path / "data"
+
+
+@pytest.fixture
+def client(data_dir: Path) -> Iterator[TestClient]:
+    settings = Settings(
+        data_dir=data_dir, ref_audio_max_bytes=MAX_BYTES, ref_audio_min_s=1.0, ref_audio_max_s=3.0
+    )
+    # entered: the lifespan runs, and the gateway must come up with no worker at all
+    with TestClient(create_gateway_app(settings)) as c:
+        assert c.get("/health").json()["workers"] == 0
+        yield c
+
+
+def upload(client: TestClient, data: bytes, filename: str = "clip.wav", **form: str):
+    return client.post(URL, files={"file": (filename, data, "audio/wav")}, data=form)
+
+
+def stored_files(data_dir: Path) -> list[str]:
+    folder = data_dir / "ref_audio"
+    return sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+
+
+def assert_error(resp, status: int, code: str) -> None:
+    assert resp.status_code == status, resp.text
+    assert resp.json()["detail"]["code"] == code
+    assert resp.json()["detail"]["message"]
+
+
+def test_ref_audio_upload_list_get_download_delete(client: TestClient, data_dir: Path, speech_24k):
+    assert client.get(URL).json() == {"ref_audio": []}
+
+    resp = upload(client, write_wav(speech_24k, 24000), "my voice.wav")
+    assert resp.status_code == 201, resp.text
+    ref = resp.json()
+    assert set(ref) == {"id", "name", "duration_s", "sample_rate", "bytes", "created_at"}
+    assert ref["id"].startswith("ref_")
+    assert ref["name"] == "my voice"  # the file name, without its extension
+    assert ref["sample_rate"] == 24000
+    assert ref["duration_s"] == pytest.approx(len(speech_24k) / 24000, abs=1e-3)
+    assert stored_files(data_dir) == [f"{ref['id']}.json", f"{ref['id']}.wav"]
+    assert ref["bytes"] == (data_dir / "ref_audio" / f"{ref['id']}.wav").stat().st_size
+
+    assert client.get(URL).json() == {"ref_audio": [ref]}
+    assert client.get(f"{URL}/{ref['id']}").json() == ref
+
+    wav = client.get(f"{URL}/{ref['id']}/audio")
+    assert wav.status_code == 200 and wav.headers["content-type"] == "audio/wav"
+    audio, rate = read_wav(wav.content)
+    assert rate == 24000 and len(audio) == len(speech_24k)
+    assert np.max(np.abs(audio - speech_24k)) < 1e-3  # 16-bit rounding only
+
+    assert client.delete(f"{URL}/{ref['id']}").json() == {"id": ref["id"], "deleted": True}
+    assert_error(client.get(f"{URL}/{ref['id']}"), 404, "not_found")
+    assert client.get(URL).json() == {"ref_audio": []}
+    assert stored_files(data_dir) == []
+
+
+@pytest.mark.parametrize("rate", [8000, 16000, 48000])
+def test_ref_audio_other_rates_are_resampled_to_24k(client: TestClient, rate: int):
+    ref = upload(client, write_wav(tone(2.0, rate), rate), name="tone").json()
+    assert ref["name"] == "tone" and ref["sample_rate"] == 24000
+    assert ref["duration_s"] == pytest.approx(2.0, abs=0.01)
+    audio, stored_rate = read_wav(client.get(f"{URL}/{ref['id']}/audio").content)
+    assert stored_rate == 24000 and len(audio) == pytest.approx(48000, abs=5)
+
+
+def test_ref_audio_ogg_opus_is_stored_as_wav(client: TestClient):
+    resp = client.post(URL, files={"file": ("clip.ogg", encode_opus(tone(2.0, 24000)), "audio/ogg")})
+    assert resp.status_code == 201, resp.text
+    ref = resp.json()
+    assert ref["duration_s"] == pytest.approx(2.0, abs=0.1)  # Opus pads to whole packets
+    data = client.get(f"{URL}/{ref['id']}/audio").content
+    assert data[:4] == b"RIFF" and read_wav(data)[1] == 24000
+
+
+def test_ref_audio_listing_is_in_upload_order(client: TestClient):
+    ids = [upload(client, write_wav(tone(1.5, 16000), 16000), name=f"n{i}").json()["id"] for i in range(3)]
+    assert [r["id"] for r in client.get(URL).json()["ref_audio"]] == ids
+
+
+def test_ref_audio_name_from_a_windows_path_filename(client: TestClient):
+    ref = upload(client, write_wav(tone(1.5, 16000), 16000), "C:\\Users\\me\\take 2.wav").json()
+    assert ref["name"] == "take 2"
+
+
+@pytest.mark.parametrize(
+    ("make", "status", "code"),
+    [
+        (lambda: b"this is not audio at all", 400, "invalid_audio"),
+        (lambda: b"RIFF\x00\x00\x00\x00WAVEjunk", 400, "invalid_audio"),  # a broken WAV header
+        (lambda: b"OggS" + bytes(200), 400, "invalid_audio"),  # damaged Ogg
+        (lambda: write_wav(tone(0.5, 24000), 24000), 400, "invalid_audio"),  # too short (min 1 s)
+        (lambda: write_wav(tone(4.0, 16000), 16000), 400, "invalid_audio"),  # too long (max 3 s)
+        (lambda: write_wav(tone(2.0, 12345), 12345), 400, "invalid_audio"),  # a rate we do not convert
+        (lambda: write_wav(tone(3.0, 48000), 48000), 413, "message_too_large"),  # Content-Length over
+        (lambda: b"RIFF" + bytes(MAX_BYTES), 413, "message_too_large"),  # file over, form within slack
+    ],
+    ids=["not-audio", "broken-wav", "broken-ogg", "too-short", "too-long", "44k1", "huge", "just-over"],
+)
+def test_ref_audio_rejections(client: TestClient, data_dir: Path, make, status: int, code: str):
+    assert_error(upload(client, make()), status, code)
+    assert stored_files(data_dir) == []
+    assert client.get(URL).json() == {"ref_audio": []}
+
+
+def test_ref_audio_chunked_upload_without_length_is_cut_off(client: TestClient, data_dir: Path):
+    boundary = "omnivoxtestboundary"
+    body = (
+        (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="a.wav"\r\n'
+            "Content-Type: audio/wav\r\n\r\n"
+        ).encode()
+        + bytes(400_000)
+        + f"\r\n--{boundary}--\r\n".encode()
+    )
+
+    def chunks() -> Iterator[bytes]:  # an iterator body goes out chunked, with no Content-Length
+        for i in range(0, len(body), 32768):
+            yield body[i : i + 32768]
+
+    resp = client.post(
+        URL, content=chunks(), headers={"content-type": f"multipart/form-data; boundary={boundary}"}
+    )
+    assert "content-length" not in resp.request.headers
+    assert_error(resp, 413, "message_too_large")
+    assert stored_files(data_dir) == []
+
+
+async def test_bounded_stream_stops_reading_past_the_limit():
+    pulled = 0
+
+    async def endless() -> AsyncIterator[bytes]:
+        nonlocal pulled
+        while True:
+            pulled += 1
+            yield bytes(1000)
+
+    got = 0
+    with pytest.raises(MessageTooLarge):
+        async for chunk in bounded_stream(endless(), 10_500):
+            got += len(chunk)
+    assert got == 10_000 and pulled == 11  # the chunk that crossed the limit is the last one read
+
+
+def test_ref_audio_bad_forms(client: TestClient):
+    assert_error(client.post(URL, content=write_wav(tone(2, 16000), 16000)), 400, "unsupported_content")
+    assert_error(client.post(URL, data={"name": "no file"}), 400, "unsupported_content")
+    no_file = client.post(URL, files={"name": (None, "only a name")})
+    assert_error(no_file, 422, "invalid_message")
+
+
+@pytest.mark.parametrize("suffix", ["", "/audio"])
+def test_ref_audio_unknown_id(client: TestClient, suffix: str):
+    assert_error(client.get(f"{URL}/ref_0123456789abcdef{suffix}"), 404, "not_found")
+    assert_error(client.get(f"{URL}/not-an-id{suffix}"), 404, "not_found")
+
+
+def test_ref_audio_delete_unknown_id(client: TestClient):
+    assert_error(client.delete(f"{URL}/ref_0123456789abcdef"), 404, "not_found")
+
+
+@pytest.mark.parametrize(
+    "ref_id",
+    ["..", "%2E%2E", "..%2Fsecret", "..%2F..%2Fsecret", "ref_..%2Fsecret", "%2E%2E%5Csecret", "secret"],
+)
+def test_ref_audio_path_traversal_touches_nothing(client: TestClient, data_dir: Path, ref_id: str):
+    # files a traversal would reach: next to the folder and one level up
+    (data_dir / "ref_audio").mkdir(parents=True)
+    targets = [data_dir / "secret.json", data_dir / "secret.wav", data_dir.parent / "secret.json"]
+    for target in targets:
+        target.write_text('{"id": "ref_0123456789abcdef"}')
+    for resp in (
+        client.get(f"{URL}/{ref_id}"),
+        client.get(f"{URL}/{ref_id}/audio"),
+        client.delete(f"{URL}/{ref_id}"),
+    ):
+        assert resp.status_code in (400, 404)
+        assert b"ref_0123456789abcdef" not in resp.content
+    assert all(t.read_text() == '{"id": "ref_0123456789abcdef"}' for t in targets)
+
+
+def test_store_refuses_ids_it_could_not_have_made(tmp_path: Path):
+    store = RefAudioStore(tmp_path / "ref_audio", RefAudioLimits(MAX_BYTES, 1.0, 3.0))
+    (tmp_path / "x.json").write_text("{}")
+    for bad in ("../x", "..", "ref_../../x", "/etc/passwd", "REF_0123456789ABCDEF"):
+        with pytest.raises(NotFound):
+            store.delete(bad)
+        with pytest.raises(NotFound):
+            store.read_audio(bad)
+    assert (tmp_path / "x.json").exists()
+
+
+def test_ref_audio_damaged_metadata_is_not_listed(client: TestClient, data_dir: Path):
+    good = upload(client, write_wav(tone(1.5, 16000), 16000)).json()
+    bad = upload(client, write_wav(tone(1.5, 16000), 16000)).json()
+    (data_dir / "ref_audio" / f"{bad['id']}.json").write_text("{not json")
+    assert client.get(URL).json() == {"ref_audio": [good]}
+    assert_error(client.get(f"{URL}/{bad['id']}"), 404, "not_found")
+    assert json.loads((data_dir / "ref_audio" / f"{good['id']}.json").read_text()) == good

@@ -1,0 +1,90 @@
+"""The listener: VAD turn detection and streaming ASR over one stream (real silero + PocketSphinx)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from omnivox.audio.resample import resample
+from omnivox.voice.asr.base import word_error_rate
+from omnivox.voice.listener import Listener
+from omnivox.voice.vad.turn import TurnParams
+from speech import WEATHER
+
+
+@pytest.fixture(scope="module")
+def models():
+    from omnivox.voice.asr.pocketsphinx_asr import PocketsphinxAsr
+    from omnivox.voice.tts.hibari import HibariTts
+    from omnivox.voice.vad.silero import SileroVad
+
+    speech = np.concatenate([c.audio for c in HibariTts(seed=0).synthesize(WEATHER)])
+    return SileroVad(16000), PocketsphinxAsr(), resample(speech, 24000, 16000)
+
+
+def hear(listener: Listener, audio: np.ndarray, frame: int = 320) -> list:
+    out = []
+    for i in range(0, len(audio), frame):
+        out += listener.feed(audio[i : i + frame])
+    return out
+
+
+def test_listener_hears_a_turn_with_padding_confirmation_and_transcript(models) -> None:
+    vad, asr, speech = models
+    vad.reset(), asr.reset()
+    listener = Listener(vad, asr, TurnParams(silence_duration_ms=500, prefix_padding_ms=300), confirm_ms=150)
+    audio = np.concatenate([np.zeros(16000, np.float32), speech, np.zeros(16000, np.float32)])
+    heard = hear(listener, audio)
+    kinds = [h.kind for h in heard]
+    assert kinds[0] == "speech_started" and kinds[1] == "speech_confirmed"
+    assert kinds[-2:] == ["speech_stopped", "final"] and "partial" in kinds
+    started, stopped, final = heard[0], heard[-2], heard[-1]
+    loud = np.nonzero(np.abs(audio) > 0.02)[0]
+    true_start = loud[0] / 16  # ms
+    assert true_start - 300 - 64 <= started.audio_ms <= true_start  # up to 300 ms of padding before it
+    assert stopped.audio_ms < final.audio_ms  # the end of speech, reported once the silence has run
+    assert word_error_rate(WEATHER, final.text) <= 0.1
+    assert not listener.speaking and not asr.in_utterance
+
+
+def test_a_pause_flushes_early_and_more_speech_resumes_the_same_turn(models) -> None:
+    vad, asr, speech = models
+    vad.reset(), asr.reset()
+    listener = Listener(vad, asr, TurnParams(silence_duration_ms=500), confirm_ms=150, speculate_at=0.6)
+    loud = np.nonzero(np.abs(speech) > 0.02)[0]
+    words = speech[loud[0] : loud[-1] + 1]
+    gap = np.zeros(int(0.45 * 16000), np.float32)
+    heard = hear(listener, np.concatenate([gap, words, gap, words, np.zeros(16000, np.float32)]))
+    kinds = [h.kind for h in heard]
+    assert kinds.count("speech_started") == 1 and kinds.count("speech_stopped") == 1
+    assert kinds.index("pause") < kinds.index("resumed") < kinds.index("speech_stopped")
+    pause = heard[kinds.index("pause")]
+    assert word_error_rate(WEATHER, pause.text) <= 0.1  # the first sentence, flushed at the pause
+    final = heard[-1]
+    assert final.kind == "final" and word_error_rate(f"{WEATHER} {WEATHER}", final.text) <= 0.2
+    # the end of the turn gets its own early flush too: a reply is prepared before the stop
+    assert kinds.count("pause") == 2 and kinds[-3:] == ["pause", "speech_stopped", "final"]
+
+
+def test_a_click_is_not_confirmed_speech(models) -> None:
+    vad, asr, speech = models
+    vad.reset(), asr.reset()
+    listener = Listener(vad, asr, TurnParams(), confirm_ms=150)
+    click = speech[4000:5000]  # ~60 ms of a syllable, then silence
+    heard = hear(listener, np.concatenate([np.zeros(8000, np.float32), click, np.zeros(16000, np.float32)]))
+    assert "speech_confirmed" not in [h.kind for h in heard]
+
+
+def test_manual_turns_feed_everything_and_commit_ends_the_utterance(models) -> None:
+    vad, asr, speech = models
+    vad.reset(), asr.reset()
+    listener = Listener(vad, asr, None, confirm_ms=150)
+    heard = hear(listener, speech)
+    assert "speech_started" not in [h.kind for h in heard]
+    assert listener.pending_samples == len(speech)
+    final = listener.commit()
+    assert final.kind == "final" and word_error_rate(WEATHER, final.text) <= 0.1
+    assert listener.pending_samples == 0
+    hear(listener, speech[:8000])
+    listener.clear()
+    assert listener.pending_samples == 0 and not asr.in_utterance

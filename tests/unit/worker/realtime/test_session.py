@@ -1,0 +1,244 @@
+"""A realtime session on the session runtime with a fake voice engine: the wiring of its parts."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from fake_voice_engine import FakeVoiceEngine
+from memsocket import MemorySocket
+from omnivox.audio.pcm import to_pcm16
+from omnivox.core.config import Settings
+from omnivox.protocol.realtime import REALTIME
+from omnivox.session.runtime import Connection
+from omnivox.voice.listener import Heard
+from omnivox.worker.handler import SessionInfo
+from omnivox.worker.realtime.session import RealtimeSession
+
+CHUNK = base64.b64encode(to_pcm16(np.zeros(2400, np.float32))).decode()  # 100 ms at 24 kHz
+
+
+@dataclass
+class Host:
+    engine: FakeVoiceEngine
+
+
+class Client:
+    """The test's side of the socket: send client events, read server events by type."""
+
+    def __init__(self, socket: MemorySocket) -> None:
+        self.socket = socket
+        self.read = 0
+
+    def send(self, type: str, **fields) -> None:
+        self.socket.feed(json.dumps({"type": type, **fields}))
+
+    def append(self, n: int = 1) -> None:
+        for _ in range(n):
+            self.send("input_audio_buffer.append", audio=CHUNK)
+
+    async def until(self, type: str, timeout: float = 3.0) -> list[dict]:
+        """Events up to and including the next one of ``type``."""
+        out = []
+        async with asyncio.timeout(timeout):
+            while True:
+                while self.read >= len(self.socket.sent):
+                    self.socket.wrote.clear()
+                    await self.socket.wrote.wait()
+                event = json.loads(self.socket.sent[self.read])
+                self.read += 1
+                out.append(event)
+                if event["type"] == type:
+                    return out
+
+
+@pytest.fixture
+async def session(request) -> AsyncIterator[tuple[Client, FakeVoiceEngine, RealtimeSession]]:
+    script, hold = getattr(request, "param", ([], False))
+    engine = FakeVoiceEngine(script, hold=hold)
+    socket = MemorySocket()
+    conn = Connection(socket, REALTIME)
+    handler = RealtimeSession(conn, Host(engine), Settings(audio_lead_ms=5000), SessionInfo("s1"))  # type: ignore[arg-type]
+    running = asyncio.create_task(conn.run(handler.on_frame, handler.main()))
+    client = Client(socket)
+    await client.until("session.created")
+    yield client, engine, handler
+    socket.hang_up()
+    await asyncio.wait_for(running, 5)
+    await handler.close()
+
+
+def types(events: list[dict]) -> list[str]:
+    return [e["type"] for e in events]
+
+
+TURN = [
+    [Heard("speech_started", 100.0)],
+    [Heard("speech_confirmed", 250.0), Heard("partial", 300.0, "what")],
+    [Heard("partial", 400.0, "what time")],
+    [Heard("speech_stopped", 900.0), Heard("final", 1400.0, "what time is it")],
+]
+
+
+@pytest.mark.parametrize("session", [(TURN, False)], indirect=True)
+async def test_a_spoken_turn_is_committed_and_answered(session) -> None:
+    client, engine, _ = session
+    client.append(4)
+    events = await client.until("response.done")
+    order = types(events)
+    for a, b in [
+        ("input_audio_buffer.speech_started", "conversation.item.input_audio_transcription.delta"),
+        ("conversation.item.input_audio_transcription.delta", "input_audio_buffer.speech_stopped"),
+        ("input_audio_buffer.speech_stopped", "input_audio_buffer.committed"),
+        ("input_audio_buffer.committed", "conversation.item.input_audio_transcription.completed"),
+        ("conversation.item.input_audio_transcription.completed", "response.created"),
+        ("response.created", "response.output_audio.delta"),
+    ]:
+        assert order.index(a) < order.index(b), (a, b, order)
+    completed = next(e for e in events if e["type"].endswith("transcription.completed"))
+    assert completed["transcript"] == "what time is it"
+    assert engine.asked == ["what time is it"]
+    done = events[-1]["response"]
+    assert done["status"] == "completed"
+    assert done["output"][0]["content"][0]["transcript"] == "Reply to: what time is it. And more."
+
+
+BARGE_IN = [
+    *TURN,
+    [],  # the reply is speaking
+    [Heard("speech_started", 2000.0)],
+    [Heard("speech_confirmed", 2150.0)],
+]
+
+
+@pytest.mark.parametrize("session", [(BARGE_IN, True)], indirect=True)
+async def test_speech_over_the_reply_cancels_it_and_truncates_it(session) -> None:
+    client, engine, handler = session
+    client.append(4)
+    await client.until("response.output_audio.delta")
+    client.append(3)
+    events = await client.until("response.done")
+    done = events[-1]["response"]
+    assert done["status"] == "cancelled" and done["status_details"]["reason"] == "turn_detected"
+    assert "conversation.item.truncated" in types(events)
+    await asyncio.to_thread(engine.stopped.wait, 2)  # the engine's reply was told to stop
+    assert handler.responses.active is None
+
+
+PAUSE = [
+    [Heard("speech_started", 100.0)],
+    [Heard("pause", 800.0, "call my")],  # a reply is prepared, held
+    [Heard("resumed", 900.0)],  # the user goes on: it is dropped unheard
+    [Heard("speech_stopped", 1500.0), Heard("final", 2000.0, "call my sister")],
+]
+
+
+@pytest.mark.parametrize("session", [(PAUSE, False)], indirect=True)
+async def test_a_pause_that_is_not_the_end_of_the_turn_drops_the_prepared_reply(session) -> None:
+    client, engine, _ = session
+    client.append(4)
+    events = await client.until("response.done")
+    assert types(events).count("response.created") == 1
+    transcript = events[-1]["response"]["output"][0]["content"][0]["transcript"]
+    assert transcript.startswith("Reply to: call my sister")
+    assert engine.asked[-1] == "call my sister" and "call my" in engine.asked  # prepared, then dropped
+
+
+PREPARED = [
+    [Heard("speech_started", 100.0)],
+    [Heard("pause", 800.0, "good morning")],
+    [Heard("speech_stopped", 1200.0), Heard("final", 1500.0, "good morning")],
+]
+
+
+@pytest.mark.parametrize("session", [(PREPARED, False)], indirect=True)
+async def test_a_reply_prepared_in_the_pause_is_the_one_said(session) -> None:
+    client, engine, _ = session
+    client.append(3)
+    events = await client.until("response.done")
+    assert engine.asked == ["good morning"]  # prepared once, released, never asked again
+    assert types(events).count("response.created") == 1
+    # the user item comes before the assistant item in the conversation
+    added = [e["item"]["role"] for e in events if e["type"] == "conversation.item.added"]
+    assert added == ["user", "assistant"]
+
+
+async def test_manual_turns_commit_then_respond_on_request(session) -> None:
+    client, engine, _ = session
+    client.send("session.update", session={"type": "realtime", "audio": {"input": {"turn_detection": None}}})
+    await client.until("session.updated")
+    client.append(2)
+    client.send("input_audio_buffer.commit")
+    events = await client.until("conversation.item.done")
+    assert "input_audio_buffer.committed" in types(events)
+    assert events[-1]["item"]["content"][0]["transcript"] == "typed by hand"
+    client.send("response.create", response={"output_modalities": ["text"]})
+    events = await client.until("response.done")
+    assert "response.output_text.delta" in types(events) and "response.output_audio.delta" not in types(
+        events
+    )
+    assert engine.asked == ["typed by hand"]
+    assert engine.listener.configured == [None]  # the listener was told: manual turns
+
+
+async def test_errors_name_the_event_that_caused_them_and_the_session_goes_on(session) -> None:
+    client, _, _ = session
+    client.send("response.cancel", event_id="evt_7")
+    error = (await client.until("error"))[-1]["error"]
+    assert (error["code"], error["event_id"]) == ("response_cancel_not_active", "evt_7")
+    client.send("input_audio_buffer.commit", event_id="evt_8")
+    error = (await client.until("error"))[-1]["error"]
+    assert (error["code"], error["event_id"]) == ("input_audio_buffer_commit_empty", "evt_8")
+    client.send("conversation.item.retrieve", item_id="nope", event_id="evt_9")
+    error = (await client.until("error"))[-1]["error"]
+    assert (error["code"], error["param"]) == ("item_not_found", "item_id")
+    client.send("no.such.event", event_id="evt_10")
+    error = (await client.until("error"))[-1]["error"]
+    assert (error["code"], error["event_id"]) == ("invalid_event", "evt_10")
+    client.send(
+        "conversation.item.create",
+        item={"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]},
+    )
+    assert (await client.until("conversation.item.done"))[-1]["item"]["content"][0]["text"] == "hi"
+
+
+async def test_items_are_created_retrieved_truncated_checked_and_deleted(session) -> None:
+    client, _, handler = session
+    client.send(
+        "conversation.item.create",
+        item={
+            "id": "u1",
+            "type": "message",
+            "role": "user",
+            "content": [{"type": "input_text", "text": "one"}],
+        },
+    )
+    await client.until("conversation.item.done")
+    client.send("conversation.item.retrieve", item_id="u1")
+    got = (await client.until("conversation.item.retrieved"))[-1]
+    assert got["item"]["id"] == "u1"
+    client.send("conversation.item.truncate", item_id="u1", audio_end_ms=0)
+    error = (await client.until("error"))[-1]["error"]
+    assert error["param"] == "item_id"  # only assistant audio can be truncated
+    client.send("conversation.item.delete", item_id="u1")
+    assert (await client.until("conversation.item.deleted"))[-1]["item_id"] == "u1"
+    assert len(handler.conversation) == 0
+
+
+async def test_an_unknown_voice_falls_back_to_the_default_and_clear_empties_the_buffer(session) -> None:
+    client, engine, _ = session
+    client.send("session.update", session={"type": "realtime", "audio": {"output": {"voice": "alloy"}}})
+    updated = (await client.until("session.updated"))[-1]
+    assert updated["session"]["audio"]["output"]["voice"] == "v1"
+    client.send("session.update", session={"type": "realtime", "audio": {"output": {"voice": "v2"}}})
+    assert (await client.until("session.updated"))[-1]["session"]["audio"]["output"]["voice"] == "v2"
+    client.append()
+    client.send("input_audio_buffer.clear")
+    await client.until("input_audio_buffer.cleared")
+    assert engine.listener.cleared == 1
