@@ -4,9 +4,10 @@ A worker owns exactly one engine and serves one session at a time, so an engine 
 and needs no locking of its own; the worker calls it from one thread at a time. Every method here
 may block (model calls), so the worker runs them in a thread, never on the event loop.
 
-Two kinds of session use an engine: turn-based streaming (``prefill`` / ``generate`` on the
-conversation the engine holds, its KV cache reused across turns) and voice sessions (realtime):
-the session hears through ``open_listener`` (VAD + streaming ASR) and speaks through ``reply`` (LLM
+Three kinds of session use an engine: turn-based streaming (``prefill`` / ``generate`` on the
+conversation the engine holds, its KV cache reused across turns), voice sessions (realtime), and
+full-duplex sessions (a listen/speak decision every unit, see ``engines.duplex``). A voice session
+hears through ``open_listener`` (VAD + streaming ASR) and speaks through ``reply`` (LLM
 -> words -> sentences -> TTS), with ``voice_profile`` for its defaults. A voice session reaches its
 models only through these methods, so an engine may keep them in-process (cascade) or elsewhere
 (a staged pipeline).
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from omnivox.core.errors import WorkerUnavailable
+from omnivox.engines.duplex import DuplexParams, DuplexReady, DuplexUnit
 from omnivox.protocol.chat import ChatMessage
 from omnivox.protocol.workers import Capabilities
 from omnivox.voice.listener import Listener
@@ -134,6 +136,26 @@ class Engine(ABC):
     def reply(self, request: ReplyRequest, stop: threading.Event) -> Iterator[ReplyPiece]:
         """Speak (or write) the reply to ``request.messages`` (see ``voice.reply``)."""
         raise WorkerUnavailable(f"engine {self.name} has no voice models for voice sessions")
+
+    # ---- full-duplex sessions (engines whose capabilities include ``duplex``; see engines.duplex)
+
+    def duplex_prepare(self, params: DuplexParams) -> DuplexReady:
+        """Start a duplex session: forget any previous one, take the prompt and settings."""
+        raise WorkerUnavailable(f"engine {self.name} cannot serve duplex sessions")
+
+    def duplex_prefill(self, audio: np.ndarray, frames: list[np.ndarray]) -> None:
+        """Hear one unit's audio (16 kHz float32) and see its frames (RGB uint8 HxWx3; omni)."""
+        raise WorkerUnavailable(f"engine {self.name} cannot serve duplex sessions")
+
+    def duplex_generate(self, force_listen: bool) -> DuplexUnit:
+        """Decide this unit: listen, or speak (up to the session's speak tokens per unit)."""
+        raise WorkerUnavailable(f"engine {self.name} cannot serve duplex sessions")
+
+    def duplex_finalize(self) -> None:  # noqa: B027 - optional hook
+        """Close the unit (terminators, cache trimming); runs before the next unit's prefill."""
+
+    def duplex_cleanup(self) -> None:  # noqa: B027 - optional hook
+        """End the duplex session however it ended; safe to call twice or without a prepare."""
 
     def end_session(self) -> None:  # noqa: B027 - optional hook
         """A session ended, however it ended: drop per-session stream state (a decoder that was

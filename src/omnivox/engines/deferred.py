@@ -5,7 +5,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 
+import numpy as np
+
 from omnivox.engines.base import Engine, GenChunk, GenerateParams, GenResult, PrefillStats, VoiceProfile
+from omnivox.engines.duplex import DuplexParams, DuplexReady, DuplexUnit
 from omnivox.protocol.chat import ChatMessage
 from omnivox.protocol.workers import Capabilities
 from omnivox.voice.listener import Listener
@@ -60,6 +63,22 @@ class DeferredEngine(Engine):
 
     def reply(self, request: ReplyRequest, stop: threading.Event) -> Iterator[ReplyPiece]:
         return self.inner.reply(request, stop)
+
+    def duplex_prepare(self, params: DuplexParams) -> DuplexReady:
+        return self.inner.duplex_prepare(params)
+
+    def duplex_prefill(self, audio: np.ndarray, frames: list[np.ndarray]) -> None:
+        self.inner.duplex_prefill(audio, frames)
+
+    def duplex_generate(self, force_listen: bool) -> DuplexUnit:
+        return self.inner.duplex_generate(force_listen)
+
+    def duplex_finalize(self) -> None:
+        self.inner.duplex_finalize()
+
+    def duplex_cleanup(self) -> None:
+        if self._inner is not None:
+            self._inner.duplex_cleanup()
 
     def end_session(self) -> None:
         if self._inner is not None:
