@@ -53,6 +53,9 @@ class GatewaySettings(BaseModel):
     realtime_queued_bytes: int = Field(
         4 * MiB, ge=0, description="client events held while a realtime session waits (more are dropped)"
     )
+    duplex_queued_bytes: int = Field(
+        4 * MiB, ge=0, description="client messages held while a duplex session waits (more are dropped)"
+    )
     # reference audio uploads (POST /api/assets/ref_audio)
     ref_audio_max_bytes: int = Field(10 * MiB, ge=1024, description="largest upload accepted (413 above)")
     ref_audio_min_s: float = Field(1.0, ge=0, description="shortest clip accepted")
@@ -120,6 +123,23 @@ class RealtimeSettings(BaseModel):
     )
 
 
+class DuplexSettings(BaseModel):
+    """Full-duplex sessions, as a worker runs them."""
+
+    duplex_pause_timeout_s: float = Field(
+        60.0, gt=0, description="a paused duplex session is released after this (pause.timeout overrides)"
+    )
+    duplex_max_pause_s: float = Field(600.0, gt=0, description="the longest pause.timeout a client may ask")
+    duplex_max_chunk_ms: int = Field(10_000, ge=100, description="longest audio one audio_chunk may carry")
+    duplex_max_lag_ms: int = Field(
+        5_000, ge=100, description="audio waiting for the unit loop beyond this is dropped (oldest first)"
+    )
+    duplex_max_frames: int = Field(4, ge=1, le=64, description="video frames one unit may carry (omni)")
+    max_image_pixels: int = Field(
+        4096 * 4096, ge=64 * 64, description="largest image (width x height) a message may carry"
+    )
+
+
 class CommonSettings(BaseModel):
     """What every process needs: protocol limits, storage, logging."""
 
@@ -131,11 +151,18 @@ class CommonSettings(BaseModel):
 
 # The roles a process has. `omnivox serve` passes its workers the settings of the roles they share
 # with it (not the gateway's own, nor each worker's address, which its command line gives).
-WORKER_ROLES: tuple[type[BaseModel], ...] = (EngineSettings, VoiceSettings, RealtimeSettings, CommonSettings)
+WORKER_ROLES: tuple[type[BaseModel], ...] = (
+    EngineSettings,
+    VoiceSettings,
+    RealtimeSettings,
+    DuplexSettings,
+    CommonSettings,
+)
 
 
 class Settings(
     CommonSettings,
+    DuplexSettings,
     RealtimeSettings,
     VoiceSettings,
     EngineSettings,

@@ -125,6 +125,36 @@ class ResponseCancelNotActive(_Recoverable):
     code = "response_cancel_not_active"
 
 
+class InvalidImage(_Recoverable):
+    """An image or video frame that is not a PNG or JPEG, cannot be decoded, or is too large."""
+
+    code = "invalid_image"
+
+
+class PrepareRequired(_Recoverable):
+    """A duplex message that needs a prepared session came before ``prepare``."""
+
+    code = "prepare_required"
+    http_status = 409
+
+
+class AlreadyPrepared(_Recoverable):
+    code = "already_prepared"
+    http_status = 409
+
+
+class SessionPaused(_Recoverable):
+    """Audio sent to a paused duplex session (it is not heard; resume first)."""
+
+    code = "session_paused"
+    http_status = 409
+
+
+class NotPaused(_Recoverable):
+    code = "not_paused"
+    http_status = 409
+
+
 class QueuedInputDropped(_Recoverable):
     """A session waiting for a worker sent more than the gateway holds for it; the rest is dropped."""
 

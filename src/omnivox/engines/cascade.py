@@ -17,9 +17,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 
+import numpy as np
+
 from omnivox.audio.clips import decode_clip_at
-from omnivox.core.errors import PrefillRequired
+from omnivox.core.errors import PrefillRequired, PrepareRequired
 from omnivox.engines.base import Engine, GenChunk, GenerateParams, GenResult, PrefillStats, VoiceProfile
+from omnivox.engines.cascade_duplex import CascadeDuplex
+from omnivox.engines.duplex import DuplexParams, DuplexReady, DuplexUnit
 from omnivox.protocol.chat import AudioPart, ChatMessage, ImagePart, TextPart
 from omnivox.protocol.workers import Capabilities
 from omnivox.voice.listener import Listener
@@ -29,7 +33,7 @@ from omnivox.voice.reply import ReplyPiece, ReplyRequest, Spoken, Word, produce_
 from omnivox.voice.stack import ASR_RATE, VoiceStack
 from omnivox.voice.vad.turn import TurnParams
 
-CAPABILITIES = Capabilities(streaming=True, realtime=True, audio_in=True, audio_out=True)
+CAPABILITIES = Capabilities(streaming=True, realtime=True, duplex=True, audio_in=True, audio_out=True)
 
 
 class CascadeEngine(Engine):
@@ -42,6 +46,7 @@ class CascadeEngine(Engine):
         self._stack: VoiceStack | None = None
         self._messages: list[ChatMessage] = []  # as the client sent them
         self._texts: list[ChatMessage] = []  # what the LLM sees: audio transcribed
+        self._duplex: CascadeDuplex | None = None
 
     # ---- the Engine contract
 
@@ -76,6 +81,37 @@ class CascadeEngine(Engine):
 
     def reply(self, request: ReplyRequest, stop: threading.Event) -> Iterator[ReplyPiece]:
         return produce_reply(self.voice.llm, self.voice.tts, request, stop)
+
+    # ---- full-duplex sessions (engines.cascade_duplex)
+
+    def duplex_prepare(self, params: DuplexParams) -> DuplexReady:
+        self.duplex_cleanup()
+        voice = self.voice_profile().resolve_voice(params.voice)
+        self._duplex = CascadeDuplex(self.voice, params, voice, TurnParams())
+        notes = ()
+        if params.mode == "omni" and not self._duplex.sees:
+            notes = ("frames are accepted and ignored: the LLM does not see images",)
+        return DuplexReady(vision=self._duplex.sees, notes=notes)
+
+    def duplex_prefill(self, audio: np.ndarray, frames: list[np.ndarray]) -> None:
+        self._duplex_session().prefill(audio, frames)
+
+    def duplex_generate(self, force_listen: bool) -> DuplexUnit:
+        return self._duplex_session().generate(force_listen)
+
+    def duplex_finalize(self) -> None:
+        self._duplex_session().finalize()
+
+    def duplex_cleanup(self) -> None:
+        if self._duplex is not None:
+            self._duplex.close()
+            self._duplex = None
+            self.voice.end_session()
+
+    def _duplex_session(self) -> CascadeDuplex:
+        if self._duplex is None:
+            raise PrepareRequired("no duplex session: prepare one first")
+        return self._duplex
 
     def reset(self) -> None:
         self._messages = []

@@ -49,7 +49,14 @@ class TurnEnd(Msg):
     cached_hash: str | None = None  # history hash of what the worker's cache now holds
 
 
-Internal = Annotated[Metrics | TurnEnd, Field(discriminator="type")]
+class PauseReport(Msg):
+    """A session-scoped session changed the worker's state (a duplex pause or resume)."""
+
+    type: Literal["omnivox.internal.pause"] = "omnivox.internal.pause"
+    paused: bool
+
+
+Internal = Annotated[Metrics | TurnEnd | PauseReport, Field(discriminator="type")]
 _ADAPTER: TypeAdapter[Internal] = TypeAdapter(Internal)
 
 
@@ -57,7 +64,7 @@ def is_internal(frame: str | bytes) -> bool:
     return isinstance(frame, str) and frame.startswith(PREFIX)
 
 
-def parse_internal(frame: str) -> Metrics | TurnEnd | None:
+def parse_internal(frame: str) -> Metrics | TurnEnd | PauseReport | None:
     """The internal frame, or None if it is not one this gateway knows (a newer worker's)."""
     try:
         return _ADAPTER.validate_json(frame)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from omnivox.protocol.duplex import DUPLEX
 from omnivox.protocol.realtime import REALTIME
 from omnivox.protocol.spec import WireProtocol
 from omnivox.protocol.streaming import STREAMING
 
-PROTOCOLS: tuple[WireProtocol, ...] = (STREAMING, REALTIME)
+PROTOCOLS: tuple[WireProtocol, ...] = (STREAMING, DUPLEX, REALTIME)
 
 
 def by_name(name: str) -> WireProtocol:

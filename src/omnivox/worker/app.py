@@ -12,6 +12,7 @@ from omnivox.core.config import Settings
 from omnivox.engines.base import Engine
 from omnivox.engines.registry import build_engine
 from omnivox.protocol.workers import WorkerHealth
+from omnivox.worker.duplex.session import DuplexSession
 from omnivox.worker.host import EngineHost
 from omnivox.worker.hosting import HandlerFactory, mount_handlers
 from omnivox.worker.realtime.session import RealtimeSession
@@ -21,6 +22,7 @@ from omnivox.worker.streaming import StreamingHandler
 # protocol name -> its handler; a protocol without one here is not served by workers
 HANDLERS: dict[str, HandlerFactory] = {
     "streaming": StreamingHandler,
+    "duplex": DuplexSession,
     "realtime": RealtimeSession,
 }
 

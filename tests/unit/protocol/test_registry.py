@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from omnivox.protocol.duplex import DUPLEX
 from omnivox.protocol.realtime import REALTIME
 from omnivox.protocol.registry import PROTOCOLS, by_name
 from omnivox.protocol.spec import WireProtocol
@@ -12,7 +13,7 @@ from omnivox.protocol.workers import TASKS
 
 
 def test_the_protocols_served():
-    assert set(PROTOCOLS) == {STREAMING, REALTIME}
+    assert set(PROTOCOLS) == {STREAMING, DUPLEX, REALTIME}
     assert all(isinstance(p, WireProtocol) for p in PROTOCOLS)
 
 
@@ -34,7 +35,7 @@ def test_each_protocol_is_complete(protocol):
 
 
 def test_unknown_name():
-    with pytest.raises(KeyError, match="duplex"):
-        by_name("duplex")
+    with pytest.raises(KeyError, match="telepathy"):
+        by_name("telepathy")
     with pytest.raises(KeyError):
         by_name("")

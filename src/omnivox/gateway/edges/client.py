@@ -40,7 +40,7 @@ from omnivox.gateway.edges.taps import MetricsTap
 from omnivox.gateway.edges.worker_link import CONNECT_FAILURES, connect_worker
 from omnivox.gateway.scheduling.admission import ClientGone
 from omnivox.gateway.scheduling.pool import WorkerRecord
-from omnivox.protocol.internal import TurnEnd, parse_internal
+from omnivox.protocol.internal import PauseReport, TurnEnd, parse_internal
 from omnivox.protocol.queue import QueueNotice
 from omnivox.protocol.spec import WireProtocol
 from omnivox.session.inbox import Inbox
@@ -201,7 +201,7 @@ class SessionEdge(_Edge):
             socket = await self.open(worker)
             try:
                 self.connected = True
-                end = await self.relay(socket).run()
+                end = await self.relay(socket, lambda frame: self._control(worker, frame)).run()
             finally:
                 await socket.close()
         except CONNECT_FAILURES as exc:
@@ -217,6 +217,14 @@ class SessionEdge(_Edge):
         if end is not None and end.side == "worker":  # the worker ended the session: so does the client
             code = end.worker_code or 1000
             self.conn.end(code if code in _CLOSE_CODES else WS_SERVER_ERROR)
+
+    def _control(self, worker: WorkerRecord, frame: str) -> bool:
+        """The worker's state changed within the session (a duplex pause): the pool follows."""
+        report = parse_internal(frame)
+        if isinstance(report, PauseReport):
+            self.ctx.pool.set_paused(worker, report.paused)
+            self.record.paused = report.paused
+        return False
 
 
 class TurnEdge(_Edge):

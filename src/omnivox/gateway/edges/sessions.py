@@ -33,6 +33,7 @@ class SessionRecord:
     worker_id: str | None = None
     ticket_id: str | None = None
     turns: int = 0  # streaming turns or realtime responses completed
+    paused: bool = False  # a duplex session its client paused
 
     def queued(self, ticket_id: str | None) -> None:
         self.state, self.ticket_id, self.worker_id = SessionState.QUEUED, ticket_id, None
@@ -42,6 +43,7 @@ class SessionRecord:
 
     def idle(self) -> None:
         self.state, self.worker_id, self.ticket_id = SessionState.IDLE, None, None
+        self.paused = False
 
     def view(self, now: float) -> dict[str, Any]:
         return {
@@ -52,6 +54,7 @@ class SessionRecord:
             "worker_id": self.worker_id,
             "ticket_id": self.ticket_id,
             "turns": self.turns,
+            "paused": self.paused,
             "started_at": self.started_at,
             "duration_s": round(now - self.started_at, 3),
         }

@@ -1,0 +1,204 @@
+"""The cascade engine's full-duplex mode: VAD + ASR hear every unit, LLM + TTS answer in unit-sized
+pieces, and speech over the reply is a barge-in.
+
+Per unit (``engines.duplex``): ``prefill`` hands the chunk to the session's hearing thread (VAD and
+streaming ASR through a ``Listener``, server-VAD turn detection) and returns at once, so a unit costs
+milliseconds however long recognition takes; ``generate`` reads what has been heard since:
+
+- the user's turn ended (``final`` with words): the reply starts on its own thread (``voice.reply``:
+  LLM -> words -> sentences -> TTS), its audio gathered as the TTS makes it;
+- while a reply has audio, each unit says up to one unit of it (``chunk_ms``), with the text of each
+  sentence alongside its first audio; the unit that empties a finished reply ends the turn;
+- the user speaking over the reply (``speech_confirmed``: enough voiced audio, so a click is not)
+  stops it: that unit listens and says ``end_of_turn``; the history keeps what was said.
+
+In omni mode the latest frame goes to the LLM with the user's words when the LLM sees images;
+otherwise frames are not used and ``prepared`` says so.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import queue
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from omnivox.engines.duplex import DuplexParams, DuplexUnit
+from omnivox.protocol.chat import ChatMessage, ImagePart, TextPart
+from omnivox.video.frames import encode_jpeg
+from omnivox.voice.listener import Heard, Listener
+from omnivox.voice.llm.base import LlmParams
+from omnivox.voice.llm.history import trim_history
+from omnivox.voice.reply import ReplyRequest, Spoken, Word, produce_reply
+from omnivox.voice.stack import VoiceStack
+from omnivox.voice.vad.turn import TurnParams
+
+log = logging.getLogger(__name__)
+
+OUTPUT_RATE = 24000
+CONFIRM_MS = 150  # voiced audio before speech over the reply counts as a barge-in
+_STOP = object()
+
+
+@dataclass
+class _Reply:
+    """One reply being made on its thread; its audio is taken by units as it comes."""
+
+    stop: threading.Event = field(default_factory=threading.Event)
+    pieces: deque[tuple[np.ndarray, str]] = field(default_factory=deque)  # (audio, sentence text)
+    words: list[str] = field(default_factory=list)
+    said: list[str] = field(default_factory=list)  # sentences whose audio went out
+    finished: bool = False  # the producer ended (all its audio is in ``pieces``)
+    failed: BaseException | None = None
+    thread: threading.Thread | None = None
+
+
+class CascadeDuplex:
+    """One duplex session on a loaded ``VoiceStack`` (not thread-safe: the engine thread drives it)."""
+
+    def __init__(self, stack: VoiceStack, params: DuplexParams, voice: str, turn: TurnParams) -> None:
+        self.stack = stack
+        self.params = params
+        self.voice = voice
+        self.listener = Listener(stack.vad, stack.asr, turn, CONFIRM_MS, speculate_at=None)
+        self.history: list[ChatMessage] = []
+        if params.system_prompt or stack.system_prompt:
+            self.history.append(
+                ChatMessage(role="system", content=params.system_prompt or stack.system_prompt)
+            )
+        self.reply: _Reply | None = None
+        self.latest_frame: np.ndarray | None = None
+        self._heard: queue.SimpleQueue[Heard] = queue.SimpleQueue()
+        self._audio: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self._hearing = threading.Thread(target=self._hear, name="duplex-hearing", daemon=True)
+        self._hearing.start()
+        self._interrupted = False
+
+    @property
+    def sees(self) -> bool:
+        return self.params.mode == "omni" and self.stack.llm.vision
+
+    # ---- the unit
+
+    def prefill(self, audio: np.ndarray, frames: list[np.ndarray]) -> None:
+        self._audio.put(audio)
+        if frames and self.sees:
+            self.latest_frame = frames[-1]
+
+    def generate(self, force_listen: bool) -> DuplexUnit:
+        self._take_heard()
+        if self._interrupted:
+            self._interrupted = False
+            return DuplexUnit(is_listen=True, end_of_turn=True)
+        reply = self.reply
+        if reply is None or force_listen:
+            return DuplexUnit(is_listen=True)
+        want = self.params.chunk_ms * OUTPUT_RATE // 1000
+        audio, text = self._take(reply, want)
+        done = reply.finished and not reply.pieces
+        if done:
+            self._end_reply(reply)
+        if not len(audio):
+            return DuplexUnit(is_listen=True, end_of_turn=done and bool(reply.said))
+        return DuplexUnit(is_listen=False, text=text, audio=audio, end_of_turn=done, tokens=len(text.split()))
+
+    def finalize(self) -> None:
+        pass  # nothing to trim: the LLM's history is trimmed when a reply starts
+
+    def close(self) -> None:
+        if self.reply is not None:
+            self._end_reply(self.reply)
+        self._audio.put(_STOP)
+        self._hearing.join(timeout=5)
+
+    # ---- hearing (its own thread)
+
+    def _hear(self) -> None:
+        while (audio := self._audio.get()) is not _STOP:
+            try:
+                for event in self.listener.feed(audio):  # type: ignore[arg-type]
+                    self._heard.put(event)
+            except Exception:
+                log.exception("duplex hearing failed")
+
+    def _take_heard(self) -> None:
+        while True:
+            try:
+                event = self._heard.get_nowait()
+            except queue.Empty:
+                return
+            if event.kind == "speech_confirmed" and self.reply is not None:
+                self._end_reply(self.reply)  # barge-in
+                self._interrupted = True
+            elif event.kind == "final" and event.text.strip():
+                self._start_reply(event.text.strip())
+
+    # ---- replies
+
+    def _start_reply(self, text: str) -> None:
+        if self.reply is not None:
+            self._end_reply(self.reply)
+        content: str | list[TextPart | ImagePart] = text
+        if self.latest_frame is not None:
+            image = base64.b64encode(encode_jpeg(self.latest_frame)).decode()
+            content = [TextPart(text=text), ImagePart(data=image)]
+        self.history.append(ChatMessage(role="user", content=content))
+        stack = self.stack
+        messages = trim_history(self.history, stack.context_tokens, reserve_tokens=stack.max_reply_tokens)
+        request = ReplyRequest(
+            messages,
+            LlmParams(temperature=self.params.temperature, max_tokens=stack.max_reply_tokens),
+            speak=True,
+            voice=self.voice,
+        )
+        reply = _Reply()
+        reply.thread = threading.Thread(target=self._produce, args=(reply, request), daemon=True)
+        self.reply = reply
+        reply.thread.start()
+
+    def _produce(self, reply: _Reply, request: ReplyRequest) -> None:
+        try:
+            for piece in produce_reply(self.stack.llm, self.stack.tts, request, reply.stop):
+                if isinstance(piece, Word):
+                    reply.words.append(piece.text)
+                elif isinstance(piece, Spoken):
+                    text = piece.text if piece.starts_sentence else ""
+                    reply.pieces.append((piece.audio, text))
+        except BaseException as exc:  # the reply fails; the session goes on listening
+            reply.failed = exc
+            log.exception("duplex reply failed")
+        finally:
+            reply.finished = True
+
+    def _take(self, reply: _Reply, want: int) -> tuple[np.ndarray, str]:
+        parts: list[np.ndarray] = []
+        texts: list[str] = []
+        got = 0
+        while reply.pieces and got < want:
+            audio, text = reply.pieces.popleft()
+            if got + len(audio) > want:  # keep the rest for the next unit
+                cut = want - got
+                reply.pieces.appendleft((audio[cut:], ""))
+                audio = audio[:cut]
+            parts.append(audio)
+            got += len(audio)
+            if text:
+                texts.append(text)
+                reply.said.append(text)
+        audio = np.concatenate(parts) if parts else np.zeros(0, np.float32)
+        return audio.astype(np.float32, copy=False), " ".join(texts)
+
+    def _end_reply(self, reply: _Reply) -> None:
+        """Stop the reply and keep what the user heard of it in the history."""
+        reply.stop.set()
+        if reply.thread is not None:
+            reply.thread.join(timeout=5)
+        said = " ".join(reply.said).strip()
+        if said:
+            self.history.append(ChatMessage(role="assistant", content=said))
+        if self.reply is reply:
+            self.reply = None

@@ -1,0 +1,154 @@
+"""The duplex unit loop (seed 001): prefill -> generate -> result -> finalize, one unit at a time.
+
+Chunks arrive from the client (``push``); the loop takes what is waiting and runs one unit on it in
+the engine's thread: ``duplex_prefill`` (audio, frames), ``duplex_generate`` (listen or speak), then
+the result goes to the client. ``duplex_finalize`` closes the unit: with deferred finalize (the
+default) it runs after the result is sent, overlapping the network, and the next unit's prefill
+waits on it (the barrier); without, it runs before the result is sent.
+
+Units run strictly in order. If chunks arrive faster than units finish, the loop does not fall
+further and further behind: everything waiting is merged into the next unit (its result says
+``lagging`` and how many chunks it heard), and audio beyond ``max_lag_ms`` is dropped, oldest first,
+and counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from omnivox.audio.pcm import pcm16_to_b64
+from omnivox.core.errors import OmnivoxError
+from omnivox.engines.duplex import INPUT_SAMPLE_RATE, DuplexUnit
+from omnivox.protocol.duplex import Result
+from omnivox.worker.duplex.inputs import Chunk, merge
+from omnivox.worker.host import EngineHost
+
+
+@dataclass(frozen=True)
+class UnitSettings:
+    deferred_finalize: bool = True
+    force_listen_count: int = 3  # the first units always listen
+    max_lag_ms: int = 5000  # audio waiting beyond this is dropped
+    generate_audio: bool = True
+
+
+@dataclass(frozen=True)
+class _Costs:
+    unit: DuplexUnit
+    prefill_ms: float
+    generate_ms: float
+    finalize_ms: float  # 0 when deferred
+    kv_length: int
+
+
+class UnitLoop:
+    def __init__(
+        self,
+        host: EngineHost,
+        send: Callable[[Result], None],
+        report: Callable[[OmnivoxError], None],
+        settings: UnitSettings,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.host = host
+        self.send = send
+        self.report = report  # a unit's recoverable failure: said, and the loop goes on
+        self.settings = settings
+        self.clock = clock
+        self.units = 0  # units run
+        self.lagging_units = 0  # units that heard more than one chunk
+        self.dropped_ms = 0.0  # audio dropped because the loop fell too far behind
+        self.heard_samples = 0  # 16 kHz samples heard so far
+        self._waiting: list[Chunk] = []
+        self._arrived = asyncio.Event()
+        self._finalizing: asyncio.Future[float] | None = None
+        self._last_finalize_ms = 0.0
+
+    def push(self, chunk: Chunk) -> None:
+        """A chunk for a coming unit (never blocks; the loop merges what piles up)."""
+        self._waiting.append(chunk)
+        self._arrived.set()
+
+    @property
+    def waiting(self) -> int:
+        return len(self._waiting)
+
+    async def run(self) -> None:
+        """Run units until cancelled."""
+        while True:
+            await self._arrived.wait()
+            self._arrived.clear()
+            if not self._waiting:
+                continue
+            chunks, self._waiting = self._waiting, []
+            chunk, dropped = merge(chunks, self.settings.max_lag_ms * INPUT_SAMPLE_RATE // 1000)
+            self.dropped_ms += dropped * 1000 / INPUT_SAMPLE_RATE
+            try:
+                await self.unit(chunk)
+            except OmnivoxError as err:
+                if err.fatal:
+                    raise
+                self.report(err)
+
+    async def unit(self, chunk: Chunk) -> None:
+        await self.barrier()
+        index = self.units
+        self.units += 1
+        if chunk.merged > 1:
+            self.lagging_units += 1
+        force = chunk.force_listen or index < self.settings.force_listen_count
+        costs = await self.host.call(self._compute, chunk, force)
+        self.heard_samples += len(chunk.audio)
+        unit = costs.unit
+        result = Result(
+            unit_index=index,
+            is_listen=unit.is_listen,
+            text=unit.text,
+            end_of_turn=unit.end_of_turn,
+            current_time=round(self.heard_samples / INPUT_SAMPLE_RATE, 3),
+            cost_prefill_ms=round(costs.prefill_ms, 3),
+            cost_generate_ms=round(costs.generate_ms, 3),
+            cost_finalize_ms=round(costs.finalize_ms or self._last_finalize_ms, 3),
+            wall_clock_ms=0.0,
+            kv_cache_length=costs.kv_length,
+            lagging=chunk.merged > 1,
+            merged_chunks=chunk.merged,
+        )
+        if self.settings.generate_audio and unit.audio is not None and len(unit.audio):
+            result.audio_data = pcm16_to_b64(unit.audio)
+        result.wall_clock_ms = round((self.clock() - chunk.arrived) * 1000, 3)
+        self.send(result)
+        if self.settings.deferred_finalize:
+            self._finalizing = asyncio.ensure_future(self.host.call(self._finalize))
+
+    async def barrier(self) -> None:
+        """Wait until the previous unit's deferred finalize is done."""
+        if self._finalizing is not None:
+            pending, self._finalizing = self._finalizing, None
+            self._last_finalize_ms = await pending
+
+    async def close(self) -> None:
+        """Let a finalize still in flight finish (the engine thread runs it anyway)."""
+        if self._finalizing is not None:
+            await asyncio.gather(self._finalizing, return_exceptions=True)
+            self._finalizing = None
+
+    # ---- in the engine's thread
+
+    def _compute(self, chunk: Chunk, force_listen: bool) -> _Costs:
+        engine = self.host.engine
+        t0 = time.perf_counter()
+        engine.duplex_prefill(chunk.audio, chunk.frames)
+        t1 = time.perf_counter()
+        unit = engine.duplex_generate(force_listen)
+        t2 = time.perf_counter()
+        finalize_ms = 0.0 if self.settings.deferred_finalize else self._finalize()
+        return _Costs(unit, (t1 - t0) * 1000, (t2 - t1) * 1000, finalize_ms, engine.kv_length)
+
+    def _finalize(self) -> float:
+        t0 = time.perf_counter()
+        self.host.engine.duplex_finalize()
+        return (time.perf_counter() - t0) * 1000
