@@ -8,4 +8,5 @@ BENCHES = {
     "kv": "time to first token per turn, KV-cache hit vs forced miss",
     "voice": "ASR, TTS and VAD speed of the embedded voice models",
     "realtime": "N concurrent realtime callers: voice-to-voice latency, ASR/TTS real-time factors, errors",
+    "duplex": "N concurrent duplex callers: unit wall-clock (listen/speak), lagging, speech end to speech",
 }

@@ -74,6 +74,18 @@ class GatewayMetrics:
             ["part"],
             registry=r,
         )
+        self.duplex_units = Histogram(
+            "omnivox_duplex_unit_seconds",
+            "Duplex: a unit's chunk arriving at the worker to its result sent",
+            ["decision"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.duplex_lagging = Counter(
+            "omnivox_duplex_lagging_units",
+            "Duplex: units that heard several chunks at once (the unit loop fell behind)",
+            registry=r,
+        )
         self.errors = Counter("omnivox_errors", "Errors reported to clients", ["code"], registry=r)
         self.workers = Gauge("omnivox_workers", "Workers by state", ["state"], registry=r)
 

@@ -34,6 +34,10 @@ class Metrics(Msg):
     tts_ttfa_s: float | None = None
     interrupted: bool = False
     response_done: bool = False
+    # full duplex: one unit
+    unit_wall_clock_s: float | None = None  # the unit's chunk arriving -> its result sent
+    unit_spoke: bool = False  # the unit spoke (else it listened)
+    unit_lagging: bool = False  # the unit heard several chunks merged (the loop fell behind)
     # work since the previous report: time spent hearing (VAD + ASR) / speaking (TTS), and the
     # audio it covered; their ratios are the real-time factors under the load the worker is under
     asr_busy_s: float = 0.0

@@ -42,6 +42,10 @@ class MetricsTap:
             self.record.turns += 1
         if m.interrupted:
             metrics.interruptions.inc()
+        if m.unit_wall_clock_s is not None:
+            metrics.duplex_units.labels("speak" if m.unit_spoke else "listen").observe(m.unit_wall_clock_s)
+            if m.unit_lagging:
+                metrics.duplex_lagging.inc()
         for part, busy, audio in (("asr", m.asr_busy_s, m.asr_audio_s), ("tts", m.tts_busy_s, m.tts_audio_s)):
             if audio:
                 metrics.voice_busy.labels(part).inc(busy)

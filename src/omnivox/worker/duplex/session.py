@@ -24,7 +24,7 @@ from omnivox.core.errors import (
 )
 from omnivox.engines.duplex import DuplexParams, DuplexReady
 from omnivox.protocol import duplex as dp
-from omnivox.protocol.internal import PauseReport
+from omnivox.protocol.internal import Metrics, PauseReport
 from omnivox.protocol.workers import WorkerState
 from omnivox.session.transitions import Machine
 from omnivox.worker.duplex.inputs import Chunk, InputDecoder, InputLimits, decode_ref_audio
@@ -134,7 +134,7 @@ class DuplexSession(SessionHandler):
         self.inputs = InputDecoder(rate, limits, see_frames=see)
         self.loop = UnitLoop(
             self.host,
-            lambda result: self.conn.send(result.model_dump_json(exclude_none=True)),
+            self._send_result,
             lambda err: self.conn.error(err),
             UnitSettings(
                 deferred_finalize=msg.deferred_finalize,
@@ -156,6 +156,16 @@ class DuplexSession(SessionHandler):
             ).model_dump_json()
         )
         await self.conn.units.start("units", self.loop.run())
+
+    def _send_result(self, result: dp.Result) -> None:
+        self.conn.send(result.model_dump_json(exclude_none=True))
+        self.internal(
+            Metrics(
+                unit_wall_clock_s=result.wall_clock_ms / 1000,
+                unit_spoke=not result.is_listen,
+                unit_lagging=result.lagging,
+            )
+        )
 
     async def hear(self, msg: dp.AudioChunk) -> None:
         assert self.inputs is not None and self.loop is not None

@@ -38,6 +38,7 @@ class Client:
     def __init__(self, socket: MemorySocket) -> None:
         self.socket = socket
         self.read = 0
+        self.metrics: list[dict] = []  # the internal metrics frames meant for the gateway
 
     def send(self, type: str, **fields) -> None:
         self.socket.feed(json.dumps({"type": type, **fields}))
@@ -46,13 +47,16 @@ class Client:
         self.send("audio_chunk", **{"audio_base64": CHUNK, **fields})
 
     async def next(self, timeout: float = 5.0) -> dict:
-        async with asyncio.timeout(timeout):
-            while self.read >= len(self.socket.sent):
-                self.socket.wrote.clear()
-                await self.socket.wrote.wait()
-        event = json.loads(self.socket.sent[self.read])
-        self.read += 1
-        return event
+        while True:
+            async with asyncio.timeout(timeout):
+                while self.read >= len(self.socket.sent):
+                    self.socket.wrote.clear()
+                    await self.socket.wrote.wait()
+            event = json.loads(self.socket.sent[self.read])
+            self.read += 1
+            if event["type"] != "omnivox.internal.metrics":
+                return event
+            self.metrics.append(event)
 
     async def until(self, type: str, timeout: float = 5.0) -> list[dict]:
         out = []
@@ -166,6 +170,9 @@ async def test_units_listen_first_then_speak_with_audio(make_session) -> None:
     assert all(r["kv_cache_length"] > 0 and r["wall_clock_ms"] >= 0 for r in results)
     assert [r["lagging"] for r in results] == [False] * 5
     assert s.engine.names()[1:7] == ["prefill", "generate", "finalize", "prefill", "generate", "finalize"]
+    # each unit is reported to the gateway's metrics
+    assert [m["unit_spoke"] for m in s.client.metrics] == [False, False, True, True]
+    assert all(m["unit_wall_clock_s"] >= 0 and m["unit_lagging"] is False for m in s.client.metrics)
 
 
 async def test_force_listen_from_the_client_and_no_audio_when_not_asked(make_session) -> None:
