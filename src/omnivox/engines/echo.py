@@ -48,20 +48,23 @@ class EchoEngine(Engine):
         said = last_user.text().strip() if last_user else ""
         words = [PREFIX, *(said.split() or ["(nothing", "to", "echo)"])][: params.max_new_tokens]
         spoken: list[str] = []
-        for word in words:
-            if stop.is_set():
-                result.stopped = True
-                break
-            if self._word_delay_s:
-                time.sleep(self._word_delay_s)
-            delta = word if not spoken else " " + word
-            spoken.append(word)
-            yield GenChunk(text_delta=delta, tokens=1)
-        result.text = " ".join(spoken)
-        result.generated_tokens = len(spoken)
-        reply = ChatMessage(role="assistant", content=result.text)
-        self._messages.append(reply)
-        self._tokens += _count(reply)
+        try:
+            for word in words:
+                if stop.is_set():
+                    result.stopped = True
+                    break
+                if self._word_delay_s:
+                    time.sleep(self._word_delay_s)
+                delta = word if not spoken else " " + word
+                spoken.append(word)
+                yield GenChunk(text_delta=delta, tokens=1)
+        finally:
+            # the reply as far as it went (a consumer may walk away) joins the held conversation
+            result.text = " ".join(spoken)
+            result.generated_tokens = len(spoken)
+            reply = ChatMessage(role="assistant", content=result.text)
+            self._messages.append(reply)
+            self._tokens += _count(reply)
 
     @property
     def kv_length(self) -> int:

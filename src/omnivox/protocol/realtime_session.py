@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from omnivox.core.errors import InvalidMessage
 from omnivox.core.ids import new_id
+from omnivox.protocol.wire import error_path
 
 PCM_RATES = (8000, 11025, 16000, 22050, 24000, 32000, 44100, 48000)
 BETA_FORMATS: dict[str, dict[str, Any]] = {
@@ -160,7 +161,9 @@ def _merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
     for key, value in patch.items():
         if key in _READ_ONLY:
             continue
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
+        if key == "format":  # a format is one value ({type, rate}): a new one replaces the old whole
+            out[key] = value
+        elif isinstance(value, dict) and isinstance(out.get(key), dict):
             out[key] = _merge(out[key], value)
         else:
             out[key] = value
@@ -175,10 +178,10 @@ def apply_update(current: SessionConfig, patch: dict[str, Any]) -> SessionConfig
     """
     if patch.get("type", "realtime") != "realtime":
         raise InvalidMessage("only realtime sessions are served here", param="session.type")
+    merged = _merge(current.wire(), _beta_to_ga(patch))
     try:
-        return SessionConfig.model_validate(_merge(current.wire(), _beta_to_ga(patch)))
+        return SessionConfig.model_validate(merged)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"] if not str(p).startswith("function-"))
+        where, err = error_path(exc, merged)
         param = f"session.{where}" if where else "session"
         raise InvalidMessage(f"invalid {param}: {err['msg']}", param=param) from None

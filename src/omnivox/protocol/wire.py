@@ -7,14 +7,19 @@ into one of them or raises the ``OmnivoxError`` that says exactly what was wrong
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
+from pydantic_core import ErrorDetails
 
 from omnivox.core.errors import InvalidJson, InvalidMessage, MessageTooLarge, UnknownMessageType
 
 T = TypeVar("T")
+
+MAX_DEPTH = 64  # nesting of a message (a tool's JSON schema nests; nothing real nests this deep)
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class _Receiver(Protocol):
@@ -66,8 +71,11 @@ def parse(
         raise MessageTooLarge(f"message of {size} bytes exceeds the limit of {max_bytes}", limit=max_bytes)
     try:
         data = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except RecursionError:
+        raise InvalidMessage(f"message is nested more than {MAX_DEPTH} levels deep") from None
+    except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError, or an integer of 4300+ digits
         raise InvalidJson(f"message is not valid JSON: {exc}") from None
+    check_shape(data)
     if not isinstance(data, dict):
         raise InvalidMessage("message must be a JSON object with a 'type' field")
     ref = {"event_id": data["event_id"]} if isinstance(data.get("event_id"), str) else {}
@@ -82,8 +90,60 @@ def parse(
         return adapter.validate_python(data)
     except ValidationError as exc:
         errors = exc.errors()
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc'][1:]) or 'message'}: {err['msg']}" for err in errors
-        )
-        first = ".".join(str(p) for p in errors[0]["loc"][1:]) if errors else ""
+        problems = "; ".join(f"{error_path_of(err, data) or 'message'}: {err['msg']}" for err in errors)
+        first, _ = error_path(exc, data)
         raise InvalidMessage(f"invalid {kind!r} message: {problems}", param=first or None, **ref) from None
+
+
+def check_shape(data: Any) -> None:
+    """Refuse what no message needs and what would break later code: nesting past ``MAX_DEPTH``,
+    and lone UTF-16 surrogates (``"\\ud800"`` decodes to a string no UTF-8 encoder accepts)."""
+    stack: list[tuple[Any, int, str]] = [(data, 1, "")]
+    while stack:
+        node, depth, path = stack.pop()
+        if isinstance(node, str):
+            if _SURROGATE.search(node):
+                raise InvalidMessage(
+                    "message text holds a lone UTF-16 surrogate, which is not a character",
+                    param=path or None,
+                )
+            continue
+        if depth > MAX_DEPTH:
+            raise InvalidMessage(f"message is nested more than {MAX_DEPTH} levels deep")
+        if isinstance(node, dict):
+            for key, value in node.items():
+                child = f"{path}.{key}" if path else key
+                if _SURROGATE.search(key):
+                    raise InvalidMessage("a key holds a lone UTF-16 surrogate", param=path or None)
+                stack.append((value, depth + 1, child))
+        elif isinstance(node, list):
+            stack.extend((v, depth + 1, f"{path}.{i}" if path else str(i)) for i, v in enumerate(node))
+
+
+def error_path_of(err: ErrorDetails, data: Any) -> str:
+    """The dotted path of the input an error is about, as the client wrote it.
+
+    pydantic's ``loc`` also names the union members it tried (``str``, ``list[...]``, a tagged
+    union's tag); only the parts that index into the client's own data are kept."""
+    tag = data.get("type") if isinstance(data, dict) else None
+    loc = err["loc"][1:] if err["loc"] and err["loc"][0] == tag else err["loc"]
+    parts: list[str] = []
+    node: Any = data
+    for i, part in enumerate(loc):
+        if isinstance(node, dict) and isinstance(part, str) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+            node = node[part]
+        elif i == len(loc) - 1 and err["type"] == "missing" and isinstance(part, str):
+            pass  # a missing field: named, though absent
+        else:
+            continue  # a union member's name, not the client's
+        parts.append(str(part))
+    return ".".join(parts)
+
+
+def error_path(exc: ValidationError, data: Any) -> tuple[str, ErrorDetails]:
+    """The most specific error of ``exc`` (the deepest path into the client's data) and its path."""
+    errors = exc.errors()
+    paths = [(error_path_of(err, data), err) for err in errors]
+    return max(paths, key=lambda p: len(p[0].split(".")) if p[0] else 0)

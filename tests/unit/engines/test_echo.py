@@ -130,12 +130,6 @@ def test_reset_forgets_everything_and_held_messages_is_a_copy() -> None:
     assert engine.prefill([msg("user", "hi")]).cached_tokens == 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: EchoEngine.generate has no try/finally, so a consumer that closes the iterator early "
-    "leaves neither result.text nor the cut-short reply in the held conversation (Engine.generate's "
-    "contract, which TinyEngine and CascadeEngine keep)",
-)
 def test_a_consumer_that_walks_away_leaves_the_cut_short_reply_held() -> None:
     engine = EchoEngine()
     engine.prefill([msg("user", "one two three")])
