@@ -19,9 +19,14 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def _engine_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--engine", help="cascade (default: voice in and out), echo, tiny, transformers")
-    p.add_argument("--model", help="local model directory (transformers engine, or --llm transformers)")
+    p.add_argument("--engine", help="cascade (default: voice in and out), echo, tiny, transformers, minicpmo")
+    p.add_argument(
+        "--model", help="local model directory (transformers or minicpmo engine, or --llm transformers)"
+    )
     p.add_argument("--device", help="cpu or cuda")
+    p.add_argument(
+        "--minicpmo-ref-audio", dest="minicpmo_ref_audio", help="WAV of the minicpmo engine's default voice"
+    )
     voice = p.add_argument_group("cascade engine (voice)")
     voice.add_argument(
         "--llm", help="auto (openai if --llm-url is set, else echo), echo, openai, transformers, tiny"

@@ -74,9 +74,14 @@ class WorkerSettings(BaseModel):
 class EngineSettings(BaseModel):
     """The engine a worker hosts."""
 
-    engine: str = Field("cascade", description="cascade (voice: VAD+ASR+LLM+TTS), echo, tiny, transformers")
-    model: str | None = Field(None, description="model directory for the transformers engine")
+    engine: str = Field(
+        "cascade", description="cascade (voice: VAD+ASR+LLM+TTS), echo, tiny, transformers, minicpmo"
+    )
+    model: str | None = Field(None, description="model directory for the transformers and minicpmo engines")
     device: str = "cpu"
+    minicpmo_ref_audio: str | None = Field(
+        None, description="WAV of the minicpmo engine's default voice (clients may send their own)"
+    )
     tiny_seed: int = 0
     echo_delay_s: float = Field(
         0.0, ge=0, description="seconds per word the echo engine waits (imitates a model)"

@@ -42,6 +42,23 @@ def _transformers(settings: Settings) -> Engine:
     return DeferredEngine("transformers", TEXT_STREAMING, build)
 
 
+def _minicpmo(settings: Settings) -> Engine:
+    from omnivox.engines.minicpmo import CAPABILITIES
+
+    model = settings.model
+    if not model:
+        raise ValueError(
+            "the minicpmo engine needs --model PATH (a local MiniCPM-o 4.5 directory, with its model code)"
+        )
+
+    def build() -> Engine:
+        from omnivox.engines.minicpmo import MiniCPMoEngine
+
+        return MiniCPMoEngine(model, device=settings.device, ref_audio_path=settings.minicpmo_ref_audio)
+
+    return DeferredEngine("minicpmo", CAPABILITIES, build)
+
+
 def _local_llm(settings: Settings) -> ChatLlm | None:
     """The cascade's LLM when it is a local model (None: a remote or echo LLM, built by voice)."""
     if settings.llm not in ("tiny", "transformers"):
@@ -73,6 +90,7 @@ ENGINES: dict[str, Callable[[Settings], Engine]] = {
     "tiny": _tiny,
     "transformers": _transformers,
     "cascade": _cascade,
+    "minicpmo": _minicpmo,
 }
 
 
