@@ -29,8 +29,8 @@ import torch
 
 from omnivox.core.errors import InvalidAudio, InvalidMessage, PrefillRequired
 from omnivox.engines.base import OUTPUT_SAMPLE_RATE
+from omnivox.engines.byte_codec import END, VOCAB_SIZE, ByteChatCodec
 from omnivox.engines.duplex import INPUT_SAMPLE_RATE, DuplexParams, DuplexReady, DuplexUnit
-from omnivox.engines.tiny import END, VOCAB_SIZE, ByteChatCodec
 
 # The text codec's ids (bytes 0-255, role markers 256-259), then the duplex specials.
 UNIT, LISTEN, SPEAK, CHUNK_END, TURN_END = range(VOCAB_SIZE, VOCAB_SIZE + 5)

@@ -11,8 +11,9 @@ import torch
 
 from omnivox.core.errors import InvalidAudio, InvalidMessage, PrefillRequired
 from omnivox.engines.base import OUTPUT_SAMPLE_RATE, GenerateParams, GenResult
+from omnivox.engines.byte_codec import END, SYSTEM
 from omnivox.engines.duplex import DuplexParams, DuplexUnit
-from omnivox.engines.tiny import END, SYSTEM, TinyEngine
+from omnivox.engines.tiny import TinyEngine
 from omnivox.engines.tiny_duplex import (
     CHUNK_END,
     LISTEN,
