@@ -12,6 +12,8 @@ from omnivox.voice.llm.base import ChatLlm
 from omnivox.voice.stack import VoiceStack, build_voice_stack
 
 TEXT_STREAMING = Capabilities(streaming=True)
+# Declared before load (the gateway routes on them while the engine loads): TinyEngine.capabilities.
+TINY = Capabilities(streaming=True, duplex=True, vision=True)
 
 
 def _echo(settings: Settings) -> Engine:
@@ -26,7 +28,7 @@ def _tiny(settings: Settings) -> Engine:
 
         return TinyEngine(seed=settings.tiny_seed)
 
-    return DeferredEngine("tiny", TEXT_STREAMING, build)
+    return DeferredEngine("tiny", TINY, build)
 
 
 def _transformers(settings: Settings) -> Engine:

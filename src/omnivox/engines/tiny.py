@@ -4,50 +4,30 @@ It is ``TransformersEngine`` unchanged (real ``DynamicCache``, real incremental 
 Qwen2 model and a byte-level chat codec, so it needs no hub, no files and no download and builds in
 milliseconds. Its replies are noise, but deterministic noise: the same seed gives the same weights,
 and float64 weights make an incremental prefill and a full one pick the same greedy tokens.
+
+It also serves full-duplex sessions (``engines.tiny_duplex``) on a second small model of its own,
+built from the same seed, with its own cache: a duplex session never touches the conversation and
+cache of turn-based streaming, nor its sampling stream.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
+import numpy as np
 import torch
 
-from omnivox.engines.hf import Conversation, TransformersEngine
-
-# Ids 0-255 are bytes; the rest mark roles and the end of a turn.
-SYSTEM, USER, ASSISTANT, END = 256, 257, 258, 259
-VOCAB_SIZE = 260
-_ROLE_IDS = {"system": SYSTEM, "user": USER, "assistant": ASSISTANT}
-
-
-class ByteChatCodec:
-    """A conversation as bytes between role markers: ``<role> utf-8 bytes <end>`` per message.
-
-    Generation may pick only printable ASCII and ``<end>``, so every reply is text that survives a
-    JSON round trip through a client unchanged and encodes back to the very bytes generated.
-    """
-
-    stop_ids = frozenset({END})
-    allowed_ids: Sequence[int] = (*range(0x20, 0x7F), END)
-
-    def encode_chat(self, conversation: Conversation, add_generation_prompt: bool) -> list[int]:
-        ids: list[int] = []
-        for turn in conversation:
-            ids.append(_ROLE_IDS[turn["role"]])
-            ids.extend(turn["content"].encode("utf-8"))
-            ids.append(END)
-        if add_generation_prompt:
-            ids.append(ASSISTANT)
-        return ids
-
-    def decode(self, ids: Sequence[int]) -> str:
-        return bytes(i for i in ids if i < 256).decode("utf-8", errors="replace")
+from omnivox.engines.byte_codec import END, VOCAB_SIZE, ByteChatCodec
+from omnivox.engines.duplex import DuplexParams, DuplexReady, DuplexUnit
+from omnivox.engines.hf import TransformersEngine
+from omnivox.engines.tiny_duplex import TinyDuplex, TinyDuplexModel
+from omnivox.protocol.workers import Capabilities
 
 
 class TinyEngine(TransformersEngine):
     """A small random Qwen2 behind the byte codec; ``seed`` fixes the weights and the sampling."""
 
     name = "tiny"
+    # vision: duplex frames are seen; image parts of streaming turns are still refused (text codec)
+    capabilities = Capabilities(streaming=True, duplex=True, vision=True)
 
     def __init__(
         self,
@@ -81,3 +61,53 @@ class TinyEngine(TransformersEngine):
             model = Qwen2ForCausalLM(config)
         model.to(device=device, dtype=dtype)
         super().__init__(model, ByteChatCodec(), device=device, seed=seed)
+        self._seed = seed
+        self._shape = (hidden_size, num_layers, num_heads)
+        self._dtype = dtype
+        self._duplex: TinyDuplex | None = None  # built on first use (or in load)
+
+    def load(self) -> None:
+        self._duplex_mode()  # the first duplex session should not pay for building its weights
+
+    @property
+    def kv_length(self) -> int:
+        """The duplex cache during a duplex session (the worker reports it per unit), else the text one."""
+        if self._duplex is not None and self._duplex.active:
+            return self._duplex.kv_length
+        return super().kv_length
+
+    def close(self) -> None:
+        self.duplex_cleanup()
+        super().close()
+
+    # ---- full duplex (engines.tiny_duplex)
+
+    def duplex_prepare(self, params: DuplexParams) -> DuplexReady:
+        return self._duplex_mode().prepare(params)
+
+    def duplex_prefill(self, audio: np.ndarray, frames: list[np.ndarray]) -> None:
+        self._duplex_mode().prefill(audio, frames)
+
+    def duplex_generate(self, force_listen: bool) -> DuplexUnit:
+        return self._duplex_mode().generate(force_listen)
+
+    def duplex_finalize(self) -> None:
+        self._duplex_mode().finalize()
+
+    def duplex_cleanup(self) -> None:
+        if self._duplex is not None:
+            self._duplex.cleanup()
+
+    def _duplex_mode(self) -> TinyDuplex:
+        if self._duplex is None:
+            hidden, layers, heads = self._shape
+            model = TinyDuplexModel(
+                self._seed,
+                hidden_size=hidden,
+                num_layers=layers,
+                num_heads=heads,
+                dtype=self._dtype,
+                device=str(self.device),
+            )
+            self._duplex = TinyDuplex(model, seed=self._seed)
+        return self._duplex
