@@ -10,7 +10,14 @@ from cluster import cluster
 
 pytestmark = pytest.mark.browser
 
-PAGES = {"Home": "/", "Chat": "/turnbased", "Live voice": "/voice", "Admin": "/admin"}
+PAGES = {
+    "Home": "/",
+    "Chat": "/turnbased",
+    "Live voice": "/voice",
+    "Duplex": "/duplex",
+    "Omni": "/omni",
+    "Admin": "/admin",
+}
 PHONE = {"width": 390, "height": 844}
 
 
@@ -27,6 +34,8 @@ def test_home_shows_what_the_server_offers_and_its_health(echo, open_page, scree
     expect(offers).to_contain_text("turn-based streaming")
     expect(offers).to_contain_text("Not available here: realtime voice")
     expect(page.locator("#card-voice")).to_contain_text("Needs a worker with realtime voice")
+    expect(page.locator("#card-duplex")).to_contain_text("Needs a worker with full duplex")
+    expect(page.locator("#card-omni")).to_contain_text("Needs a worker with full duplex")
     health = page.locator("#health")
     expect(health.locator(".stat", has_text="Status")).to_contain_text("ok")
     expect(health.locator(".stat", has_text="Workers usable")).to_contain_text("1 / 1")

@@ -3,4 +3,4 @@
 from pathlib import Path
 
 STATIC_DIR = Path(__file__).parent / "static"
-PAGES = ("index", "turnbased", "voice", "admin")
+PAGES = ("index", "turnbased", "voice", "duplex", "omni", "admin")

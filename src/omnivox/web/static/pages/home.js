@@ -34,6 +34,11 @@ function renderOffers(workers) {
   );
   note("card-turnbased", caps.streaming ? (caps.audio_in ? "" : "Text only: no worker takes audio input.") : "No worker serves turn-based chat.");
   note("card-voice", caps.realtime ? "" : "Needs a worker with realtime voice (e.g. the cascade engine).");
+  note("card-duplex", caps.duplex ? "" : "Needs a worker with full duplex (e.g. the cascade engine).");
+  note(
+    "card-omni",
+    !caps.duplex ? "Needs a worker with full duplex (e.g. the cascade engine)." : caps.vision ? "" : "No worker here sees images: frames are sent but not used.",
+  );
 }
 
 function note(cardId, text) {

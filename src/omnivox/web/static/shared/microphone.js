@@ -1,4 +1,5 @@
-// Microphone capture: getUserMedia -> AudioWorklet -> resampled PCM16 chunks at the rate a protocol wants.
+// Microphone capture: getUserMedia -> AudioWorklet -> resampled chunks (PCM16, or float32) at the rate
+// and chunk length a protocol wants.
 import { floatToPcm16, Resampler } from "./pcm.js";
 
 /** Why the microphone could not start: "permission", "no-device", "insecure" or "other". */
@@ -28,11 +29,13 @@ export class Microphone {
    * @param {object} opts
    * @param {number} opts.rate       sample rate of the chunks handed to onChunk
    * @param {number} opts.chunkMs    length of each chunk
-   * @param {(pcm: Int16Array) => void} opts.onChunk
+   * @param {"pcm16" | "float32"} [opts.format]  what onChunk gets: Int16Array or Float32Array samples
+   * @param {(pcm: Int16Array | Float32Array) => void} opts.onChunk
    * @param {(peak: number) => void} [opts.onLevel]  peak of the latest block, 0..1
    */
-  constructor({ rate, chunkMs = 40, onChunk, onLevel = () => {} }) {
+  constructor({ rate, chunkMs = 40, format = "pcm16", onChunk, onLevel = () => {} }) {
     this.rate = rate;
+    this.format = format;
     this.chunkSamples = Math.round((rate * chunkMs) / 1000);
     this.onChunk = onChunk;
     this.onLevel = onLevel;
@@ -77,14 +80,14 @@ export class Microphone {
 
   onBlock({ samples, peak }) {
     this.onLevel(peak);
-    const pcm = floatToPcm16(this.resampler.process(samples));
-    this.pending.push(pcm);
-    this.pendingLength += pcm.length;
+    const block = this.resampler.process(samples);
+    this.pending.push(block);
+    this.pendingLength += block.length;
     while (this.pendingLength >= this.chunkSamples) this.emit(this.chunkSamples);
   }
 
   emit(length) {
-    const chunk = new Int16Array(length);
+    const chunk = new Float32Array(length);
     let filled = 0;
     while (filled < length) {
       const head = this.pending[0];
@@ -96,7 +99,7 @@ export class Microphone {
     }
     this.pendingLength -= length;
     this.samplesSent += length;
-    this.onChunk(chunk);
+    this.onChunk(this.format === "float32" ? chunk : floatToPcm16(chunk));
   }
 
   /** Stops capture; what is still pending goes out as a last, shorter chunk. */

@@ -3,6 +3,8 @@ export const PAGES = [
   { path: "/", label: "Home" },
   { path: "/turnbased", label: "Chat" },
   { path: "/voice", label: "Live voice" },
+  { path: "/duplex", label: "Duplex" },
+  { path: "/omni", label: "Omni" },
   { path: "/admin", label: "Admin" },
 ];
 
