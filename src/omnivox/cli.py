@@ -47,6 +47,12 @@ def _gateway_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--port", type=int, help="port to listen on (default 8000)")
     p.add_argument("--max-queue-size", dest="max_queue_size", type=int)
     p.add_argument("--worker-url", dest="worker_urls", action="append", help="a worker to use (repeatable)")
+    p.add_argument(
+        "--public",
+        action="store_const",
+        const=True,
+        help="listen beyond loopback even without keys (keys: OMNIVOX_API_KEY, _CLIENT_KEY, _ADMIN_KEY)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -70,6 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--host", dest="worker_host", help="address to listen on (default 127.0.0.1)")
     worker.add_argument("--port", dest="worker_port", type=int, help="port to listen on (0 = any free)")
     worker.add_argument("--public-url", dest="worker_public_url", help="URL the gateway should use")
+    worker.add_argument(
+        "--worker-key", dest="worker_key", help="the gateway's worker key (better: OMNIVOX_WORKER_KEY)"
+    )
 
     bench = sub.add_parser("bench", help="benchmarks that print a table")
     bench_sub = bench.add_subparsers(dest="bench", required=True)

@@ -185,10 +185,27 @@ def encode_opus(audio: np.ndarray, sample_rate: int = DEFAULT_RATE) -> bytes:
     return enc.encode(audio) + enc.flush()
 
 
-def decode_opus(data: bytes, sample_rate: int = DEFAULT_RATE) -> np.ndarray:
-    """A whole Ogg-Opus stream -> float32 samples; any damage raises ``InvalidAudio``."""
+_SLICE = 512  # bytes decoded at a time when the length is bounded (a few seconds of audio at most)
+
+
+def decode_opus(data: bytes, sample_rate: int = DEFAULT_RATE, max_seconds: float | None = None) -> np.ndarray:
+    """A whole Ogg-Opus stream -> float32 samples; any damage raises ``InvalidAudio``.
+
+    With ``max_seconds`` the stream is decoded a slice at a time and refused as soon as it passes
+    that length: a small file of tiny packets (an "Opus bomb") never decodes to hours of audio."""
     dec = OpusDecoder(sample_rate)
-    audio = dec.decode(data)
+    if max_seconds is None:
+        audio = dec.decode(data)
+    else:
+        limit = int(max_seconds * sample_rate)
+        parts, total = [], 0
+        for at in range(0, len(data), _SLICE):
+            part = dec.decode(data[at : at + _SLICE])
+            total += len(part)
+            if total > limit:
+                raise InvalidAudio(f"the audio is longer than {max_seconds:g} s", limit_s=max_seconds)
+            parts.append(part)
+        audio = np.concatenate(parts) if parts else np.zeros(0, np.float32)
     if dec.pages == 0 and len(data):
         raise InvalidAudio("no Ogg-Opus pages found in the data")
     return audio

@@ -24,11 +24,23 @@ R = TypeVar("R", bound=BaseModel)
 
 
 class ServerSettings(BaseModel):
-    """The gateway's listening socket and its client key."""
+    """The gateway's listening socket, its keys and what it lets in."""
 
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
-    api_key: str | None = Field(None, description="bearer token /v1/realtime requires when set")
+    public: bool = Field(
+        False, description="listen beyond loopback without any key (otherwise refused at startup)"
+    )
+    api_key: str | None = Field(None, description="one key for every role (client, admin, worker)")
+    client_key: str | None = Field(None, description="sessions (WebSockets); default: api_key")
+    admin_key: str | None = Field(
+        None, description="admin API (workers, queue, sessions, recordings); default: api_key"
+    )
+    metrics_need_admin: bool = Field(False, description="GET /metrics needs the admin key too")
+    allowed_origins: list[str] = Field(
+        default_factory=list,
+        description="browser origins besides the gateway's own that may open sessions and post forms",
+    )
 
 
 class GatewaySettings(BaseModel):
@@ -45,6 +57,24 @@ class GatewaySettings(BaseModel):
     eta_ema_alpha: float = Field(0.3, gt=0, le=1)
     eta_min_samples: int = Field(3, ge=1)
     worker_connect_timeout_s: float = Field(5.0, gt=0)
+    streaming_max_wait_s: float = Field(
+        300.0, gt=0, description="how long a streaming turn may wait for a worker (then a refusal)"
+    )
+    max_workers: int = Field(64, ge=1, description="workers the gateway accepts (registrations beyond: 503)")
+    forget_offline_after_s: float = Field(
+        300.0, gt=0, description="a worker offline this long is removed from the pool"
+    )
+    max_sessions_per_client: int = Field(
+        64, ge=0, description="connections one client address may hold at once (0: no limit)"
+    )
+    client_connect_rate: float = Field(
+        20.0, ge=0, description="new connections per second one client address may open (0: no limit)"
+    )
+    client_connect_burst: int = Field(100, ge=1, description="connections a client may open at once")
+    worker_ping_interval_s: float = Field(
+        2.0, gt=0, description="keepalive pings on gateway-worker connections (a hung worker is lost)"
+    )
+    worker_ping_timeout_s: float = Field(3.0, gt=0)
     realtime_max_wait_s: float = Field(
         20.0,
         ge=0,
@@ -146,9 +176,21 @@ class DuplexSettings(BaseModel):
 
 
 class CommonSettings(BaseModel):
-    """What every process needs: protocol limits, storage, logging."""
+    """What every process needs: protocol limits, storage, logging, the worker key."""
+
+    worker_key: str | None = Field(
+        None,
+        description="registration, heartbeats and gateway-worker connections; default: api_key "
+        "(`omnivox serve` makes one for its own workers)",
+    )
 
     max_message_bytes: int = Field(8 * MiB, ge=1024)
+    slow_client_timeout_s: float = Field(
+        10.0, gt=0, description="a peer that reads nothing for this long is disconnected (1008)"
+    )
+    max_outbox_bytes: int = Field(
+        32 * MiB, ge=MiB, description="unsent bytes held for one peer before it is disconnected (1008)"
+    )
     max_new_tokens_limit: int = Field(4096, ge=1)
     data_dir: Path = Path("data")
     log_level: str = "INFO"
@@ -180,6 +222,15 @@ class Settings(
     field is also the env var ``OMNIVOX_<NAME>``; components take the section they need."""
 
     model_config = SettingsConfigDict(env_prefix="OMNIVOX_", extra="ignore")
+
+    def key_for(self, role: Literal["client", "admin", "worker"]) -> str | None:
+        """The key a role needs (None: the role is open); ``api_key`` covers a role without its own."""
+        own = {"client": self.client_key, "admin": self.admin_key, "worker": self.worker_key}[role]
+        return own or self.api_key
+
+    @property
+    def any_key(self) -> bool:
+        return any(self.key_for(role) for role in ("client", "admin", "worker"))
 
     def role(self, section: type[R]) -> R:
         """This configuration's ``section`` (e.g. ``VoiceSettings``) on its own."""

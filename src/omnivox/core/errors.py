@@ -179,6 +179,41 @@ class Unauthorized(OmnivoxError):
     close_code = WS_POLICY
 
 
+class InvalidSessionId(OmnivoxError):
+    code = "invalid_session_id"
+    http_status = 400
+    close_code = WS_POLICY
+
+
+class TooManySessions(OmnivoxError):
+    """One client address holds too many connections, or opens them too fast."""
+
+    code = "too_many_sessions"
+    http_status = 429
+    close_code = WS_POLICY
+
+
+class SlowClient(OmnivoxError):
+    """A peer that stopped reading what it is sent (its unsent frames piled up)."""
+
+    code = "client_too_slow"
+    http_status = 408
+    close_code = WS_POLICY
+
+
+class Interrupted(_Recoverable):
+    """Work stopped because its session ended (the client left): nobody is waiting for it."""
+
+    code = "interrupted"
+
+
+class ContextTooLong(_Recoverable):
+    """A prompt longer than the model's context: refused before any compute."""
+
+    code = "context_length_exceeded"
+    http_status = 413
+
+
 class WorkerLost(OmnivoxError):
     """The worker serving a session died. A streaming session can go on (its next turn is routed
     afresh); a duplex or realtime session, whose state lived on that worker, closes."""
@@ -194,6 +229,18 @@ class WorkerUnavailable(OmnivoxError):
     code = "no_capable_worker"
     http_status = 503
     close_code = WS_POLICY
+
+
+class TooManyWorkers(OmnivoxError):
+    code = "too_many_workers"
+    http_status = 503
+    close_code = WS_POLICY
+
+
+class InvalidWorkerUrl(_Recoverable):
+    """A worker registered a URL that is not ``http(s)://host[:port]``."""
+
+    code = "invalid_worker_url"
 
 
 class WorkerBusy(OmnivoxError):

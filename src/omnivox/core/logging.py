@@ -1,8 +1,31 @@
-"""Logging set-up for the command line entry points (libraries only call ``getLogger``)."""
+"""Logging set-up for the command line entry points (libraries only call ``getLogger``).
+
+Keys never reach a log: omnivox never takes one in a query string, and a client that puts one there
+anyway (``?api_key=...``) has it blanked in the access log.
+"""
 
 from __future__ import annotations
 
 import logging
+import re
+
+_SECRET_PARAM = re.compile(r"((?:api_?key|key|token|secret|password|authorization)=)[^&\s\"']*", re.I)
+
+
+def redact(text: str) -> str:
+    """``text`` with the values of secret-looking query parameters replaced by ``***``."""
+    return _SECRET_PARAM.sub(r"\1***", text)
+
+
+class RedactSecrets(logging.Filter):
+    """Blank secret query parameters in a record's message and arguments (uvicorn's access log)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.msg, str):
+            record.msg = redact(record.msg)
+        if isinstance(record.args, tuple):
+            record.args = tuple(redact(a) if isinstance(a, str) else a for a in record.args)
+        return True
 
 
 def configure(level: str = "INFO") -> None:
@@ -12,3 +35,7 @@ def configure(level: str = "INFO") -> None:
     )
     # one line per health check and heartbeat would drown everything else
     logging.getLogger("httpx").setLevel(logging.WARNING)
+    for name in ("uvicorn.access", "uvicorn.error", "omnivox"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, RedactSecrets) for f in logger.filters):
+            logger.addFilter(RedactSecrets())

@@ -91,6 +91,16 @@ class Engine(ABC):
     capabilities: Capabilities = Capabilities()
     voices: tuple[str, ...] = ()
 
+    @property
+    def interrupt(self) -> threading.Event:
+        """Set by the worker when the session ends while the engine may still be working for it
+        (a long prefill whose client left): long calls check it between chunks of work and raise
+        ``Interrupted``. The worker clears it before the next session."""
+        event = self.__dict__.get("_interrupt")
+        if event is None:
+            event = self.__dict__["_interrupt"] = threading.Event()
+        return event
+
     def load(self) -> None:  # noqa: B027 - optional hook
         """Load weights. Called once per worker process, in a thread, before any session."""
 

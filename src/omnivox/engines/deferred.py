@@ -29,6 +29,10 @@ class DeferredEngine(Engine):
             raise RuntimeError(f"engine {self.name} is not loaded yet")
         return self._inner
 
+    @property
+    def interrupt(self) -> threading.Event:
+        return self._inner.interrupt if self._inner is not None else super().interrupt
+
     def load(self) -> None:
         inner = self._build()
         inner.load()

@@ -17,12 +17,14 @@ from typing import Any, Protocol
 
 import torch
 
-from omnivox.core.errors import PrefillRequired, UnsupportedContent
+from omnivox.core.errors import ContextTooLong, Interrupted, PrefillRequired, UnsupportedContent
 from omnivox.engines.base import Engine, GenChunk, GenerateParams, GenResult, PrefillStats
 from omnivox.protocol.chat import ChatMessage
 from omnivox.protocol.workers import Capabilities
 
 Conversation = list[dict[str, str]]
+PREFILL_CHUNK = 512  # ids per forward pass of a prefill (the interrupt is checked between them)
+DEFAULT_CONTEXT_TOKENS = 8192
 
 # End-of-turn markers of common chat templates. Base checkpoints often name only their document
 # end as ``eos``, so without these an instruct conversation would run on past its turn.
@@ -137,9 +139,16 @@ class TransformersEngine(Engine):
     capabilities = Capabilities(streaming=True)
 
     def __init__(
-        self, model: Any, codec: ChatCodec, *, device: str | torch.device | None = None, seed: int = 0
+        self,
+        model: Any,
+        codec: ChatCodec,
+        *,
+        device: str | torch.device | None = None,
+        seed: int = 0,
+        max_context_tokens: int = DEFAULT_CONTEXT_TOKENS,
     ):
         self.model = model.eval()
+        self.max_context_tokens = max_context_tokens  # a longer conversation is refused before compute
         self.codec = codec
         self.device = torch.device(device) if device is not None else next(model.parameters()).device
         self._messages: list[ChatMessage] = []
@@ -151,7 +160,12 @@ class TransformersEngine(Engine):
 
     @classmethod
     def from_pretrained(
-        cls, path: str | Path, device: str = "cpu", dtype: torch.dtype | str | None = None, seed: int = 0
+        cls,
+        path: str | Path,
+        device: str = "cpu",
+        dtype: torch.dtype | str | None = None,
+        seed: int = 0,
+        max_context_tokens: int = DEFAULT_CONTEXT_TOKENS,
     ) -> TransformersEngine:
         """Load a local Hugging Face model directory (never the hub): model, tokenizer, chat template."""
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -163,7 +177,11 @@ class TransformersEngine(Engine):
             str(path), local_files_only=True, dtype=dtype or _default_dtype(device)
         )
         model.to(device)
-        engine = cls(model, HFChatCodec.for_model(tokenizer, model), device=device, seed=seed)
+        limit = min(
+            max_context_tokens, getattr(model.config, "max_position_embeddings", None) or max_context_tokens
+        )
+        codec = HFChatCodec.for_model(tokenizer, model)
+        engine = cls(model, codec, device=device, seed=seed, max_context_tokens=limit)
         engine.name = f"transformers:{Path(path).name}"
         return engine
 
@@ -216,7 +234,7 @@ class TransformersEngine(Engine):
         pending = 0  # tokens picked since the last chunk (their text may still be unfinished)
         failed = False
         try:
-            while len(detok.ids) < params.max_new_tokens:
+            while len(detok.ids) < params.max_new_tokens and len(self._ids) < self.max_context_tokens:
                 if stop.is_set():
                     result.stopped = True
                     break
@@ -279,13 +297,26 @@ class TransformersEngine(Engine):
             self._sync(self._render(add_generation_prompt=False), need_logits=False)
 
     def _sync(self, target: list[int], need_logits: bool) -> tuple[int, int, torch.Tensor | None]:
-        """Make the cache hold exactly ``target``; return (ids reused, ids computed, last logits)."""
+        """Make the cache hold exactly ``target``; return (ids reused, ids computed, last logits).
+
+        A ``target`` past the context is refused before any compute (``ContextTooLong``)."""
+        if len(target) > self.max_context_tokens:
+            raise ContextTooLong(
+                f"the conversation is {len(target)} tokens; this model takes at most "
+                f"{self.max_context_tokens}",
+                tokens=len(target),
+                limit=self.max_context_tokens,
+            )
         keep = common_prefix(self._ids, target)
         if need_logits:
             keep = min(keep, len(target) - 1)  # the last id must run again to give its logits
         self._truncate(keep)
         reused = len(self._ids)
-        logits = self._feed(target[reused:])
+        logits = None
+        for at in range(reused, len(target), PREFILL_CHUNK):
+            if at > reused and self.interrupt.is_set():
+                raise Interrupted("the session ended during the prefill")
+            logits = self._feed(target[at : at + PREFILL_CHUNK])
         return reused, len(target) - reused, logits
 
     def _truncate(self, keep: int) -> None:

@@ -14,14 +14,16 @@ from fastapi import FastAPI
 from omnivox.core.config import Settings
 from omnivox.gateway.context import GatewayContext
 from omnivox.gateway.edges.mount import mount_protocols
+from omnivox.gateway.edges.worker_link import worker_headers
 from omnivox.gateway.http import assets, voices
 from omnivox.gateway.http.pages import mount_pages
 from omnivox.gateway.http.routes import router
 from omnivox.gateway.metrics import GatewayMetrics
 from omnivox.gateway.scheduling.admission import Admission
 from omnivox.gateway.scheduling.eta import DurationModel
-from omnivox.gateway.scheduling.health import health_loop
+from omnivox.gateway.scheduling.health import HealthMonitor
 from omnivox.gateway.scheduling.pool import WorkerPool
+from omnivox.protocol.workers import worker_base_url
 
 Hook = Callable[[], Awaitable[None]]
 
@@ -29,21 +31,26 @@ Hook = Callable[[], Awaitable[None]]
 def create_gateway_app(settings: Settings, background: list[Hook] | None = None) -> FastAPI:
     """Build the gateway. ``background`` coroutines run for the app's life (e.g. local workers)."""
     durations = DurationModel(alpha=settings.eta_ema_alpha, min_samples=settings.eta_min_samples)
-    pool = WorkerPool(max_queue_size=settings.max_queue_size, durations=durations)
+    pool = WorkerPool(
+        max_queue_size=settings.max_queue_size, durations=durations, max_workers=settings.max_workers
+    )
     for url in settings.worker_urls:
-        pool.add_worker(url)
+        pool.add_worker(worker_base_url(url))
     metrics = GatewayMetrics()
     admission = Admission(pool, metrics, settings.queue_update_interval_s)
-    ctx = GatewayContext(settings=settings, pool=pool, metrics=metrics, admission=admission)
+    health = HealthMonitor(
+        pool,
+        interval_s=settings.health_interval_s,
+        timeout_s=settings.health_timeout_s,
+        offline_after=settings.offline_after_failures,
+        forget_after_s=settings.forget_offline_after_s,
+        headers=worker_headers(settings),
+    )
+    ctx = GatewayContext(settings=settings, pool=pool, metrics=metrics, admission=admission, health=health)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        jobs = [
-            admission.run(),
-            health_loop(
-                pool, settings.health_interval_s, settings.health_timeout_s, settings.offline_after_failures
-            ),
-        ]
+        jobs = [admission.run(), health.run()]
         tasks = [asyncio.create_task(job) for job in jobs] + [
             asyncio.create_task(h()) for h in background or []
         ]

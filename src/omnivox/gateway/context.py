@@ -5,9 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from omnivox.core.config import Settings
+from omnivox.gateway.edges.limits import ClientLimits
 from omnivox.gateway.edges.sessions import SessionRegistry
 from omnivox.gateway.metrics import GatewayMetrics
 from omnivox.gateway.scheduling.admission import Admission
+from omnivox.gateway.scheduling.health import HealthMonitor
 from omnivox.gateway.scheduling.pool import WorkerPool
 
 
@@ -17,4 +19,10 @@ class GatewayContext:
     pool: WorkerPool
     metrics: GatewayMetrics
     admission: Admission
+    health: HealthMonitor
     sessions: SessionRegistry = field(default_factory=SessionRegistry)
+    limits: ClientLimits = field(init=False)
+
+    def __post_init__(self) -> None:
+        s = self.settings
+        self.limits = ClientLimits(s.max_sessions_per_client, s.client_connect_rate, s.client_connect_burst)

@@ -25,6 +25,18 @@ def _free_port(host: str) -> int:
         return s.getsockname()[1]
 
 
+def die_with_parent() -> None:
+    """In the child, before it runs: the kernel kills it when its parent dies (Linux), so a worker
+    never outlives ``omnivox serve``, however that ends (SIGKILL included)."""
+    if sys.platform != "linux":
+        return
+    import ctypes
+    import signal
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+
+
 def worker_env(settings: Settings) -> dict[str, str]:
     """The settings a local worker inherits, as OMNIVOX_* variables (flags given to ``serve`` too):
     those of the roles a worker shares with ``serve`` (``WORKER_ROLES``)."""
@@ -67,7 +79,9 @@ async def supervise_workers(
         port = settings.worker_port + index if settings.worker_port else _free_port(settings.worker_host)
         while True:
             proc = await asyncio.create_subprocess_exec(
-                *worker_command(settings, gateway_url, port), env={**os.environ, **worker_env(settings)}
+                *worker_command(settings, gateway_url, port),
+                env={**os.environ, **worker_env(settings)},
+                preexec_fn=die_with_parent,
             )
             log.info("local worker %d started (pid %d, port %d)", index, proc.pid, port)
             try:

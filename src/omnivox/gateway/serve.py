@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import functools
+import ipaddress
+import logging
+import secrets
 
 import uvicorn
 
@@ -24,11 +27,46 @@ def _run(settings: Settings, app: object) -> None:
     )
 
 
+log = logging.getLogger(__name__)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_exposure(settings: Settings) -> None:
+    """Without any key, listen on loopback only (unless ``public``), and say so at startup."""
+    if settings.any_key:
+        return
+    if not is_loopback(settings.host) and not settings.public:
+        raise SystemExit(
+            f"omnivox: refusing to listen on {settings.host} without keys: anyone who reaches it could "
+            "use every API. Set OMNIVOX_API_KEY (or OMNIVOX_CLIENT_KEY / _ADMIN_KEY / _WORKER_KEY), "
+            "or pass --public to listen there anyway."
+        )
+    where = "loopback only" if is_loopback(settings.host) else f"{settings.host} (--public)"
+    log.warning("no keys configured: every API is open to whoever reaches %s:%d", where, settings.port)
+
+
 def run_gateway(settings: Settings) -> None:
+    check_exposure(settings)
     _run(settings, create_gateway_app(settings))
 
 
 def serve(settings: Settings) -> None:
+    check_exposure(settings)
+    key = settings.key_for("worker")
+    if key is None:
+        # the local workers and this gateway share a key nobody else knows: nobody else can register
+        # a worker, and the workers take sessions from this gateway only
+        key = secrets.token_urlsafe(32)
+        log.info("local workers use a generated worker key; set OMNIVOX_WORKER_KEY to let remote ones join")
+    settings = settings.model_copy(update={"worker_key": key})  # handed to the local workers
     host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host
     gateway_url = f"http://{host}:{settings.port}"
     hooks = (

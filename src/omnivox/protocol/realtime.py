@@ -158,7 +158,6 @@ class RealtimeProtocol(WireProtocol):
     worker_paths = ("/ws/realtime", "/ws/realtime/{session_id}")
     scope = "session"
     parser = Parser(CLIENT_ADAPTER, BETA_CLIENT_TYPES)
-    requires_key = True
 
     def session_id(self, path_params: Mapping[str, str], query: Mapping[str, str]) -> str | None:
         return query.get("session_id")

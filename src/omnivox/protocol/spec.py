@@ -59,7 +59,6 @@ class WireProtocol(ABC):
     worker_paths: tuple[str, ...]  # a worker's routes; the last one takes the session id
     scope: Scope
     parser: Parser
-    requires_key: bool = False  # the client key (OMNIVOX_API_KEY) guards it
 
     # ---- sessions
 
@@ -72,8 +71,9 @@ class WireProtocol(ABC):
         """The pool's task type for this session."""
 
     def subprotocol(self, offered: list[str]) -> str | None:
-        """The WebSocket subprotocol to accept (browsers fail a handshake that answers none of theirs)."""
-        return None
+        """The WebSocket subprotocol to accept (browsers fail a handshake that answers none of theirs,
+        and send their key as one: ``openai-insecure-api-key.<key>``)."""
+        return offered[0] if offered else None
 
     def worker_url(self, base: str, session_id: str, params: Mapping[str, str]) -> str:
         """The worker's WebSocket URL for ``session_id`` (escaped: ids are the client's choice)."""

@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, TypeAdapter
 
+from omnivox.core.config import Settings
 from omnivox.core.errors import OmnivoxError, PrefillRequired
 from omnivox.protocol.chat import ChatMessage, history_hash
 from omnivox.protocol.queue import QueueNotice, queue_message
@@ -110,6 +111,9 @@ class StreamingProtocol(WireProtocol):
 
     def task_type(self, session_id: str, query: Mapping[str, str]) -> str:
         return "streaming"
+
+    def max_wait_s(self, settings: Settings) -> float | None:
+        return settings.streaming_max_wait_s
 
     def error_frame(self, err: OmnivoxError, event_id: str | None = None) -> str:
         return json.dumps(err.to_payload())

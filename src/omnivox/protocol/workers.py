@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from enum import StrEnum
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field
+
+from omnivox.core.errors import InvalidWorkerUrl
 
 
 class WorkerState(StrEnum):
@@ -68,3 +71,20 @@ class Registration(BaseModel):
 class RegistrationReply(BaseModel):
     worker_id: str
     heartbeat_interval_s: float
+
+
+def worker_base_url(url: str) -> str:
+    """``url`` as ``scheme://host[:port]`` if it is only that (http or https, a host, maybe a port and
+    a trailing slash), else ``InvalidWorkerUrl``. The gateway builds every path it requests from a
+    worker itself, so a registration can choose neither a path nor a query (no request forgery)."""
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port  # raises ValueError for a bad port
+    except ValueError as exc:
+        raise InvalidWorkerUrl(f"not a URL: {exc}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InvalidWorkerUrl("a worker URL is http(s)://host[:port]")
+    if parts.username or parts.password or parts.path not in ("", "/") or parts.query or parts.fragment:
+        raise InvalidWorkerUrl("a worker URL has no user, path, query or fragment: http(s)://host[:port]")
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    return f"{parts.scheme}://{host}" + (f":{port}" if port is not None else "")

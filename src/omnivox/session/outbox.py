@@ -33,12 +33,14 @@ class Outbox:
         self._empty.set()
         self._writing = False  # the emit task took a frame and has not said it was written
         self.sent = 0
+        self.bytes = 0  # size of the frames queued (not yet taken by the emit task)
 
     def __len__(self) -> int:
         return len(self._queue)
 
     def put(self, frame: str | bytes, *, tag: str | None = None, weight: float = 0.0) -> None:
         self._queue.append(Outgoing(frame, tag, weight))
+        self.bytes += len(frame)
         self._changed()
 
     async def put_wait(self, frame: str | bytes, *, tag: str | None = None, weight: float = 0.0) -> None:
@@ -54,6 +56,7 @@ class Outbox:
         for out in self._queue:
             if out.tag == tag:
                 dropped += out.weight
+                self.bytes -= len(out.frame)
             else:
                 kept.append(out)
         self._queue = kept
@@ -65,6 +68,7 @@ class Outbox:
             self._ready.clear()
             await self._ready.wait()
         out = self._queue.popleft()
+        self.bytes -= len(out.frame)
         self._writing = True
         self._changed()
         return out

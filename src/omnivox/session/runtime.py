@@ -3,7 +3,9 @@
 ``Connection.run`` holds one TaskGroup for the connection's life:
 - receive: reads frames and hands each to the session's ``on_frame``; an ``OmnivoxError`` it raises
   becomes the protocol's error message, anything else is a server fault (error, then close 1011);
-- emit: writes the outbox in order (see ``session.outbox``);
+- emit: writes the outbox in order (see ``session.outbox``); a peer that stops reading (one write
+  blocked for ``slow_peer_s``, or more than ``outbox_limit_bytes`` waiting) is disconnected with
+  1008 rather than queued for without bound;
 - main (optional): the session's own loop (a gateway's admission and relay, a worker's hearing);
 - the supervisor (the group's body): waits for the end, lets the last words out (bounded), closes
   with the right code, and cancels the rest.
@@ -16,11 +18,19 @@ nothing the connection started outlives it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Protocol
 
-from omnivox.core.errors import WS_NORMAL, WS_SERVER_ERROR, InternalError, OmnivoxError, as_omnivox_error
+from omnivox.core.errors import (
+    WS_NORMAL,
+    WS_SERVER_ERROR,
+    InternalError,
+    OmnivoxError,
+    SlowClient,
+    as_omnivox_error,
+)
 from omnivox.session.outbox import Outbox
 from omnivox.session.sockets import PeerGone, Socket
 from omnivox.session.units import WorkUnits
@@ -48,6 +58,8 @@ class Connection:
         outbox_limit: int = 256,
         flush_timeout_s: float = 2.0,
         cancel_timeout_s: float = 2.0,
+        outbox_limit_bytes: int | None = None,
+        slow_peer_s: float | None = None,
     ) -> None:
         self.socket = socket
         self.wording = wording
@@ -57,6 +69,8 @@ class Connection:
         self.close_code: int | None = None  # the code the connection is closed with (None: peer went)
         self._on_error = on_error
         self._flush_timeout_s = flush_timeout_s
+        self._outbox_limit_bytes = outbox_limit_bytes
+        self._slow_peer_s = slow_peer_s
         self._end = asyncio.Event()
 
     # ---- what sessions call
@@ -67,8 +81,12 @@ class Connection:
 
     def send(self, frame: str | bytes, *, tag: str | None = None, weight: float = 0.0) -> None:
         """Queue a frame for the peer (never blocks; the emit task writes in order)."""
+        if self.gone.is_set():
+            return  # nobody reads it any more (gone, or too slow to keep)
         if not self._end.is_set() or self.close_code is not None:
             self.outbox.put(frame, tag=tag, weight=weight)
+            if self._outbox_limit_bytes is not None and self.outbox.bytes > self._outbox_limit_bytes:
+                self._too_slow(f"{self.outbox.bytes} bytes are waiting for it")
 
     async def send_wait(self, frame: str | bytes) -> None:
         """Queue a frame, waiting while the outbox is full (relays: a slow reader slows the source)."""
@@ -112,9 +130,12 @@ class Connection:
                 if main is not None:
                     tasks.append(tg.create_task(self._main(main), name="main"))
                 await self._end.wait()
-                if self.close_code is not None and not self.gone.is_set():
-                    await self.outbox.drain(self._flush_timeout_s)
-                    await self.socket.close(self.close_code)
+                if self.close_code is not None:
+                    if not self.gone.is_set():
+                        await self.outbox.drain(self._flush_timeout_s)
+                    with contextlib.suppress(TimeoutError):  # a peer that reads nothing takes no close
+                        async with asyncio.timeout(self._flush_timeout_s):
+                            await self.socket.close(self.close_code)
                 for task in tasks:
                     task.cancel()
         finally:
@@ -138,12 +159,27 @@ class Connection:
         while True:
             out = await self.outbox.get()
             try:
-                await self.socket.send(out.frame)
+                async with asyncio.timeout(self._slow_peer_s):
+                    await self.socket.send(out.frame)
             except PeerGone:
                 self.gone.set()
                 self.end(None)
                 return
+            except TimeoutError:
+                self._too_slow(f"one frame could not be written for {self._slow_peer_s} s")
+                return
             self.outbox.done()
+
+    def _too_slow(self, why: str) -> None:
+        """The peer stopped reading: close it (1008) instead of holding its frames without bound."""
+        if self.ending:
+            return
+        err = SlowClient(f"the peer is not reading: {why}")
+        log.warning("%s", err.message)
+        if self._on_error is not None:
+            self._on_error(self.wording.error_code(err))
+        self.gone.set()  # nothing more can be written to it: close without flushing
+        self.end(err.close_code)
 
     async def _main(self, main: Coroutine[Any, Any, None]) -> None:
         try:

@@ -6,9 +6,10 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
-from fastapi import FastAPI
+from fastapi import FastAPI, HTTPException, Request
 
 from omnivox.core.config import Settings
+from omnivox.core.keys import key_matches, offered_key
 from omnivox.engines.base import Engine
 from omnivox.engines.registry import build_engine
 from omnivox.protocol.workers import WorkerHealth
@@ -40,7 +41,13 @@ def create_worker_app(
         if settings.gateway_url and url:
             tasks.append(
                 asyncio.create_task(
-                    heartbeat_loop(settings.gateway_url, url, host.health, settings.heartbeat_interval_s),
+                    heartbeat_loop(
+                        settings.gateway_url,
+                        url,
+                        host.health,
+                        settings.heartbeat_interval_s,
+                        settings.key_for("worker"),
+                    ),
                     name="heartbeat",
                 )
             )
@@ -56,7 +63,10 @@ def create_worker_app(
     app.state.host = host
 
     @app.get("/health", response_model=WorkerHealth)
-    async def health() -> WorkerHealth:
+    async def health(request: Request) -> WorkerHealth:
+        key = settings.key_for("worker")
+        if key and not key_matches(offered_key(request.headers), key):
+            raise HTTPException(401, detail={"code": "unauthorized", "message": "the worker key is required"})
         return host.health()
 
     mount_handlers(app, HANDLERS, host, settings)

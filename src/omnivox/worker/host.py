@@ -87,15 +87,23 @@ class EngineHost:
             raise WorkerBusy("worker is serving another session") from None
 
     async def release(self) -> None:
-        """End the session: the engine drops its stream state (in its thread), then the host is free.
+        """End the session: work still running for it is interrupted, the engine drops its stream
+        state (in its thread, after that work), then the host is free.
 
         Shielded: a caller being cancelled (its socket torn down) must not let the next session take
         the host before the engine has finished ending this one."""
+        self.engine.interrupt.set()
         await asyncio.shield(self._release())
 
     async def _release(self) -> None:
+        def end() -> None:
+            try:
+                self.engine.end_session()
+            finally:
+                self.engine.interrupt.clear()  # in the engine's thread: after the interrupted work
+
         try:
-            await self.call(self.engine.end_session)
+            await self.call(end)
         except Exception:
             log.exception("engine %s failed to end a session", self.engine.name)
         finally:

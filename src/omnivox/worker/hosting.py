@@ -15,7 +15,9 @@ from collections.abc import Awaitable, Callable
 from fastapi import FastAPI, WebSocket
 
 from omnivox.core.config import Settings
-from omnivox.core.errors import OmnivoxError, WorkerUnavailable
+from omnivox.core.errors import WS_POLICY, OmnivoxError, WorkerUnavailable
+from omnivox.core.ids import check_session_id
+from omnivox.core.keys import key_matches, offered_key
 from omnivox.protocol.internal import GATEWAY_HEADER, Metrics
 from omnivox.protocol.registry import PROTOCOLS
 from omnivox.protocol.spec import WireProtocol
@@ -31,6 +33,10 @@ HandlerFactory = Callable[[Connection, EngineHost, Settings, SessionInfo], Sessi
 async def host_session(
     ws: WebSocket, protocol: WireProtocol, make: HandlerFactory, host: EngineHost, settings: Settings
 ) -> None:
+    key = settings.key_for("worker")
+    if key and not key_matches(offered_key(ws.headers), key):
+        await ws.close(WS_POLICY)  # only the gateway (which holds the worker key) opens sessions here
+        return
     await ws.accept(subprotocol=protocol.subprotocol(list(ws.scope.get("subprotocols", []))))
     socket = AsgiSocket(ws)
     query = dict(ws.query_params)
@@ -45,9 +51,17 @@ async def host_session(
         if info.behind_gateway:
             conn.send(Metrics(error_code=code).model_dump_json())
 
-    conn = Connection(socket, protocol, on_error=count)
+    conn = Connection(
+        socket,
+        protocol,
+        on_error=count,
+        outbox_limit_bytes=settings.max_outbox_bytes,
+        slow_peer_s=settings.slow_client_timeout_s,
+    )
     task_type = protocol.task_type(info.session_id, query)
     try:
+        if info.session_id:
+            check_session_id(info.session_id)
         loaded = host.state not in (WorkerState.LOADING, WorkerState.ERROR)
         if loaded and not host.engine.capabilities.serves(task_type):
             raise WorkerUnavailable(f"engine {host.engine.name} cannot serve {task_type} sessions")

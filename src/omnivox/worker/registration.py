@@ -8,17 +8,25 @@ from collections.abc import Callable
 
 import httpx
 
+from omnivox.core.keys import bearer
 from omnivox.protocol.workers import Registration, RegistrationReply, WorkerHealth
 
 log = logging.getLogger(__name__)
 
 
 async def heartbeat_loop(
-    gateway_url: str, public_url: str, health: Callable[[], WorkerHealth], interval_s: float
+    gateway_url: str,
+    public_url: str,
+    health: Callable[[], WorkerHealth],
+    interval_s: float,
+    key: str | None = None,
 ) -> None:
-    """Register, then re-register every ``interval_s``; failures are logged and retried."""
+    """Register, then re-register every ``interval_s``; failures are logged and retried. ``key``:
+    the worker key the gateway asks for (sent as a bearer token)."""
     worker_id: str | None = None
-    async with httpx.AsyncClient(base_url=gateway_url.rstrip("/"), timeout=5.0) as client:
+    async with httpx.AsyncClient(
+        base_url=gateway_url.rstrip("/"), timeout=5.0, headers=bearer(key)
+    ) as client:
         while True:
             body = Registration(url=public_url, worker_id=worker_id, health=health())
             try:

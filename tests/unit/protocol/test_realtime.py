@@ -167,7 +167,7 @@ def test_the_event_id_of_a_bad_event_is_carried_into_the_error():
 
 
 def test_description():
-    assert (R.name, R.path, R.scope, R.requires_key) == ("realtime", "/v1/realtime", "session", True)
+    assert (R.name, R.path, R.scope) == ("realtime", "/v1/realtime", "session")
     assert R.worker_paths[-1] == "/ws/realtime/{session_id}"
     assert R.task_type("s", {}) == "realtime"
     assert R.parser.aliases == rt.BETA_CLIENT_TYPES and R.parser.tags == rt.CLIENT_TYPES

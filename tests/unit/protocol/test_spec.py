@@ -44,10 +44,11 @@ def test_a_protocol_must_say_its_task_type_and_its_wording():
 def test_defaults_of_the_optional_hooks():
     s = Settings()
     err = QueueFull("full")
-    assert PROTO.requires_key is False
     assert PROTO.session_id({"session_id": "s1"}, {"session_id": "q"}) == "s1"  # the path names it
     assert PROTO.session_id({}, {"session_id": "q"}) is None  # None: the gateway makes one up
-    assert PROTO.subprotocol(["realtime", "x"]) is None
+    assert PROTO.subprotocol([]) is None
+    # a browser's key travels as a subprotocol: the handshake must answer one of those offered
+    assert PROTO.subprotocol(["openai-insecure-api-key.k"]) == "openai-insecure-api-key.k"
     assert PROTO.worker_params({"openai-beta": "realtime=v1"}, {"a": "b"}) == {}
     assert PROTO.max_wait_s(s) is None and PROTO.held_bytes(s) == 0
     assert PROTO.error_code(err) == "queue_full"

@@ -28,12 +28,7 @@ def prefill(*texts: str) -> sp.Prefill:
 
 
 def test_description():
-    assert (S.name, S.path, S.scope, S.requires_key) == (
-        "streaming",
-        "/ws/streaming/{session_id}",
-        "turn",
-        False,
-    )
+    assert (S.name, S.path, S.scope) == ("streaming", "/ws/streaming/{session_id}", "turn")
     assert S.task_type("anything", {"task": "realtime"}) == "streaming"
     assert S.session_id({"session_id": "conv-1"}, {"session_id": "other"}) == "conv-1"
     assert S.parser.tags == sp.CLIENT_TYPES

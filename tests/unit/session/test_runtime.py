@@ -247,3 +247,37 @@ async def test_an_outside_cancellation_while_ending_is_not_swallowed() -> None:
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
+
+
+async def test_a_peer_that_reads_nothing_for_too_long_is_disconnected_with_1008() -> None:
+    socket = MemorySocket()
+    socket.gate.clear()  # the peer stopped reading: every write blocks
+    codes: list[str] = []
+    conn = Connection(socket, Words(), on_error=codes.append, slow_peer_s=0.1, flush_timeout_s=0.05)
+    task = await run(conn, lambda raw: asyncio.sleep(0))
+    conn.send("a reply it will never read")
+    await asyncio.wait_for(task, 2)
+    assert conn.close_code == 1008 and codes == ["client_too_slow"]
+
+
+async def test_unsent_bytes_past_the_limit_disconnect_the_peer_instead_of_piling_up() -> None:
+    socket = MemorySocket()
+    socket.gate.clear()
+    conn = Connection(socket, Words(), outbox_limit_bytes=1000, flush_timeout_s=0.05)
+    task = await run(conn, lambda raw: asyncio.sleep(0))
+    for _ in range(20):
+        conn.send("x" * 100)
+    await asyncio.wait_for(task, 2)
+    assert conn.close_code == 1008 and conn.outbox.bytes <= 1100
+
+
+async def test_a_peer_that_reads_slowly_but_steadily_is_served() -> None:
+    socket = MemorySocket()
+    conn = Connection(socket, Words(), slow_peer_s=0.5, outbox_limit_bytes=10_000)
+    task = await run(conn, lambda raw: asyncio.sleep(0))
+    for i in range(20):
+        conn.send(f"frame {i}")
+        await asyncio.sleep(0.005)
+    conn.end(1000)
+    await asyncio.wait_for(task, 2)
+    assert conn.close_code == 1000 and len(socket.sent) == 20

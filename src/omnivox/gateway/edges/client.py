@@ -26,15 +26,16 @@ from fastapi import WebSocket
 
 from omnivox.core.config import Settings
 from omnivox.core.errors import (
+    WS_POLICY,
     WS_SERVER_ERROR,
     OmnivoxError,
     QueuedInputDropped,
     Unauthorized,
     WorkerLost,
 )
-from omnivox.core.ids import new_id
+from omnivox.core.ids import check_session_id, new_id
+from omnivox.gateway.auth import allowed, offered_key, origin_allowed
 from omnivox.gateway.context import GatewayContext
-from omnivox.gateway.edges.auth import key_matches, offered_key
 from omnivox.gateway.edges.sessions import SessionRecord
 from omnivox.gateway.edges.taps import MetricsTap
 from omnivox.gateway.edges.worker_link import CONNECT_FAILURES, connect_worker
@@ -56,23 +57,50 @@ _CLOSE_CODES = (1000, 1008, 1011)  # what a worker's close may be passed on as (
 
 async def serve_client(ws: WebSocket, protocol: WireProtocol, ctx: GatewayContext) -> None:
     """Serve one client connection of ``protocol`` until it ends."""
-    await ws.accept(subprotocol=protocol.subprotocol(list(ws.scope.get("subprotocols", []))))
-    socket = AsgiSocket(ws)
-    key = ctx.settings.api_key
-    if protocol.requires_key and key and not key_matches(offered_key(ws), key):
-        err = Unauthorized("a valid API key is required (Authorization: Bearer <key>)")
-        ctx.metrics.error(protocol.error_code(err))
-        await refuse(socket, protocol, err)
+    settings = ctx.settings
+    if not origin_allowed(settings, ws.headers):
+        ctx.metrics.error("origin_not_allowed")
+        await ws.close(WS_POLICY)  # before the handshake: the page gets a 403, never a socket
         return
+    offered = list(ws.scope.get("subprotocols", []))
+    await ws.accept(subprotocol=protocol.subprotocol(offered))
+    socket = AsgiSocket(ws)
     query = dict(ws.query_params)
-    session_id = protocol.session_id(ws.path_params, query) or new_id(protocol.name[:2])
+    with contextlib.ExitStack() as held:
+        try:
+            if not allowed(settings, "client", offered_key(ws.headers, offered)):
+                raise Unauthorized("a valid API key is required (Authorization: Bearer <key>)")
+            named = protocol.session_id(ws.path_params, query)
+            session_id = check_session_id(named) if named is not None else new_id(protocol.name[:2])
+            held.enter_context(ctx.limits.admit(ws.client.host if ws.client else "unknown"))
+        except OmnivoxError as err:
+            ctx.metrics.error(protocol.error_code(err))
+            await refuse(socket, protocol, err)
+            return
+        await _serve(socket, protocol, ctx, session_id, query, ws)
+
+
+async def _serve(
+    socket: AsgiSocket,
+    protocol: WireProtocol,
+    ctx: GatewayContext,
+    session_id: str,
+    query: dict[str, str],
+    ws: WebSocket,
+) -> None:
     metrics = ctx.metrics
     metrics.sessions.labels(protocol.name).inc()
     active = metrics.active_sessions.labels(protocol.name)
     active.inc()
     try:
         with ctx.sessions.track(protocol.name, session_id) as record:
-            conn = Connection(socket, protocol, on_error=metrics.error)
+            conn = Connection(
+                socket,
+                protocol,
+                on_error=metrics.error,
+                outbox_limit_bytes=ctx.settings.max_outbox_bytes,
+                slow_peer_s=ctx.settings.slow_client_timeout_s,
+            )
             taps = Taps([MetricsTap(metrics, record)])
             edge_cls = SessionEdge if protocol.scope == "session" else TurnEdge
             request = Request(session_id, query, protocol.worker_params(ws.headers, query))
@@ -143,9 +171,12 @@ class _Edge:
         self.ticket_id = ticket.ticket_id
         return worker
 
-    def release(self, worker: WorkerRecord, **cache: str | None) -> None:
-        """End this session's assignment of ``worker`` (never a later one's)."""
-        self.ctx.pool.release(worker, ticket_id=self.ticket_id, **cache)
+    def release(self, worker: WorkerRecord, *, confirmed: bool = True, **cache: str | None) -> None:
+        """End this session's assignment of ``worker`` (never a later one's). Unconfirmed (the
+        worker did not say it was done): it is handed out again once it says it is free."""
+        self.ctx.pool.release(worker, ticket_id=self.ticket_id, confirmed=confirmed, **cache)
+        if not confirmed:
+            self.ctx.health.confirm(worker)
 
     async def open(self, worker: WorkerRecord) -> Socket:
         params = {**self.worker_params, "worker_id": worker.worker_id}
@@ -212,7 +243,8 @@ class SessionEdge(_Edge):
             if failure is not None:
                 self.conn.error(self.lost(worker, failure))
                 self.conn.end(WS_SERVER_ERROR)
-            self.release(worker)  # no-op once marked offline
+            # no-op once marked offline; when the client went first, the worker is still winding down
+            self.release(worker, confirmed=end is not None and end.side == "worker")
             self.record.idle()
         if end is not None and end.side == "worker":  # the worker ended the session: so does the client
             code = end.worker_code or 1000
@@ -285,7 +317,9 @@ class TurnEdge(_Edge):
             elif self._turn_end is not None:
                 self.release(worker, cached_hash=self._turn_end.cached_hash)
             else:
-                self.release(worker)  # the turn did not say what the cache holds: keep it
+                # the turn did not end (its client left mid-turn): the worker is interrupted and
+                # winds down; it takes the next turn once it says it is free (the cache is kept)
+                self.release(worker, confirmed=False)
             self.record.idle()
 
     def _control(self, frame: str) -> bool:

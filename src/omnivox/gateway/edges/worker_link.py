@@ -6,6 +6,7 @@ import websockets
 from websockets.exceptions import InvalidHandshake, InvalidURI
 
 from omnivox.core.config import Settings
+from omnivox.core.keys import bearer
 from omnivox.protocol.internal import GATEWAY_HEADER
 from omnivox.session.sockets import ClientSocket
 
@@ -13,13 +14,23 @@ from omnivox.session.sockets import ClientSocket
 CONNECT_FAILURES = (OSError, InvalidHandshake, InvalidURI, TimeoutError)
 
 
+def worker_headers(settings: Settings) -> dict[str, str]:
+    """What the gateway's requests to workers carry: the worker key, when there is one."""
+    return bearer(settings.key_for("worker"))
+
+
 async def connect_worker(url: str, settings: Settings) -> ClientSocket:
-    """Open the WebSocket to a worker; raises one of ``CONNECT_FAILURES``."""
+    """Open the WebSocket to a worker; raises one of ``CONNECT_FAILURES``.
+
+    Keepalive pings every ``worker_ping_interval_s``: a worker that hangs (stopped, deadlocked, its
+    machine gone) is noticed within interval + timeout and its session gets ``worker_lost``."""
     conn = await websockets.connect(
         url,
         max_size=settings.max_message_bytes * 2,
         open_timeout=settings.worker_connect_timeout_s,
+        ping_interval=settings.worker_ping_interval_s,
+        ping_timeout=settings.worker_ping_timeout_s,
         max_queue=64,  # frames read ahead of a slow client: back-pressure reaches the worker
-        additional_headers={GATEWAY_HEADER: "1"},
+        additional_headers={GATEWAY_HEADER: "1", **worker_headers(settings)},
     )
     return ClientSocket(conn)

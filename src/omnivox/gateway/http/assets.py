@@ -24,7 +24,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 import numpy as np
-from fastapi import APIRouter, HTTPException, Request, Response
+from fastapi import APIRouter, Depends, HTTPException, Request, Response
 from starlette.datastructures import UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
 
@@ -41,6 +41,7 @@ from omnivox.core.errors import (
     UnsupportedContent,
 )
 from omnivox.core.ids import new_id
+from omnivox.gateway.auth import require, require_same_origin
 
 log = logging.getLogger(__name__)
 
@@ -74,10 +75,12 @@ class RefAudioLimits:
         return cls(settings.ref_audio_max_bytes, settings.ref_audio_min_s, settings.ref_audio_max_s)
 
 
-def decode_upload(data: bytes) -> np.ndarray:
-    """WAV (8/16/24/48 kHz, any PCM width or channel count) or Ogg-Opus -> float32 mono at 24 kHz."""
+def decode_upload(data: bytes, max_seconds: float | None = None) -> np.ndarray:
+    """WAV (8/16/24/48 kHz, any PCM width or channel count) or Ogg-Opus -> float32 mono at 24 kHz.
+
+    An Ogg-Opus upload is decoded no further than ``max_seconds`` (a WAV's length is its size)."""
     if data[:4] == b"OggS":
-        return decode_opus(data, STORED_RATE)
+        return decode_opus(data, STORED_RATE, max_seconds)
     if data[:4] != b"RIFF" or data[8:12] != b"WAVE":
         raise InvalidAudio("the file is neither a WAV nor an Ogg-Opus file")
     audio, rate = read_wav(data)
@@ -130,7 +133,7 @@ class RefAudioStore:
         """Validate an uploaded file, store it as a 24 kHz WAV and return its metadata."""
         if len(data) > self.limits.max_bytes:
             raise MessageTooLarge(f"the file is {len(data)} bytes; the limit is {self.limits.max_bytes}")
-        audio = decode_upload(data)
+        audio = decode_upload(data, max_seconds=self.limits.max_s)
         duration = len(audio) / STORED_RATE
         if duration < self.limits.min_s:
             raise InvalidAudio(f"the clip is {duration:.2f} s; it must be at least {self.limits.min_s} s")
@@ -267,14 +270,19 @@ async def _read_upload(request: Request, max_bytes: int) -> tuple[bytes, str]:
         await form.close()
 
 
-@router.get("")
+@router.get("", dependencies=[Depends(require("client"))])
 async def list_ref_audio(request: Request) -> dict[str, Any]:
     """``{"ref_audio": [metadata, ...]}``, oldest first."""
     refs = await asyncio.to_thread(_store(request).entries)
     return {"ref_audio": [asdict(r) for r in refs]}
 
 
-@router.post("", status_code=201, openapi_extra=_UPLOAD_BODY)
+@router.post(
+    "",
+    status_code=201,
+    openapi_extra=_UPLOAD_BODY,
+    dependencies=[Depends(require_same_origin), Depends(require("client"))],
+)
 async def upload_ref_audio(request: Request) -> dict[str, Any]:
     """Upload a clip (form fields ``file``, optional ``name``); answers its metadata."""
     store = _store(request)
@@ -284,14 +292,14 @@ async def upload_ref_audio(request: Request) -> dict[str, Any]:
     return asdict(ref)
 
 
-@router.get("/{ref_id}")
+@router.get("/{ref_id}", dependencies=[Depends(require("client"))])
 async def get_ref_audio(ref_id: str, request: Request) -> dict[str, Any]:
     with _as_http():
         ref = await asyncio.to_thread(_store(request).get, ref_id)
     return asdict(ref)
 
 
-@router.get("/{ref_id}/audio")
+@router.get("/{ref_id}/audio", dependencies=[Depends(require("client"))])
 async def get_ref_audio_wav(ref_id: str, request: Request) -> Response:
     """The stored clip: 16-bit mono WAV at 24 kHz."""
     with _as_http():
@@ -299,7 +307,7 @@ async def get_ref_audio_wav(ref_id: str, request: Request) -> Response:
     return Response(data, media_type="audio/wav")
 
 
-@router.delete("/{ref_id}")
+@router.delete("/{ref_id}", dependencies=[Depends(require_same_origin), Depends(require("admin"))])
 async def delete_ref_audio(ref_id: str, request: Request) -> dict[str, Any]:
     with _as_http():
         await asyncio.to_thread(_store(request).delete, ref_id)

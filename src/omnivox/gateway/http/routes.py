@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, HTTPException, Request, Response
+from fastapi import APIRouter, Depends, HTTPException, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from omnivox import __version__
+from omnivox.core.errors import OmnivoxError
+from omnivox.gateway.auth import allowed, offered_key, require, require_same_origin
 from omnivox.gateway.context import GatewayContext
 from omnivox.gateway.metrics import GatewayMetrics
-from omnivox.gateway.scheduling.health import apply_health
-from omnivox.protocol.workers import Registration, RegistrationReply, WorkerState
+from omnivox.protocol.workers import Registration, RegistrationReply, WorkerState, worker_base_url
 
 router = APIRouter()
 
@@ -35,32 +36,48 @@ async def health(request: Request) -> dict[str, Any]:
     }
 
 
-@router.get("/api/workers")
+def _refuse(err: OmnivoxError) -> HTTPException:
+    return HTTPException(err.http_status, detail={"code": err.code, "message": err.message})
+
+
+ADMIN = [Depends(require("admin"))]
+
+
+@router.get("/api/workers", dependencies=ADMIN)
 async def list_workers(request: Request) -> dict[str, Any]:
     pool = _ctx(request).pool
     now = pool.clock()
     return {"workers": [w.view(now) for w in pool.workers.values()]}
 
 
-@router.post("/api/workers/register", response_model=RegistrationReply)
+@router.post(
+    "/api/workers/register", response_model=RegistrationReply, dependencies=[Depends(require("worker"))]
+)
 async def register(body: Registration, request: Request) -> RegistrationReply:
+    """A worker registers (and re-registers as its heartbeat). What it says of its health is not
+    taken: the gateway checks the worker itself, at once when it is new."""
     ctx = _ctx(request)
-    worker = ctx.pool.add_worker(body.url, body.worker_id)
-    if body.health is not None:
-        apply_health(ctx.pool, worker, body.health)
+    try:
+        url = worker_base_url(body.url)
+        known = any(w.url == url for w in ctx.pool.workers.values())
+        worker = ctx.pool.add_worker(url, body.worker_id)
+    except OmnivoxError as err:
+        raise _refuse(err) from None
+    if not known:
+        ctx.health.check_soon(worker)
     return RegistrationReply(
         worker_id=worker.worker_id, heartbeat_interval_s=ctx.settings.heartbeat_interval_s
     )
 
 
-@router.get("/api/sessions")
+@router.get("/api/sessions", dependencies=ADMIN)
 async def sessions(request: Request) -> dict[str, Any]:
     """The sessions connected now: kind, state (idle, queued, active), worker, turns, age."""
     views = _ctx(request).sessions.views()
     return {"active_sessions": len(views), "sessions": views}
 
 
-@router.get("/api/queue")
+@router.get("/api/queue", dependencies=ADMIN)
 async def queue(request: Request) -> dict[str, Any]:
     pool = _ctx(request).pool
     snap = pool.snapshot()
@@ -81,7 +98,7 @@ async def queue(request: Request) -> dict[str, Any]:
     }
 
 
-@router.get("/api/queue/{ticket_id}")
+@router.get("/api/queue/{ticket_id}", dependencies=ADMIN)
 async def ticket(ticket_id: str, request: Request) -> dict[str, Any]:
     pool = _ctx(request).pool
     t = pool.ticket(ticket_id)
@@ -98,7 +115,7 @@ async def ticket(ticket_id: str, request: Request) -> dict[str, Any]:
     }
 
 
-@router.delete("/api/queue/{ticket_id}")
+@router.delete("/api/queue/{ticket_id}", dependencies=[Depends(require_same_origin), *ADMIN])
 async def cancel_ticket(ticket_id: str, request: Request) -> dict[str, Any]:
     if not _ctx(request).pool.cancel(ticket_id):
         raise HTTPException(404, detail={"code": "not_found", "message": f"no queued ticket {ticket_id}"})
@@ -108,6 +125,8 @@ async def cancel_ticket(ticket_id: str, request: Request) -> dict[str, Any]:
 @router.get("/metrics")
 async def metrics(request: Request) -> Response:
     ctx = _ctx(request)
+    if ctx.settings.metrics_need_admin and not allowed(ctx.settings, "admin", offered_key(request.headers)):
+        raise HTTPException(401, detail={"code": "unauthorized", "message": "metrics need the admin key"})
 
     def refresh(m: GatewayMetrics) -> None:
         m.queue_length.set(ctx.pool.queue_length)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from omnivox.core import clock as clocks
-from omnivox.core.errors import QueueFull, TicketCancelled, WorkerUnavailable
+from omnivox.core.errors import QueueFull, TicketCancelled, TooManyWorkers, WorkerUnavailable
 from omnivox.core.ids import new_id
 from omnivox.gateway.scheduling.eta import DurationModel, WaitPlan
 from omnivox.gateway.scheduling.states import WorkerState, check_transition
@@ -40,6 +40,7 @@ class WorkerRecord:
     kv_length: int = 0
     voices: list[str] = field(default_factory=list)
     error: str | None = None
+    offline_since: float | None = None  # when it went OFFLINE (it is forgotten after a while)
 
     def can_serve(self, task_type: str) -> bool:
         return self.capabilities.serves(task_type)
@@ -82,9 +83,11 @@ class WorkerPool:
         durations: DurationModel | None = None,
         clock: clocks.Clock = clocks.monotonic,
         loop: asyncio.AbstractEventLoop | None = None,
+        max_workers: int = 64,
     ) -> None:
         self._loop = loop  # None: the running loop (tests drive the pool without running one)
         self.max_queue_size = max_queue_size
+        self.max_workers = max_workers
         self.durations = durations or DurationModel()
         self.clock = clock
         self.workers: dict[str, WorkerRecord] = {}
@@ -100,27 +103,45 @@ class WorkerPool:
     # ---- workers
 
     def add_worker(self, url: str, worker_id: str | None = None) -> WorkerRecord:
-        """Add a worker (LOADING until its health says otherwise); re-adding a known URL returns it."""
+        """Add a worker (LOADING until its health says otherwise); re-adding a known URL returns it.
+
+        The gateway names workers: a wished-for ``worker_id`` is taken only if nobody has it, so a
+        registration can never take over another worker's record. Raises ``TooManyWorkers`` past
+        ``max_workers``."""
         for w in self.workers.values():
             if w.url == url:
                 return w
-        record = WorkerRecord(worker_id=worker_id or new_id("w"), url=url)
+        if len(self.workers) >= self.max_workers:
+            raise TooManyWorkers(f"the gateway holds its limit of {self.max_workers} workers")
+        if worker_id is None or worker_id in self.workers:
+            worker_id = new_id("w")
+        record = WorkerRecord(worker_id=worker_id, url=url)
         self.workers[record.worker_id] = record
         self._touch()
         return record
 
     def set_state(self, worker: WorkerRecord, state: WorkerState) -> None:
         worker.state = check_transition(worker.state, state)
+        worker.offline_since = self.clock() if state is WorkerState.OFFLINE else None
         self._touch()
 
     def report_health(self, worker: WorkerRecord, reported: WorkerState, error: str | None = None) -> None:
-        """Apply what a health check saw. A busy worker keeps its gateway-side state."""
+        """Apply what a health check saw.
+
+        A worker serving one of our tickets keeps its gateway-side state. Otherwise the worker's own
+        word decides: one that says it is still busy (a session whose client left is winding down) is
+        not handed out until it says it is free."""
         worker.health_failures = 0
         worker.error = error
-        if worker.state.busy:
+        if worker.state.busy and worker.ticket_id is not None:
             return
-        target = reported if reported in (WorkerState.LOADING, WorkerState.ERROR) else WorkerState.IDLE
+        if reported in (WorkerState.LOADING, WorkerState.ERROR) or reported.busy:
+            target = reported
+        else:
+            target = WorkerState.IDLE
         if target is not worker.state:
+            if target.busy and worker.state.busy:
+                return  # busy either way (active <-> paused of a session that is ending)
             self.set_state(worker, target)
             if target is WorkerState.IDLE:
                 self._dispatch()
@@ -190,12 +211,19 @@ class WorkerPool:
         return True
 
     def release(
-        self, worker: WorkerRecord, *, cached_hash: str | None = _KEEP, ticket_id: str | None = None
+        self,
+        worker: WorkerRecord,
+        *,
+        cached_hash: str | None = _KEEP,
+        ticket_id: str | None = None,
+        confirmed: bool = True,
     ) -> None:
         """End the worker's assignment. ``cached_hash`` is what its cache now holds (None: nothing).
 
         With ``ticket_id`` only that assignment is ended: a caller releasing late (the worker was
-        already released and given to the next ticket) cannot free someone else's session."""
+        already released and given to the next ticket) cannot free someone else's session.
+        ``confirmed=False``: the session ended without the worker saying it was done (its client
+        left mid-turn); the worker stays busy until its own health says it is free."""
         if not worker.state.busy:
             return  # already released, or lost (OFFLINE) meanwhile
         if ticket_id is not None and worker.ticket_id != ticket_id:
@@ -209,6 +237,9 @@ class WorkerPool:
             worker.last_cache_used_at = self.clock()
         worker.busy_since = None
         worker.sessions_served += 1
+        if not confirmed:
+            self._touch()
+            return
         self.set_state(worker, WorkerState.IDLE)
         self._dispatch()
 

@@ -144,7 +144,7 @@ def test_transition_table_is_checked():
         check_transition(WorkerState.LOADING, WorkerState.BUSY_STREAMING)
 
 
-async def test_a_health_check_from_a_worker_still_winding_down_keeps_the_cached_hash():
+async def test_a_worker_that_says_it_is_still_busy_is_not_handed_out_until_it_says_it_is_free():
     from omnivox.gateway.scheduling.health import apply_health
     from omnivox.protocol.workers import WorkerHealth
 
@@ -152,9 +152,12 @@ async def test_a_health_check_from_a_worker_still_winding_down_keeps_the_cached_
     t = pool.enqueue("streaming", None)
     pool.release(t.future.result(), cached_hash="h-after-turn")
     caps = Capabilities(streaming=True)
-    # released at `done`, but the worker has not closed its side yet: it still says busy, no hash
+    # released at `done`, but the worker has not wound down yet (or its client left mid-turn): it
+    # still says busy. It is not handed out on the gateway's word alone; the cached hash is kept.
     apply_health(pool, w, WorkerHealth(state=WorkerState.BUSY_STREAMING, engine="echo", capabilities=caps))
-    assert w.state is WorkerState.IDLE and w.cached_hash == "h-after-turn"
-    # once idle, its own word wins (e.g. it restarted with an empty cache)
+    assert w.state is WorkerState.BUSY_STREAMING and w.ticket_id is None and w.cached_hash == "h-after-turn"
+    waiting = pool.enqueue("streaming", None)
+    assert not waiting.future.done()
+    # once it says it is free, it is dispatched, and its own word about its cache wins
     apply_health(pool, w, WorkerHealth(state=WorkerState.IDLE, engine="echo", capabilities=caps))
-    assert w.cached_hash is None
+    assert waiting.future.result() is w and w.cached_hash is None

@@ -1,0 +1,84 @@
+"""Per-client limits at the edge: how many connections one address holds, and how fast it opens them.
+
+One client must not be able to fill the whole queue or starve the gateway: each address may hold at
+most ``max_sessions_per_client`` connections and open new ones at ``client_connect_rate`` per second
+(a token bucket holding ``client_connect_burst``). A refused connection gets ``too_many_sessions``
+and close 1008; it never takes a place in the queue.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from omnivox.core.errors import TooManySessions
+
+_IDLE_BUCKETS = 10_000  # buckets kept before full ones are forgotten
+
+
+@dataclass
+class _Bucket:
+    tokens: float
+    at: float
+
+
+class ClientLimits:
+    def __init__(
+        self,
+        max_sessions: int,
+        rate: float,
+        burst: int,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.max_sessions = max_sessions  # 0: no limit
+        self.rate = rate  # 0: no limit
+        self.burst = burst
+        self.clock = clock
+        self.open: dict[str, int] = {}
+        self._buckets: dict[str, _Bucket] = {}
+
+    @contextlib.contextmanager
+    def admit(self, client: str) -> Iterator[None]:
+        """Hold one connection of ``client`` for the block; raises ``TooManySessions`` instead."""
+        self._take_token(client)
+        held = self.open.get(client, 0)
+        if self.max_sessions and held >= self.max_sessions:
+            raise TooManySessions(
+                f"this client already holds {held} connections (the limit is {self.max_sessions})",
+                limit=self.max_sessions,
+            )
+        self.open[client] = held + 1
+        try:
+            yield
+        finally:
+            left = self.open[client] - 1
+            if left:
+                self.open[client] = left
+            else:
+                del self.open[client]
+
+    def _take_token(self, client: str) -> None:
+        if not self.rate:
+            return
+        now = self.clock()
+        bucket = self._buckets.get(client)
+        if bucket is None:
+            if len(self._buckets) >= _IDLE_BUCKETS:
+                self._forget_full(now)
+            bucket = self._buckets[client] = _Bucket(float(self.burst), now)
+        bucket.tokens = min(self.burst, bucket.tokens + (now - bucket.at) * self.rate)
+        bucket.at = now
+        if bucket.tokens < 1:
+            raise TooManySessions(
+                f"too many new connections from this client (at most {self.rate:g} per second)",
+                rate=self.rate,
+            )
+        bucket.tokens -= 1
+
+    def _forget_full(self, now: float) -> None:
+        """Drop buckets that have refilled: they say nothing a new bucket would not."""
+        full = [k for k, b in self._buckets.items() if b.tokens + (now - b.at) * self.rate >= self.burst]
+        for k in full:
+            del self._buckets[k]
