@@ -9,4 +9,5 @@ BENCHES = {
     "voice": "ASR, TTS and VAD speed of the embedded voice models",
     "realtime": "N concurrent realtime callers: voice-to-voice latency, ASR/TTS real-time factors, errors",
     "duplex": "N concurrent duplex callers: unit wall-clock (listen/speak), lagging, speech end to speech",
+    "fuzz": "seeded hostile frames per protocol; the server must keep serving with no worker lost",
 }

@@ -71,6 +71,12 @@ class GatewaySettings(BaseModel):
         20.0, ge=0, description="new connections per second one client address may open (0: no limit)"
     )
     client_connect_burst: int = Field(100, ge=1, description="connections a client may open at once")
+    session_idle_limit_s: float = Field(
+        300.0,
+        gt=0,
+        description="a session holding a worker that hears nothing from its client this long "
+        "is closed (idle_timeout; a paused duplex session is not idle)",
+    )
     worker_ping_interval_s: float = Field(
         2.0, gt=0, description="keepalive pings on gateway-worker connections (a hung worker is lost)"
     )

@@ -193,6 +193,14 @@ class TooManySessions(OmnivoxError):
     close_code = WS_POLICY
 
 
+class SessionIdle(OmnivoxError):
+    """A session holding a worker heard nothing from its client for too long."""
+
+    code = "idle_timeout"
+    http_status = 408
+    close_code = WS_POLICY
+
+
 class SlowClient(OmnivoxError):
     """A peer that stopped reading what it is sent (its unsent frames piled up)."""
 

@@ -81,6 +81,27 @@ def image_format_b64(text: str) -> str:
         raise InvalidImage(f"image is not valid base64: {exc}") from None
 
 
+def check_image_b64(text: str, max_pixels: int) -> tuple[int, int]:
+    """An image part's (width, height), read from its header only: PNG or JPEG of at most
+    ``max_pixels``, else ``InvalidImage``. Cheap: the pixels are not decoded."""
+    head = text.partition(",")[2] if text.startswith("data:") else text
+    try:
+        data = base64.b64decode(head, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise InvalidImage(f"image is not valid base64: {exc}") from None
+    image_format(data)
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            width, height = image.size
+    except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as exc:
+        raise InvalidImage(f"the image could not be read: {exc}") from None
+    if width * height > max_pixels:
+        raise InvalidImage(
+            f"image of {width}x{height} pixels exceeds the limit of {max_pixels}", limit=max_pixels
+        )
+    return width, height
+
+
 def encode_jpeg(frame: np.ndarray, quality: int = 85) -> bytes:
     """An RGB uint8 frame as JPEG bytes (for recordings and tests)."""
     buf = io.BytesIO()

@@ -21,8 +21,9 @@ from omnivox.audio.pcm import pcm16_to_b64
 from omnivox.core.errors import GenerationInProgress, OmnivoxError, PrefillRequired, as_omnivox_error
 from omnivox.engines.base import OUTPUT_SAMPLE_RATE, GenerateParams, GenResult, PrefillStats
 from omnivox.protocol import streaming as sp
-from omnivox.protocol.chat import history_hash
+from omnivox.protocol.chat import ImagePart, history_hash
 from omnivox.protocol.internal import Metrics, TurnEnd
+from omnivox.video.frames import check_image_b64
 from omnivox.worker.handler import SessionHandler
 
 log = logging.getLogger(__name__)
@@ -59,6 +60,14 @@ class StreamingHandler(SessionHandler):
         elif isinstance(msg, sp.Close):
             self.conn.end()
 
+    def check_images(self, msg: sp.Prefill) -> None:
+        """Images are PNG or JPEG of bounded size (read from their headers, not decoded)."""
+        for message in msg.messages:
+            if not isinstance(message.content, str):
+                for part in message.content:
+                    if isinstance(part, ImagePart):
+                        check_image_b64(part.data, self.settings.max_image_pixels)
+
     async def prefill(self, msg: sp.Prefill) -> None:
         first = not self.in_turn
         messages, clear = msg.messages, False
@@ -68,6 +77,7 @@ class StreamingHandler(SessionHandler):
             messages, clear = (msg.messages[-1:], False) if self.hit else (msg.messages, True)
             self.in_turn = True
         try:
+            self.check_images(msg)
             stats = await self.host.prefill(messages, clear=clear)
         except OmnivoxError as err:
             if not first:

@@ -383,3 +383,13 @@ def test_decoder_reset_forgets_the_stream(stream: bytes) -> None:
 def test_decode_opus_without_a_single_page_is_invalid_audio() -> None:
     with pytest.raises(InvalidAudio):
         decode_opus(b"OggS" + b"\x00" * 10)  # a capture pattern, but no whole page
+
+
+def test_a_small_stream_of_long_audio_is_refused_once_it_passes_the_limit() -> None:
+    # a file far longer than allowed (an 859 KB "Opus bomb" of tiny packets decoded to 4,080 s
+    # before any check): with a limit, decoding stops as soon as the limit is passed
+    bomb = encode_opus(np.zeros(48000 * 120, np.float32), 48000)
+    with pytest.raises(InvalidAudio, match="longer than 30 s"):
+        decode_opus(bomb, 24000, max_seconds=30)
+    short = encode_opus(np.zeros(48000 * 2, np.float32), 48000)
+    assert abs(len(decode_opus(short, 24000, max_seconds=30)) - 48000) < 2000

@@ -28,6 +28,7 @@ POLICY = [
     E.TooManySessions,
     E.SlowClient,
     E.TooManyWorkers,
+    E.SessionIdle,
 ]
 SERVER = [E.WorkerLost, E.EngineFailure, E.IllegalTransition, E.InternalError]
 

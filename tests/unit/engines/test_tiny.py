@@ -7,7 +7,7 @@ import threading
 import pytest
 import torch
 
-from omnivox.core.errors import PrefillRequired, UnsupportedContent
+from omnivox.core.errors import ContextTooLong, Interrupted, PrefillRequired, UnsupportedContent
 from omnivox.engines.base import GenerateParams, GenResult
 from omnivox.engines.hf import IncrementalDetokenizer
 from omnivox.engines.tiny import END, ByteChatCodec, TinyEngine
@@ -199,3 +199,37 @@ def test_detokenizer_never_splits_a_character() -> None:
     assert "".join(deltas) == text == detok.text
     assert all("\ufffd" not in d for d in deltas)
     assert deltas[1] == "" and deltas[2] == "é"  # two bytes: nothing, then the whole character
+
+
+def test_a_conversation_past_the_context_is_refused_before_any_compute() -> None:
+    engine = TinyEngine(seed=0)
+    engine.max_context_tokens = 100
+    with pytest.raises(ContextTooLong) as err:
+        engine.prefill([ChatMessage(role="user", content="x" * 500)])
+    assert err.value.details["limit"] == 100 and engine.kv_length == 0 and engine.held_messages() == []
+    stats = engine.prefill([ChatMessage(role="user", content="short")])
+    assert stats.input_tokens == engine.kv_length > 0
+
+
+def test_an_interrupted_prefill_stops_between_chunks_and_keeps_a_consistent_cache() -> None:
+    from omnivox.engines import hf
+
+    engine = TinyEngine(seed=0)
+    fed: list[int] = []
+    real_feed = engine._feed
+
+    def feed(ids):
+        fed.append(len(ids))
+        if len(fed) == 1:
+            engine.interrupt.set()  # the session ends while the first chunk runs
+        return real_feed(ids)
+
+    engine._feed = feed  # type: ignore[method-assign]
+    with pytest.raises(Interrupted):
+        engine.prefill([ChatMessage(role="user", content="y" * (hf.PREFILL_CHUNK * 3))])
+    assert fed == [hf.PREFILL_CHUNK]  # one chunk ran, the rest never did
+    assert engine.held_messages() == [] and engine.token_ids == tuple(engine.token_ids)
+    engine.interrupt.clear()
+    engine._feed = real_feed  # type: ignore[method-assign]
+    engine.prefill([ChatMessage(role="user", content="again")])
+    assert list(engine.token_ids) == engine.expected_ids()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from omnivox.core.errors import InvalidWorkerUrl
 from omnivox.protocol.workers import (
     TASKS,
     Capabilities,
@@ -12,6 +13,7 @@ from omnivox.protocol.workers import (
     RegistrationReply,
     WorkerHealth,
     WorkerState,
+    worker_base_url,
 )
 
 
@@ -106,3 +108,37 @@ def test_registration():
     with pytest.raises(ValidationError):
         Registration.model_validate({"url": "http://w", "health": {"state": "IDLE"}})
     assert RegistrationReply(worker_id="w1", heartbeat_interval_s=2).heartbeat_interval_s == 2.0
+
+
+@pytest.mark.parametrize(
+    ("url", "base"),
+    [
+        ("http://127.0.0.1:9000", "http://127.0.0.1:9000"),
+        ("http://127.0.0.1:9000/", "http://127.0.0.1:9000"),
+        ("https://gpu-3.lan", "https://gpu-3.lan"),
+        ("http://[::1]:80", "http://[::1]:80"),
+        (" http://w:1 ", "http://w:1"),
+    ],
+)
+def test_a_worker_url_is_scheme_host_and_port(url, base):
+    assert worker_base_url(url) == base
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://[::1",
+        "http://w:1/admin",
+        "http://w:1?x=1",
+        "http://w:1/#f",
+        "http://u:p@w:1",
+        "ftp://w:1",
+        "http:///nohost",
+        "http://w:99999",
+        "w:1",
+        "",
+    ],
+)
+def test_anything_more_or_less_is_refused(url):
+    with pytest.raises(InvalidWorkerUrl):
+        worker_base_url(url)

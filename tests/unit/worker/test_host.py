@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 
 import pytest
 
-from omnivox.core.errors import IllegalTransition, WorkerBusy
+from omnivox.core.errors import IllegalTransition, Interrupted, WorkerBusy
 from omnivox.engines.base import GenerateParams, GenResult
 from omnivox.engines.echo import EchoEngine
 from omnivox.protocol.chat import ChatMessage
@@ -71,3 +72,27 @@ async def test_generate_stops_and_abandoned_stream_waits_for_engine():
     await stream.__anext__()
     await stream.aclose()
     assert host.health().cached_hash is not None
+
+
+async def test_release_interrupts_work_still_running_and_clears_it_for_the_next_session():
+    seen: list[bool] = []
+
+    class Slow(EchoEngine):
+        def prefill(self, messages):
+            for _ in range(100):
+                if self.interrupt.is_set():
+                    seen.append(True)
+                    raise Interrupted("stopped")
+                time.sleep(0.01)
+            seen.append(False)
+            return super().prefill(messages)
+
+    host = EngineHost(Slow())
+    await host.load()
+    await host.acquire()
+    work = asyncio.ensure_future(host.prefill([ChatMessage(role="user", content="hi")], clear=False))
+    await asyncio.sleep(0.05)
+    work.cancel()  # the session's task is torn down; the engine thread runs on
+    await host.release()
+    assert seen == [True]  # it stopped early, not after its full second
+    assert not host.engine.interrupt.is_set()  # the next session starts clean

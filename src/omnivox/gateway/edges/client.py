@@ -16,8 +16,10 @@ session-scoped session ends with it (its state lived there), a turn-scoped one g
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +32,7 @@ from omnivox.core.errors import (
     WS_SERVER_ERROR,
     OmnivoxError,
     QueuedInputDropped,
+    SessionIdle,
     Unauthorized,
     WorkerLost,
 )
@@ -201,8 +204,10 @@ class SessionEdge(_Edge):
         super().__init__(*args, **kwargs)
         self.connected = False
         self.dropped = 0
+        self.heard_at = time.monotonic()  # the client's last frame
 
     async def on_frame(self, raw: str | bytes) -> None:
+        self.heard_at = time.monotonic()
         item = Inbound(raw)
         if self.connected:
             await self.inbox.put(item, item.size)
@@ -232,6 +237,8 @@ class SessionEdge(_Edge):
             socket = await self.open(worker)
             try:
                 self.connected = True
+                self.heard_at = time.monotonic()
+                await self.conn.units.start("idle", self._watch_idle())
                 end = await self.relay(socket, lambda frame: self._control(worker, frame)).run()
             finally:
                 await socket.close()
@@ -249,6 +256,19 @@ class SessionEdge(_Edge):
         if end is not None and end.side == "worker":  # the worker ended the session: so does the client
             code = end.worker_code or 1000
             self.conn.end(code if code in _CLOSE_CODES else WS_SERVER_ERROR)
+
+    async def _watch_idle(self) -> None:
+        """A session holds a worker: one whose client says nothing for too long gives it back (a
+        paused duplex session is not idle: its own pause timeout watches it)."""
+        limit = self.settings.session_idle_limit_s
+        while True:
+            await asyncio.sleep(min(1.0, limit / 4))
+            now = time.monotonic()
+            if self.record.paused:
+                self.heard_at = now
+            elif now - self.heard_at > limit:
+                self.conn.error(SessionIdle(f"nothing was heard from the client for {limit:g} s"))
+                return
 
     def _control(self, worker: WorkerRecord, frame: str) -> bool:
         """The worker's state changed within the session (a duplex pause): the pool follows."""

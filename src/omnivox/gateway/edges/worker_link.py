@@ -30,6 +30,7 @@ async def connect_worker(url: str, settings: Settings) -> ClientSocket:
         open_timeout=settings.worker_connect_timeout_s,
         ping_interval=settings.worker_ping_interval_s,
         ping_timeout=settings.worker_ping_timeout_s,
+        close_timeout=1.0,  # a worker that does not answer pings will not answer a close either
         max_queue=64,  # frames read ahead of a slow client: back-pressure reaches the worker
         additional_headers={GATEWAY_HEADER: "1", **worker_headers(settings)},
     )

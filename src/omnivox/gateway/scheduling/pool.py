@@ -140,8 +140,8 @@ class WorkerPool:
         else:
             target = WorkerState.IDLE
         if target is not worker.state:
-            if target.busy and worker.state.busy:
-                return  # busy either way (active <-> paused of a session that is ending)
+            if target.busy and worker.state is not WorkerState.IDLE:
+                return  # busy either way, or not to be handed out anyway (loading, offline)
             self.set_state(worker, target)
             if target is WorkerState.IDLE:
                 self._dispatch()

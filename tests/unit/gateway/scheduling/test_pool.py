@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from omnivox.core.errors import IllegalTransition, QueueFull, WorkerUnavailable
+from omnivox.core.errors import IllegalTransition, QueueFull, TooManyWorkers, WorkerUnavailable
 from omnivox.gateway.scheduling.eta import DurationModel, estimate_waits
 from omnivox.gateway.scheduling.pool import WorkerPool
 from omnivox.gateway.scheduling.states import WorkerState, check_transition
@@ -161,3 +161,35 @@ async def test_a_worker_that_says_it_is_still_busy_is_not_handed_out_until_it_sa
     # once it says it is free, it is dispatched, and its own word about its cache wins
     apply_health(pool, w, WorkerHealth(state=WorkerState.IDLE, engine="echo", capabilities=caps))
     assert waiting.future.result() is w and w.cached_hash is None
+
+
+async def test_a_registration_cannot_take_another_worker_s_id_and_the_count_is_capped():
+    pool = WorkerPool(max_workers=2)
+    a = pool.add_worker("http://a:1", "w1")
+    b = pool.add_worker("http://b:1", "w1")  # the id is taken: the gateway names it
+    assert a.worker_id == "w1" and b.worker_id != "w1" and pool.workers["w1"].url == "http://a:1"
+    assert pool.add_worker("http://a:1") is a  # a heartbeat of a known URL
+    with pytest.raises(TooManyWorkers):
+        pool.add_worker("http://c:1")
+
+
+async def test_an_unconfirmed_release_keeps_the_worker_until_it_says_it_is_free():
+    pool, (w,), _ = make_pool(1)
+    t = pool.enqueue("streaming", None)
+    pool.release(t.future.result(), ticket_id=t.ticket_id, confirmed=False)
+    assert w.state is WorkerState.BUSY_STREAMING and w.ticket_id is None and w.sessions_served == 1
+    nxt = pool.enqueue("streaming", None)
+    assert not nxt.future.done()
+    pool.report_health(w, WorkerState.BUSY_STREAMING)  # still winding down
+    assert not nxt.future.done()
+    pool.report_health(w, WorkerState.IDLE)
+    assert nxt.future.result() is w
+
+
+async def test_offline_workers_remember_since_when():
+    pool, (w,), clock = make_pool(1)
+    clock.now = 50.0
+    pool.mark_offline(w)
+    assert w.offline_since == 50.0
+    pool.report_health(w, WorkerState.IDLE)
+    assert w.state is WorkerState.IDLE and w.offline_since is None

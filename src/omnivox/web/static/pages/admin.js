@@ -1,6 +1,6 @@
 // Admin: workers, queue (with cancel), sessions and key metrics, polled about once a second.
 import { capabilityBadges, el, seconds, shortId, stateBadge } from "../shared/format.js";
-import { getJson, request } from "../shared/http.js";
+import { apiKey, getJson, request, setApiKey } from "../shared/http.js";
 import { renderNav } from "../shared/nav.js";
 import { byLabel, parseMetrics, total } from "../shared/prometheus.js";
 
@@ -132,9 +132,15 @@ async function refresh() {
     request("/metrics", { text: true }),
   ]);
   const failed = [workers, queue, sessions, metrics].filter((r) => !r.ok);
+  const locked = failed.some((r) => r.status === 401);
+  document.getElementById("key-form").hidden = !locked;
   const alert = document.getElementById("admin-error");
   alert.hidden = failed.length === 0;
-  alert.textContent = failed.length ? "Some of the gateway's figures could not be read; retrying." : "";
+  alert.textContent = locked
+    ? "The admin API needs the admin key: enter it below."
+    : failed.length
+      ? "Some of the gateway's figures could not be read; retrying."
+      : "";
   if (workers.ok) renderWorkers(workers.data.workers);
   if (queue.ok) renderQueue(queue.data);
   if (sessions.ok) renderSessions(sessions.data);
@@ -157,6 +163,12 @@ async function refreshNow() {
 }
 
 renderNav();
+document.getElementById("admin-key").value = apiKey();
+document.getElementById("key-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  setApiKey(document.getElementById("admin-key").value.trim());
+  refreshNow();
+});
 document.getElementById("live").addEventListener("change", schedule);
 document.addEventListener("visibilitychange", () => (document.hidden ? clearTimeout(timer) : refreshNow()));
 refreshNow();

@@ -9,7 +9,7 @@
 // ticket_id}, "started" {worker_id, waited_s}, "prefill" (the prefill_done message), "chunk"
 // {text, audio: Int16Array | null, rate}, "done" {text, stopped, error, figures}, "failed" {code,
 // message}, "notice" {code, message} (an error that did not end the turn), "connection" {open, code}.
-import { request, wsUrl } from "../shared/http.js";
+import { keyProtocols, request, wsUrl } from "../shared/http.js";
 import { base64ToPcm16 } from "../shared/pcm.js";
 import { JsonSocket } from "../shared/ws-client.js";
 
@@ -32,7 +32,9 @@ export class StreamingChat extends EventTarget {
     this.sessionId = sessionId;
     this.messages = []; // the conversation as the workers cache it
     this.turn = null;
-    this.socket = new JsonSocket(wsUrl(`/ws/streaming/${encodeURIComponent(sessionId)}`));
+    this.socket = new JsonSocket(wsUrl(`/ws/streaming/${encodeURIComponent(sessionId)}`), {
+      protocols: keyProtocols(),
+    });
     this.socket.addEventListener("message", (e) => this.receive(e.detail));
     this.socket.addEventListener("open", () => this.emit("connection", { open: true }));
     this.socket.addEventListener("close", (e) => this.onClose(e.detail));

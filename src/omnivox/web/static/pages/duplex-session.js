@@ -12,7 +12,7 @@
 //   "server-error" {code, message}
 //   "connection" {code, reason, wasOpen, expected}   the socket closed; expected after stop,
 //                                                    a pause timeout, or close() by the page
-import { wsUrl } from "../shared/http.js";
+import { keyProtocols, wsUrl } from "../shared/http.js";
 import { base64ToPcm16, bytesToBase64, pcm16ToBase64 } from "../shared/pcm.js";
 import { JsonSocket } from "../shared/ws-client.js";
 import { newSessionId } from "./chat-session.js";
@@ -35,9 +35,8 @@ export class DuplexSession extends EventTarget {
     this.sessionId = (mode === "omni" ? "omni_" : "") + newSessionId();
     this.systemPrompt = systemPrompt;
     this.config = { sample_rate: INPUT_RATE, ...config };
-    let path = `/ws/duplex/${encodeURIComponent(this.sessionId)}`;
-    if (apiKey) path += `?api_key=${encodeURIComponent(apiKey)}`; // browsers cannot set headers
-    this.socket = new JsonSocket(wsUrl(path));
+    const path = `/ws/duplex/${encodeURIComponent(this.sessionId)}`;
+    this.socket = new JsonSocket(wsUrl(path), { protocols: keyProtocols(apiKey) });
     this.socket.addEventListener("message", (e) => this.receive(e.detail));
     this.socket.addEventListener("close", (e) => this.onClose(e.detail));
     this.state = "new";

@@ -20,6 +20,12 @@ export function saveSetting(name, value) {
 export const apiKey = () => loadSetting("apiKey");
 export const setApiKey = (key) => saveSetting("apiKey", key);
 
+/** WebSocket subprotocols that carry the key (browsers cannot set headers on a WebSocket; the
+ * gateway never takes a key from a query string, which would end up in access logs). */
+export function keyProtocols(key = apiKey()) {
+  return key ? [`openai-insecure-api-key.${key}`] : [];
+}
+
 /** fetch `path`; resolves to {ok, status, data} and never rejects (network errors give status 0). */
 export async function request(path, { method = "GET", timeoutMs = 5000, text = false } = {}) {
   const controller = new AbortController();
