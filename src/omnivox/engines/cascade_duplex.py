@@ -22,6 +22,7 @@ import base64
 import logging
 import queue
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -41,6 +42,10 @@ log = logging.getLogger(__name__)
 
 OUTPUT_RATE = 24000
 CONFIRM_MS = 150  # voiced audio before speech over the reply counts as a barge-in
+# How long a unit's generate may wait for the hearing thread to catch up with the unit's audio and
+# for a reply that has just started to have its first audio: a reply that is ready in time is spoken
+# in the unit that heard the end of the turn, not one unit (a second) later.
+SETTLE_MS = 120
 _STOP = object()
 
 
@@ -74,6 +79,9 @@ class CascadeDuplex:
         self.latest_frame: np.ndarray | None = None
         self._heard: queue.SimpleQueue[Heard] = queue.SimpleQueue()
         self._audio: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self._progress = threading.Condition()  # the hearing thread finished a chunk; a reply has audio
+        self._fed = 0  # chunks handed to the hearing thread
+        self._done = 0  # chunks it has heard
         self._hearing = threading.Thread(target=self._hear, name="duplex-hearing", daemon=True)
         self._hearing.start()
         self._interrupted = False
@@ -85,12 +93,21 @@ class CascadeDuplex:
     # ---- the unit
 
     def prefill(self, audio: np.ndarray, frames: list[np.ndarray]) -> None:
+        self._fed += 1
         self._audio.put(audio)
         if frames and self.sees:
             self.latest_frame = frames[-1]
 
     def generate(self, force_listen: bool) -> DuplexUnit:
-        self._take_heard()
+        deadline = time.monotonic() + SETTLE_MS / 1000
+        with self._progress:  # let hearing catch up with this unit's audio (bounded)
+            self._progress.wait_for(lambda: self._done >= self._fed, max(0.0, deadline - time.monotonic()))
+        started = self._take_heard()
+        if started is not None and not force_listen:
+            with self._progress:  # a reply that starts now may have its first audio at once
+                self._progress.wait_for(
+                    lambda: bool(started.pieces) or started.finished, max(0.0, deadline - time.monotonic())
+                )
         if self._interrupted:
             self._interrupted = False
             return DuplexUnit(is_listen=True, end_of_turn=True)
@@ -124,22 +141,29 @@ class CascadeDuplex:
                     self._heard.put(event)
             except Exception:
                 log.exception("duplex hearing failed")
+            finally:
+                with self._progress:
+                    self._done += 1
+                    self._progress.notify_all()
 
-    def _take_heard(self) -> None:
+    def _take_heard(self) -> _Reply | None:
+        """Act on what was heard; returns the reply this started, if one."""
+        started: _Reply | None = None
         while True:
             try:
                 event = self._heard.get_nowait()
             except queue.Empty:
-                return
+                return started
             if event.kind == "speech_confirmed" and self.reply is not None:
                 self._end_reply(self.reply)  # barge-in
                 self._interrupted = True
+                started = None
             elif event.kind == "final" and event.text.strip():
-                self._start_reply(event.text.strip())
+                started = self._start_reply(event.text.strip())
 
     # ---- replies
 
-    def _start_reply(self, text: str) -> None:
+    def _start_reply(self, text: str) -> _Reply:
         if self.reply is not None:
             self._end_reply(self.reply)
         content: str | list[TextPart | ImagePart] = text
@@ -159,6 +183,7 @@ class CascadeDuplex:
         reply.thread = threading.Thread(target=self._produce, args=(reply, request), daemon=True)
         self.reply = reply
         reply.thread.start()
+        return reply
 
     def _produce(self, reply: _Reply, request: ReplyRequest) -> None:
         try:
@@ -167,12 +192,16 @@ class CascadeDuplex:
                     reply.words.append(piece.text)
                 elif isinstance(piece, Spoken):
                     text = piece.text if piece.starts_sentence else ""
-                    reply.pieces.append((piece.audio, text))
+                    with self._progress:
+                        reply.pieces.append((piece.audio, text))
+                        self._progress.notify_all()
         except BaseException as exc:  # the reply fails; the session goes on listening
             reply.failed = exc
             log.exception("duplex reply failed")
         finally:
-            reply.finished = True
+            with self._progress:
+                reply.finished = True
+                self._progress.notify_all()
 
     def _take(self, reply: _Reply, want: int) -> tuple[np.ndarray, str]:
         parts: list[np.ndarray] = []

@@ -1,0 +1,90 @@
+"""The cascade engine's duplex mode with the embedded models (echo LLM): units that listen, a
+reply spoken in unit-sized pieces, barge-in, the settle wait, frames, prepare and cleanup."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from omnivox.audio.resample import resample
+from omnivox.core.config import Settings
+from omnivox.core.errors import PrepareRequired
+from omnivox.engines.duplex import DuplexParams
+from omnivox.engines.registry import build_engine
+from omnivox.voice.asr.base import word_error_rate
+
+WEATHER = "what is the weather like in paris today"
+SILENCE = np.zeros(16000, np.float32)
+
+
+@pytest.fixture(scope="module")
+def engine():
+    e = build_engine(Settings(engine="cascade", llm="echo", asr="pocketsphinx"))
+    e.load()
+    yield e
+    e.close()
+
+
+@pytest.fixture(scope="module")
+def weather(engine) -> np.ndarray:
+    audio = np.concatenate([c.audio for c in engine.voice.tts.synthesize(WEATHER)])
+    return resample(audio, 24000, 16000)
+
+
+def seconds(audio: np.ndarray) -> list[np.ndarray]:
+    n = -(-len(audio) // 16000) * 16000
+    padded = np.zeros(n, np.float32)
+    padded[: len(audio)] = audio
+    return [padded[i : i + 16000] for i in range(0, n, 16000)]
+
+
+def units(engine, chunks: list[np.ndarray], force_first: int = 0) -> list:
+    out = []
+    for i, chunk in enumerate(chunks):
+        engine.duplex_prefill(chunk, [])
+        out.append(engine.duplex_generate(i < force_first))
+        engine.duplex_finalize()
+    return out
+
+
+def test_units_before_prepare_are_refused(engine) -> None:
+    engine.duplex_cleanup()
+    with pytest.raises(PrepareRequired):
+        engine.duplex_prefill(SILENCE, [])
+
+
+def test_the_user_is_heard_then_answered_in_unit_sized_pieces(engine, weather) -> None:
+    ready = engine.duplex_prepare(DuplexParams(system_prompt="be brief"))
+    assert ready.vision is False and ready.notes == ()
+    heard = units(engine, [*seconds(weather), *[SILENCE] * 8], force_first=3)
+    spoken = [u for u in heard if not u.is_listen]
+    assert spoken, "never answered"
+    said = " ".join(u.text for u in spoken if u.text)
+    assert said.startswith("You said:") and word_error_rate(WEATHER, said.split(":", 1)[1]) <= 0.2
+    assert all(u.audio is not None and len(u.audio) <= 24000 for u in spoken)  # one unit at most
+    assert sum(u.end_of_turn for u in heard) == 1 and spoken[-1].end_of_turn
+    # the reply starts in the unit that heard the turn end (the settle wait), not a unit later
+    first = heard.index(spoken[0])
+    assert first <= len(seconds(weather)) + 1
+    engine.duplex_cleanup()
+
+
+def test_speech_over_the_reply_cuts_it_at_the_next_unit(engine, weather) -> None:
+    engine.duplex_prepare(DuplexParams())
+    chunks = seconds(weather)
+    heard = units(engine, [*chunks, SILENCE])
+    while heard[-1].is_listen and len(heard) < 20:  # until it speaks
+        heard += units(engine, [SILENCE])
+    assert not heard[-1].is_listen
+    cut = units(engine, chunks[:2])  # the user talks over it
+    assert any(u.is_listen and u.end_of_turn for u in cut)
+    engine.duplex_cleanup()
+
+
+def test_omni_frames_are_ignored_without_a_vision_llm_and_it_says_so(engine) -> None:
+    ready = engine.duplex_prepare(DuplexParams(mode="omni"))
+    assert ready.vision is False and "ignored" in ready.notes[0]
+    engine.duplex_prefill(SILENCE, [np.zeros((8, 8, 3), np.uint8)])
+    assert engine.duplex_generate(False).is_listen
+    engine.duplex_cleanup()
+    engine.duplex_cleanup()  # twice is fine
