@@ -69,7 +69,9 @@ class CascadeDuplex:
         self.stack = stack
         self.params = params
         self.voice = voice
-        self.listener = Listener(stack.vad, stack.asr, turn, CONFIRM_MS, speculate_at=None)
+        # the ASR is flushed early in a pause (at 60% of the silence that ends a turn), so the final
+        # transcript, when the turn ends, costs little and the reply can start in that same unit
+        self.listener = Listener(stack.vad, stack.asr, turn, CONFIRM_MS, speculate_at=0.6)
         self.history: list[ChatMessage] = []
         if params.system_prompt or stack.system_prompt:
             self.history.append(
@@ -82,6 +84,7 @@ class CascadeDuplex:
         self._progress = threading.Condition()  # the hearing thread finished a chunk; a reply has audio
         self._fed = 0  # chunks handed to the hearing thread
         self._done = 0  # chunks it has heard
+        self._speaking = False  # the user was speaking at the end of the audio heard so far
         self._hearing = threading.Thread(target=self._hear, name="duplex-hearing", daemon=True)
         self._hearing.start()
         self._interrupted = False
@@ -100,8 +103,10 @@ class CascadeDuplex:
 
     def generate(self, force_listen: bool) -> DuplexUnit:
         deadline = time.monotonic() + SETTLE_MS / 1000
-        with self._progress:  # let hearing catch up with this unit's audio (bounded)
-            self._progress.wait_for(lambda: self._done >= self._fed, max(0.0, deadline - time.monotonic()))
+        with self._progress:
+            if self._speaking:  # the turn may end in this unit: let hearing catch up (bounded)
+                left = max(0.0, deadline - time.monotonic())
+                self._progress.wait_for(lambda: self._done >= self._fed, left)
         started = self._take_heard()
         if started is not None and not force_listen:
             with self._progress:  # a reply that starts now may have its first audio at once
@@ -144,6 +149,7 @@ class CascadeDuplex:
             finally:
                 with self._progress:
                     self._done += 1
+                    self._speaking = self.listener.speaking
                     self._progress.notify_all()
 
     def _take_heard(self) -> _Reply | None:

@@ -3,6 +3,8 @@ reply spoken in unit-sized pieces, barge-in, the settle wait, frames, prepare an
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -39,8 +41,11 @@ def seconds(audio: np.ndarray) -> list[np.ndarray]:
 
 
 def units(engine, chunks: list[np.ndarray], force_first: int = 0) -> list:
+    """Units at ten times real time (a client sends a chunk per second of audio; hearing runs on its
+    own thread and needs some of that time)."""
     out = []
     for i, chunk in enumerate(chunks):
+        time.sleep(0.1)
         engine.duplex_prefill(chunk, [])
         out.append(engine.duplex_generate(i < force_first))
         engine.duplex_finalize()
@@ -76,7 +81,7 @@ def test_speech_over_the_reply_cuts_it_at_the_next_unit(engine, weather) -> None
     while heard[-1].is_listen and len(heard) < 20:  # until it speaks
         heard += units(engine, [SILENCE])
     assert not heard[-1].is_listen
-    cut = units(engine, chunks[:2])  # the user talks over it
+    cut = units(engine, [*chunks[:2], SILENCE, SILENCE])  # the user talks over it
     assert any(u.is_listen and u.end_of_turn for u in cut)
     engine.duplex_cleanup()
 
