@@ -128,3 +128,8 @@ async def test_cross_site_pages_cannot_open_sessions_or_post_forms(tmp_path):
         assert delete.status_code == 403
         # no Origin (an SDK, curl): not a browser page, not refused for it
         assert httpx.post(c.url + "/api/assets/ref_audio", files=form).status_code == 400  # bad WAV
+        # CORS: an allowed origin may read the API from its pages; others get no CORS headers
+        allowed_read = httpx.get(c.url + "/api/queue", headers={"Origin": "http://app.example"})
+        assert allowed_read.headers.get("access-control-allow-origin") == "http://app.example"
+        other = httpx.get(c.url + "/api/queue", headers={"Origin": "http://evil.example"})
+        assert "access-control-allow-origin" not in other.headers

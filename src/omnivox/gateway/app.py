@@ -10,6 +10,7 @@ import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
 
 from omnivox.core.config import Settings
 from omnivox.gateway.context import GatewayContext
@@ -63,6 +64,13 @@ def create_gateway_app(settings: Settings, background: list[Hook] | None = None)
 
     app = FastAPI(title="omnivox gateway", lifespan=lifespan)
     app.state.ctx = ctx
+    if settings.allowed_origins:  # pages of those origins may read the API (same origin needs nothing)
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.allowed_origins,
+            allow_methods=["GET", "POST", "DELETE"],
+            allow_headers=["Authorization", "Content-Type"],
+        )
     app.include_router(router)
     app.include_router(voices.router)
     app.include_router(assets.router)
