@@ -1,22 +1,24 @@
-"""A small client for the streaming protocol, on the real `websockets` library."""
+"""Small clients for omnivox's JSON WebSocket protocols, on the real `websockets` library."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
+from typing import Any, Self
 
 import websockets
 
 
-class StreamingClient:
-    def __init__(self, base_ws: str, session_id: str, timeout: float = 20.0) -> None:
-        self.url = f"{base_ws}/ws/streaming/{session_id}"
+class JsonClient:
+    """One session's socket: send typed messages, read them back, wait for a type."""
+
+    def __init__(self, url: str, timeout: float = 20.0) -> None:
+        self.url = url
         self.timeout = timeout
         self.ws: Any = None
         self.seen: list[dict[str, Any]] = []
 
-    async def __aenter__(self) -> StreamingClient:
+    async def __aenter__(self) -> Self:
         self.ws = await websockets.connect(self.url, max_size=64 * 1024 * 1024)
         return self
 
@@ -39,6 +41,11 @@ class StreamingClient:
             got.append(msg)
             if msg["type"] in types:
                 return got
+
+
+class StreamingClient(JsonClient):
+    def __init__(self, base_ws: str, session_id: str, timeout: float = 20.0) -> None:
+        super().__init__(f"{base_ws}/ws/streaming/{session_id}", timeout)
 
     async def turn(self, messages: list[dict[str, Any]], **generate: Any) -> dict[str, Any]:
         """prefill + generate; returns prefill_done, the reply text, the chunks and done."""

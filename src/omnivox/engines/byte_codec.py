@@ -1,8 +1,10 @@
-"""The tiny engine's byte-level chat codec and its token ids (shared by its text and duplex modes)."""
+"""The tiny engine's byte-level chat codec, its token ids and its model's shape (shared by its text
+and duplex modes)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from omnivox.engines.hf import Conversation
 
@@ -34,3 +36,24 @@ class ByteChatCodec:
 
     def decode(self, ids: Sequence[int]) -> str:
         return bytes(i for i in ids if i < 256).decode("utf-8", errors="replace")
+
+
+def tiny_qwen2_config(vocab_size: int, hidden_size: int, num_layers: int, num_heads: int) -> Any:
+    """The config of a tiny random Qwen2 over byte ids (``transformers`` is imported here, lazily)."""
+    from transformers import Qwen2Config
+
+    return Qwen2Config(
+        vocab_size=vocab_size,
+        hidden_size=hidden_size,
+        intermediate_size=hidden_size * 2,
+        num_hidden_layers=num_layers,
+        num_attention_heads=num_heads,
+        num_key_value_heads=max(1, num_heads // 2),  # grouped-query attention, as real models use
+        max_position_embeddings=1 << 20,
+        # Larger than the usual 0.02 so outputs vary (and replies sometimes end) instead of one byte
+        # repeated.
+        initializer_range=0.2,
+        bos_token_id=None,
+        eos_token_id=END,
+        pad_token_id=None,
+    )

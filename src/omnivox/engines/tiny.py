@@ -15,11 +15,13 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from omnivox.engines.byte_codec import END, VOCAB_SIZE, ByteChatCodec
+from omnivox.engines.byte_codec import END, VOCAB_SIZE, ByteChatCodec, tiny_qwen2_config
 from omnivox.engines.duplex import DuplexParams, DuplexReady, DuplexUnit
 from omnivox.engines.hf import TransformersEngine
 from omnivox.engines.tiny_duplex import TinyDuplex, TinyDuplexModel
 from omnivox.protocol.workers import Capabilities
+
+__all__ = ["END", "VOCAB_SIZE", "ByteChatCodec", "TinyEngine"]  # the codec's names, re-exported
 
 
 class TinyEngine(TransformersEngine):
@@ -39,22 +41,9 @@ class TinyEngine(TransformersEngine):
         dtype: torch.dtype = torch.float64,
         device: str = "cpu",
     ) -> None:
-        from transformers import Qwen2Config, Qwen2ForCausalLM
+        from transformers import Qwen2ForCausalLM
 
-        config = Qwen2Config(
-            vocab_size=VOCAB_SIZE,
-            hidden_size=hidden_size,
-            intermediate_size=hidden_size * 2,
-            num_hidden_layers=num_layers,
-            num_attention_heads=num_heads,
-            num_key_value_heads=max(1, num_heads // 2),  # grouped-query attention, as real models use
-            max_position_embeddings=1 << 20,
-            # Larger than the usual 0.02 so replies vary and sometimes end, instead of one byte repeated.
-            initializer_range=0.2,
-            bos_token_id=None,
-            eos_token_id=END,
-            pad_token_id=None,
-        )
+        config = tiny_qwen2_config(VOCAB_SIZE, hidden_size, num_layers, num_heads)
         # A private RNG state: building a tiny engine must not shift anyone else's random stream.
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)

@@ -29,7 +29,7 @@ import torch
 
 from omnivox.core.errors import InvalidAudio, InvalidMessage, PrefillRequired
 from omnivox.engines.base import OUTPUT_SAMPLE_RATE
-from omnivox.engines.byte_codec import END, VOCAB_SIZE, ByteChatCodec
+from omnivox.engines.byte_codec import VOCAB_SIZE, ByteChatCodec, tiny_qwen2_config
 from omnivox.engines.duplex import INPUT_SAMPLE_RATE, DuplexParams, DuplexReady, DuplexUnit
 
 # The text codec's ids (bytes 0-255, role markers 256-259), then the duplex specials.
@@ -63,21 +63,9 @@ class TinyDuplexModel:
         dtype: torch.dtype = torch.float64,
         device: str = "cpu",
     ) -> None:
-        from transformers import Qwen2Config, Qwen2ForCausalLM
+        from transformers import Qwen2ForCausalLM
 
-        config = Qwen2Config(
-            vocab_size=DUPLEX_VOCAB_SIZE,
-            hidden_size=hidden_size,
-            intermediate_size=hidden_size * 2,
-            num_hidden_layers=num_layers,
-            num_attention_heads=num_heads,
-            num_key_value_heads=max(1, num_heads // 2),
-            max_position_embeddings=1 << 20,
-            initializer_range=0.2,  # as the text model: decisions and bytes vary
-            bos_token_id=None,
-            eos_token_id=END,
-            pad_token_id=None,
-        )
+        config = tiny_qwen2_config(DUPLEX_VOCAB_SIZE, hidden_size, num_layers, num_heads)
         patches = (IMAGE_SIDE // PATCH) ** 2
         with torch.random.fork_rng(devices=[]):  # never shift anyone else's random stream
             torch.manual_seed(seed)
