@@ -9,7 +9,10 @@ from omnivox.engines.base import Engine
 from omnivox.engines.deferred import DeferredEngine
 from omnivox.protocol.workers import Capabilities
 from omnivox.voice.llm.base import ChatLlm
-from omnivox.voice.stack import VoiceStack, build_voice_stack
+from omnivox.voice.packaged import SMOLLM2_135M_GGUF, MissingModelPackage
+from omnivox.voice.stack import VoiceStack, build_voice_stack, missing_models
+
+LOCAL_ENGINE_CONTEXT_TOKENS = 4096
 
 TEXT_STREAMING = Capabilities(streaming=True)
 
@@ -40,6 +43,16 @@ def _transformers(settings: Settings) -> Engine:
         return TransformersEngine.from_pretrained(model, device=settings.device)
 
     return DeferredEngine("transformers", TEXT_STREAMING, build)
+
+
+def _local(settings: Settings) -> Engine:
+    def build() -> Engine:
+        from omnivox.engines.llamacpp import LlamaCppEngine
+
+        context = settings.llm_context_tokens or LOCAL_ENGINE_CONTEXT_TOKENS
+        return LlamaCppEngine.embedded(threads=settings.llm_threads, context_tokens=context)
+
+    return DeferredEngine("local", TEXT_STREAMING, build)
 
 
 def _local_llm(settings: Settings) -> ChatLlm | None:
@@ -73,7 +86,21 @@ ENGINES: dict[str, Callable[[Settings], Engine]] = {
     "tiny": _tiny,
     "transformers": _transformers,
     "cascade": _cascade,
+    "local": _local,
 }
+
+
+def missing_packages(settings: Settings) -> list[MissingModelPackage]:
+    """The model packages the engine ``settings`` names needs and this machine lacks (nothing loads:
+    a server checks this before it starts, so a missing package stops it with the pip command)."""
+    if settings.engine == "cascade":
+        return missing_models(settings)
+    if settings.engine == "local":
+        try:
+            SMOLLM2_135M_GGUF.path()
+        except MissingModelPackage as err:
+            return [err]
+    return []
 
 
 def build_engine(settings: Settings) -> Engine:
