@@ -112,7 +112,7 @@ class VoiceSettings(BaseModel):
     )
     asr_threads: int = Field(1, ge=1, description="threads of the embedded Whisper model")
     asr_partial_ms: int = Field(
-        500,
+        1000,
         ge=0,
         description="Whisper's live partial transcripts: least new audio between two re-transcriptions "
         "of the utterance so far (0: final transcripts only)",

@@ -84,6 +84,11 @@ class Listener:
         return self.samples * 1000.0 / self.rate
 
     @property
+    def background_s(self) -> float:
+        """Hearing work done outside ``feed`` so far (the ASR's background partials)."""
+        return self.asr.background_s
+
+    @property
     def speaking(self) -> bool:
         return self.detector is not None and self.detector.state is TurnState.SPEECH
 

@@ -79,7 +79,7 @@ class WhisperAsr(StreamingAsr):
         beam_size: int = 1,
         windows_s: Sequence[float] = (10.0, 20.0, 30.0),
         partial_interval_ms: float | None = None,
-        partial_budget: float = 0.25,
+        partial_budget: float = 0.15,
         min_partial_ms: float = 500.0,
         word_timestamps: bool = False,
         background_partials: bool = True,
@@ -161,16 +161,18 @@ class WhisperAsr(StreamingAsr):
         wait_s = max(self.partial_interval_ms / 1000.0, self.last_partial_s / self.partial_budget)
         self._next_partial = self._samples + int(wait_s * self.sample_rate)
         if self._background is not None:
-            self._pending = self._background.submit(self._partial, self._audio())
+            self._pending = self._background.submit(self._partial, self._audio(), True)
             return finished
-        return self._partial(self._audio())
+        return self._partial(self._audio(), False)
 
-    def _partial(self, audio: np.ndarray) -> Hypothesis:
+    def _partial(self, audio: np.ndarray, background: bool) -> Hypothesis:
         began = time.perf_counter()
         hyp = self._decode(audio, partial=True)
         self.last_partial_s = time.perf_counter() - began
         self.partials += 1
         self.partial_seconds += self.last_partial_s
+        if background:
+            self.background_s += self.last_partial_s
         return hyp
 
     def _finished_partial(self) -> Hypothesis | None:
