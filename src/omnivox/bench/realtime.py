@@ -138,9 +138,10 @@ class Caller:
         for turn in range(turns):
             clip, speech_end = self.clips[turn % len(self.clips)]
             self._reply_done.clear()
-            clip_start_sample = sent
+            # known before the clip is sent: a reply may start before the clip's trailing silence
+            # (about 0.5 s) has been sent
+            self._speech_end = start + (sent / RATE) + speech_end
             await send(clip)
-            self._speech_end = start + (clip_start_sample / RATE) + speech_end
             deadline = time.monotonic() + 20
             # keep the microphone open (silence) until the reply has been heard
             while not self._reply_done.is_set() or time.monotonic() < self._playing_until:

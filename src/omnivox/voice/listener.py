@@ -26,6 +26,7 @@ The ``Listener`` runs in the session's input thread (model work blocks) and turn
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -36,6 +37,8 @@ from omnivox.voice.turn.base import EndOfTurnModel
 from omnivox.voice.turn.semantic import SemanticTurn
 from omnivox.voice.vad.base import VoiceActivityDetector
 from omnivox.voice.vad.turn import TurnDetector, TurnEventType, TurnParams, TurnState
+
+log = logging.getLogger(__name__)
 
 HeardKind = Literal[
     "speech_started", "speech_confirmed", "partial", "pause", "resumed", "speech_stopped", "final"
@@ -170,6 +173,14 @@ class Listener:
         audio = self._ring[max(0, self._turn_from - self._ring_start) : end]
         score = self.semantic.score(audio, started, self.detector.audio_ms)
         self.detector.require_pause(score.required_ms)
+        log.debug(
+            "end of turn: P(finished)=%.2f after %.0f ms of pause -> %s, wait %.0f ms (model %.0f ms)",
+            score.probability,
+            score.pause_ms,
+            score.tier,
+            score.required_ms,
+            score.model_s * 1000,
+        )
 
     def _pausing(self) -> bool:
         """A pause has just run far enough to flush the ASR early (once per pause)."""
