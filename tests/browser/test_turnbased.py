@@ -12,7 +12,7 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
-from cluster import cluster
+from cluster import ECHO_VOICE, cluster
 
 pytestmark = pytest.mark.browser
 
@@ -114,7 +114,7 @@ def test_stop_while_queued_leaves_the_queue(echo, open_page):
 
 @pytest.fixture(scope="module")
 def cascade(tmp_path_factory):
-    with cluster(workers=1, engine="cascade", log_dir=tmp_path_factory.mktemp("logs")) as c:
+    with cluster(workers=1, engine="cascade", log_dir=tmp_path_factory.mktemp("logs"), **ECHO_VOICE) as c:
         yield c
 
 

@@ -18,14 +18,14 @@ import numpy as np
 import pytest
 from playwright.sync_api import expect
 
-from cluster import cluster
+from cluster import ECHO_VOICE, cluster
 
 pytestmark = pytest.mark.browser
 
 
 @pytest.fixture(scope="module")
 def cascade(tmp_path_factory):
-    with cluster(workers=1, engine="cascade", log_dir=tmp_path_factory.mktemp("logs")) as c:
+    with cluster(workers=1, engine="cascade", log_dir=tmp_path_factory.mktemp("logs"), **ECHO_VOICE) as c:
         yield c
 
 

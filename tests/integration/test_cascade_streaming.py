@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cluster import cluster
+from cluster import ECHO_VOICE, cluster
 from omnivox.audio.pcm import b64_to_pcm16, pcm16_to_b64
 from omnivox.voice.asr.base import word_error_rate
 from omnivox.voice.tts.hibari import HibariTts
@@ -20,7 +20,7 @@ def speech() -> np.ndarray:
 
 
 async def test_spoken_message_gets_text_and_speech_back(tmp_path, speech):
-    with cluster(workers=1, engine="cascade", log_dir=tmp_path) as c:
+    with cluster(workers=1, engine="cascade", log_dir=tmp_path, **ECHO_VOICE) as c:
         part = {"type": "audio", "data": pcm16_to_b64(speech), "format": "pcm16", "sample_rate": 24000}
         messages = [{"role": "user", "content": [part]}]
         async with StreamingClient(c.ws, "voice-turn", timeout=30) as cl:

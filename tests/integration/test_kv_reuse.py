@@ -1,15 +1,18 @@
-"""KV-cache reuse across turns on the tiny engine (a real transformer and DynamicCache)."""
+"""KV-cache reuse across turns: the tiny engine (a real transformer and DynamicCache) and the local
+engine (the embedded SmolLM2-135M GGUF on llama.cpp, whose slot keeps the conversation)."""
 
 from __future__ import annotations
 
 import httpx
+import pytest
 
 from cluster import cluster
 from wsclient import StreamingClient
 
 
-async def test_three_turns_reuse_cache_and_match_full_prefill(tmp_path):
-    with cluster(workers=2, engine="tiny", log_dir=tmp_path) as c:
+@pytest.mark.parametrize("engine", ["tiny", "local"])
+async def test_three_turns_reuse_cache_and_match_full_prefill(tmp_path, engine):
+    with cluster(workers=2, engine=engine, log_dir=tmp_path) as c:
         messages = [{"role": "system", "content": "You are tiny."}]
         turns = []
         async with StreamingClient(c.ws, "conv") as cl:

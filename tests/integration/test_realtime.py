@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import websockets
 
-from cluster import cluster
+from cluster import ECHO_VOICE, cluster
 from omnivox.voice.asr.base import word_error_rate
 from rtclient import Events, audio_of, client, silence, speech, stream
 
@@ -28,6 +28,7 @@ def rt_cluster(tmp_path_factory):
         "OMNIVOX_API_KEY": "secret",
         "OMNIVOX_REALTIME_MAX_WAIT_S": "1.5",
         "OMNIVOX_MAX_QUEUE_SIZE": "1",
+        **ECHO_VOICE,
     }
     with cluster(workers=1, engine="cascade", log_dir=tmp_path_factory.mktemp("rt"), **env) as c:
         yield c
@@ -427,7 +428,9 @@ async def test_telephony_formats_and_beta_event_names(rt_cluster):
 
 
 async def test_a_worker_dying_mid_session_is_reported_and_nothing_leaks(tmp_path):
-    with cluster(workers=1, engine="cascade", log_dir=tmp_path, OMNIVOX_OFFLINE_AFTER_FAILURES="1") as c:
+    with cluster(
+        workers=1, engine="cascade", log_dir=tmp_path, OMNIVOX_OFFLINE_AFTER_FAILURES="1", **ECHO_VOICE
+    ) as c:
         async with raw(c, Authorization="Bearer x") as ws:  # no api key on this cluster
             s = RawSession(ws)
             await s.until("session.created")

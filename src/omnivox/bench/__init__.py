@@ -7,6 +7,8 @@ BENCHES = {
     "pool": "gateway dispatch latency and memory with 1 to 10,000 queued tickets",
     "kv": "time to first token per turn, KV-cache hit vs forced miss",
     "voice": "ASR, TTS and VAD speed of the embedded voice models",
+    "asr": "word error rate and cost of each embedded ASR on synthetic, telephone and human speech",
+    "turns": "end-of-turn decisions on a scripted set: semantic_vad per eagerness vs server_vad",
     "realtime": "N concurrent realtime callers: voice-to-voice latency, ASR/TTS real-time factors, errors",
     "duplex": "N concurrent duplex callers: unit wall-clock (listen/speak), lagging, speech end to speech",
     "fuzz": "seeded hostile frames per protocol; the server must keep serving with no worker lost",

@@ -1,5 +1,10 @@
 """Time to first token per turn with KV-cache reuse (hit) vs a reset and full prefill (miss).
 
+Engines: ``tiny`` (a random transformer), ``transformers`` (a local model directory) and ``local``
+(the embedded SmolLM2-135M GGUF on llama.cpp; ``--no-exact`` measures batched prompts, as the voice
+cascade runs them, and the replies may then part from a full recompute's at a near-tie). For
+``local`` the summary adds decode speed and the process's peak memory (model, KV state, Python).
+
 One engine holds a growing conversation. Each turn is measured twice from the moment the worker
 would receive the request: as a hit (prefill only the new user message on the held cache, then
 generate) and as a forced miss (reset, prefill the whole conversation, then generate). The miss run
@@ -26,7 +31,14 @@ _WORDS = (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--engine", choices=("tiny", "transformers"), default="tiny", help="engine to measure"
+        "--engine", choices=("tiny", "transformers", "local"), default="tiny", help="engine to measure"
+    )
+    parser.add_argument("--threads", type=int, default=1, help="local engine threads")
+    parser.add_argument(
+        "--exact",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="local engine: one prompt token per pass (replies identical to a full recompute)",
     )
     parser.add_argument("--model", help="local model directory (for --engine transformers)")
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
@@ -42,6 +54,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _build(args: argparse.Namespace) -> Engine:
+    if args.engine == "local":
+        from omnivox.engines.llamacpp import LlamaCppEngine
+
+        return LlamaCppEngine.embedded(threads=args.threads, context_tokens=8192, exact=args.exact)
     if args.engine == "transformers":
         if not args.model:
             raise SystemExit("--engine transformers needs --model PATH")
@@ -78,8 +94,14 @@ def _timed_turn(
     for _ in engine.generate(params, threading.Event(), result):
         if first is None:
             first = time.perf_counter() - start
+    decode_ms = result.extra.get("decode_ms")
+    if decode_ms and result.generated_tokens > 1:
+        _SPEEDS.append((result.generated_tokens - 1) * 1000.0 / decode_ms)
     # A reply that ends at once has no chunk; its first token is then the end of generation.
     return (first if first is not None else time.perf_counter() - start), stats, result.text
+
+
+_SPEEDS: list[float] = []  # decode tokens/s of every generation (engines that report it)
 
 
 def _conversation(engine: Engine, args: argparse.Namespace, params: GenerateParams) -> list[dict[str, Any]]:
@@ -148,6 +170,15 @@ def run(args: argparse.Namespace) -> int:
     ]
     print_table(f"KV-cache reuse: {_describe(args, engine)}, median of {args.repeats}", columns, rows)
     summary = _summary(turns)
+    if _SPEEDS:
+        import resource
+
+        summary["decode_tokens_per_s"] = statistics.median(_SPEEDS)
+        summary["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(
+            f"\ndecode {summary['decode_tokens_per_s']:.0f} tokens/s (median of {len(_SPEEDS)} replies);"
+            f" peak memory of this process {summary['peak_rss_mb']:.0f} MB"
+        )
     print(
         f"\nturns 2-{len(turns)} (turn 1 has nothing cached):"
         f" median TTFT hit {summary['median_ttft_hit_ms']:.1f} ms,"
@@ -174,6 +205,9 @@ def _summary(turns: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _describe(args: argparse.Namespace, engine: Engine) -> str:
+    if args.engine == "local":
+        mode = "exact (one prompt token per pass)" if args.exact else "batched prompts"
+        return f"{engine.name}, llama.cpp, {args.threads} thread(s), {mode}"
     if args.engine == "transformers":
         return f"{engine.name} on {args.device}"
     dtype = "float32" if args.float32 else "float64"

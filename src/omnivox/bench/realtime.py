@@ -6,11 +6,16 @@ synthesised by hibari, each after the previous reply has finished playing. For e
 voice-to-voice latency as a caller hears it: from the moment the last speech sample was captured
 (the chunk holding it is sent as soon as it is complete) to the arrival of the reply's first audio.
 
+The models are the embedded default (``--llm local``, ``--asr whisper``) unless told otherwise; turn
+detection is ``server_vad`` and/or ``semantic_vad`` at the eagerness levels given (``--detection``).
+"worker MB" is the resident memory of a worker process at the end of the run.
+
 The gateway's metrics give the real-time factors of hearing (VAD + ASR) and speaking (TTS) on the
 workers under that load: busy time / audio time, summed over all sessions. Real time is held when
 both stay under 1, no turn failed, and 95% of replies start within a second of the turn's end
-(``silence_duration_ms`` + 1 s after the speech): a machine past its capacity shows it there first,
-as queueing delay, long before the factors reach 1.
+(``silence_duration_ms``, or semantic_vad's pause for a finished sentence, + 1 s after the
+speech): a machine past its capacity shows it there first, as queueing delay, long before the
+factors reach 1.
 """
 
 from __future__ import annotations
@@ -53,7 +58,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--silence-ms", type=int, default=500, help="server VAD silence_duration_ms")
     parser.add_argument("--chunk-ms", type=int, default=40, help="audio per append")
     parser.add_argument("--workers", type=int, help="worker processes (default: one per caller)")
-    parser.add_argument("--llm-url", help="an OpenAI-compatible LLM server (default: the echo LLM)")
+    parser.add_argument("--llm", default="local", help="local (default: the embedded SmolLM2), echo")
+    parser.add_argument("--llm-url", help="an OpenAI-compatible LLM server instead")
+    parser.add_argument("--asr", default="whisper", help="whisper (default), pocketsphinx")
+    parser.add_argument(
+        "--detection",
+        nargs="+",
+        default=["server_vad"],
+        help="turn detection: server_vad and/or semantic_vad eagerness levels (low, medium, high, auto)",
+    )
     parser.add_argument("--log-dir", help="keep the server logs here")
 
 
@@ -99,7 +112,10 @@ class Caller:
         return self.stats
 
     def _session(self) -> dict:
-        vad = {"type": "server_vad", "silence_duration_ms": self.args.silence_ms}
+        if self.args.mode == "server_vad":
+            vad: dict = {"type": "server_vad", "silence_duration_ms": self.args.silence_ms}
+        else:
+            vad = {"type": "semantic_vad", "eagerness": self.args.mode}
         return {"type": "realtime", "audio": {"input": {"turn_detection": vad}}}
 
     async def _talk(self, ws, turns: int) -> None:  # type: ignore[no-untyped-def]
@@ -122,9 +138,10 @@ class Caller:
         for turn in range(turns):
             clip, speech_end = self.clips[turn % len(self.clips)]
             self._reply_done.clear()
-            clip_start_sample = sent
+            # known before the clip is sent: a reply may start before the clip's trailing silence
+            # (about 0.5 s) has been sent
+            self._speech_end = start + (sent / RATE) + speech_end
             await send(clip)
-            self._speech_end = start + (clip_start_sample / RATE) + speech_end
             deadline = time.monotonic() + 20
             # keep the microphone open (silence) until the reply has been heard
             while not self._reply_done.is_set() or time.monotonic() < self._playing_until:
@@ -184,81 +201,121 @@ async def _load(url: str, users: int, clips: list, args: argparse.Namespace) -> 
     return await asyncio.gather(*(c.run(args.turns, SPREAD_S * i / users) for i, c in enumerate(callers)))
 
 
+def _rss_mb(pid: int) -> float:
+    """Resident memory of a process (Linux), MB."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
+
+
+def _env(args: argparse.Namespace) -> dict[str, str]:
+    env = dict(PRODUCTION_INTERVALS)
+    env["OMNIVOX_ASR"] = args.asr
+    if args.llm_url:
+        env["OMNIVOX_LLM_URL"] = args.llm_url
+        env["OMNIVOX_LLM"] = "openai"
+    else:
+        env["OMNIVOX_LLM"] = args.llm
+    return env
+
+
+def _describe(args: argparse.Namespace) -> str:
+    llm = f"LLM {args.llm_url}" if args.llm_url else f"{args.llm} LLM"
+    return f"{llm}, {args.asr} ASR"
+
+
 def run(args: argparse.Namespace) -> int:
     clips = [_clip(s) for s in SENTENCES]
     rows, results = [], {}
-    for users in args.users:
-        env = dict(PRODUCTION_INTERVALS)
-        if args.llm_url:
-            env["OMNIVOX_LLM_URL"] = args.llm_url
-        workers = args.workers or users
-        log_dir = Path(args.log_dir) / f"n{users}" if args.log_dir else None
-        if log_dir:
-            log_dir.mkdir(parents=True, exist_ok=True)
-        with cluster(workers=workers, engine="cascade", log_dir=log_dir, **env) as c:
-            began = time.monotonic()
-            stats = asyncio.run(_load(f"{c.ws}/v1/realtime", users, clips, args))
-            wall = time.monotonic() - began
-            rtf = _rtf(httpx.get(c.url + "/metrics", timeout=5).text)
-        v2v = [s for st in stats for s in st.v2v_s]
-        errors = [e for st in stats for e in st.errors]
-        p95 = percentile(v2v, 95)
-        held = (
-            bool(v2v)
-            and not errors
-            and all(r < 1.0 for r in rtf.values())
-            and p95 < args.silence_ms / 1000 + HEADROOM_S
-        )
-        results[users] = {
-            "workers": workers,
-            "turns": len(v2v),
-            "v2v_p50_ms": percentile(v2v, 50) * 1000,
-            "v2v_p95_ms": p95 * 1000,
-            "v2v_max_ms": max(v2v) * 1000 if v2v else float("nan"),
-            "asr_rtf": rtf.get("asr", float("nan")),
-            "tts_rtf": rtf.get("tts", float("nan")),
-            "errors": errors,
-            "wall_s": wall,
-            "real_time": held,
-        }
-        r = results[users]
-        rows.append(
-            [
-                users,
-                workers,
-                r["turns"],
-                r["v2v_p50_ms"],
-                r["v2v_p95_ms"],
-                r["v2v_max_ms"],
-                r["asr_rtf"],
-                r["tts_rtf"],
-                len(errors),
-                "yes" if held else "no",
-            ]
-        )
+    for mode in args.detection:
+        for users in args.users:
+            args.mode = mode
+            result = _one(args, users, clips)
+            results[f"{mode}/{users}"] = result
+            rows.append(
+                [
+                    mode,
+                    users,
+                    result["turns"],
+                    result["v2v_p50_ms"],
+                    result["v2v_p95_ms"],
+                    result["v2v_max_ms"],
+                    result["asr_rtf"],
+                    result["tts_rtf"],
+                    result["worker_rss_mb"],
+                    len(result["errors"]),
+                    "yes" if result["real_time"] else "no",
+                ]
+            )
     print_table(
-        f"Realtime voice-to-voice, {args.turns} turns per caller, silence_duration_ms={args.silence_ms}"
-        + (f", LLM {args.llm_url}" if args.llm_url else ", echo LLM"),
+        f"Realtime voice-to-voice, {args.turns} turns per caller, {_describe(args)}"
+        f" (server_vad: silence_duration_ms={args.silence_ms})",
         [
+            "turn detection",
             "callers",
-            "workers",
             "turns",
             "v2v p50 ms",
             "v2v p95 ms",
             "v2v max ms",
             "ASR RTF",
             "TTS RTF",
+            "worker MB",
             "errors",
             "real time",
         ],
         rows,
     )
-    for users, r in results.items():
+    for key, r in results.items():
         if r["errors"]:
-            print(
-                f"  {users} callers, errors: {statistics.multimode(r['errors'])} ({len(r['errors'])} in all)"
-            )
+            print(f"  {key}: errors {statistics.multimode(r['errors'])} ({len(r['errors'])} in all)")
     write_json(
-        args.json, {"realtime": results, "turns_per_caller": args.turns, "silence_ms": args.silence_ms}
+        args.json,
+        {
+            "realtime": results,
+            "turns_per_caller": args.turns,
+            "silence_ms": args.silence_ms,
+            "models": _describe(args),
+        },
     )
     return 0
+
+
+def _one(args: argparse.Namespace, users: int, clips: list) -> dict:
+    workers = args.workers or users
+    log_dir = Path(args.log_dir) / f"{args.mode}-n{users}" if args.log_dir else None
+    if log_dir:
+        log_dir.mkdir(parents=True, exist_ok=True)
+    with cluster(workers=workers, engine="cascade", log_dir=log_dir, **_env(args)) as c:
+        began = time.monotonic()
+        stats = asyncio.run(_load(f"{c.ws}/v1/realtime", users, clips, args))
+        wall = time.monotonic() - began
+        rtf = _rtf(httpx.get(c.url + "/metrics", timeout=5).text)
+        rss = [_rss_mb(w.pid) for w in c.workers]
+    v2v = [s for st in stats for s in st.v2v_s]
+    errors = [e for st in stats for e in st.errors]
+    p95 = percentile(v2v, 95)
+    # a reply later than the longest the turn detection may wait plus the headroom is not real time
+    if args.mode == "server_vad":
+        wait_s = args.silence_ms / 1000
+    else:
+        from omnivox.voice.turn.policy import SemanticTurnPolicy
+
+        wait_s = SemanticTurnPolicy.for_eagerness(args.mode).finished_ms / 1000
+    held = bool(v2v) and not errors and all(r < 1.0 for r in rtf.values()) and p95 < wait_s + HEADROOM_S
+    return {
+        "workers": workers,
+        "turns": len(v2v),
+        "v2v_p50_ms": percentile(v2v, 50) * 1000,
+        "v2v_p95_ms": p95 * 1000,
+        "v2v_max_ms": max(v2v) * 1000 if v2v else float("nan"),
+        "asr_rtf": rtf.get("asr", float("nan")),
+        "tts_rtf": rtf.get("tts", float("nan")),
+        "worker_rss_mb": statistics.fmean(rss) if rss else float("nan"),
+        "errors": errors,
+        "wall_s": wall,
+        "real_time": held,
+    }

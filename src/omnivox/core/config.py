@@ -127,21 +127,40 @@ class EngineSettings(BaseModel):
 class VoiceSettings(BaseModel):
     """The cascade's voice models, loaded once per worker process."""
 
-    llm: Literal["auto", "echo", "openai", "transformers", "tiny"] = Field(
-        "auto", description="auto: openai when llm_url is set, else echo; transformers uses --model"
+    llm: Literal["auto", "local", "echo", "openai", "transformers", "tiny"] = Field(
+        "auto",
+        description="auto: openai when llm_url is set, else local (SmolLM2-135M-Instruct on llama.cpp); "
+        "echo says the user's words back; transformers uses --model",
     )
     llm_url: str | None = Field(None, description="OpenAI-compatible chat server (vLLM, SGLang, ...)")
     llm_model: str | None = Field(None, description="model name on the server (default: the only one)")
     llm_api_key: str | None = None
-    llm_context_tokens: int = Field(8192, ge=256, description="history is trimmed to fit this")
-    llm_max_tokens: int = Field(512, ge=1, description="longest reply")
+    llm_context_tokens: int | None = Field(
+        None, ge=256, description="history is trimmed to fit this (default 8192; 2048 for the local model)"
+    )
+    llm_max_tokens: int | None = Field(
+        None, ge=1, description="longest reply (default 512; 80 for the local model, which rambles)"
+    )
+    llm_threads: int = Field(1, ge=1, description="threads of the local LLM (one worker per core: 1)")
+    llm_max_sentences: int = Field(
+        2, ge=0, description="the local LLM's reply ends after this many sentences (0: no limit)"
+    )
     llm_temperature_first: float = Field(0.7, ge=0, le=2)
     llm_temperature_later: float = Field(0.3, ge=0, le=2)
     system_prompt: str = Field(
-        "You are a helpful voice assistant. Answer in a few short spoken sentences, without markdown.",
+        "You are a helpful voice assistant. Answer in one or two short spoken sentences, without markdown.",
         description="instructions when the client gives none",
     )
-    asr: Literal["pocketsphinx", "openai"] = "pocketsphinx"
+    asr: Literal["whisper", "pocketsphinx", "openai"] = Field(
+        "whisper", description="whisper (tiny.en, embedded), pocketsphinx (embedded, streaming) or openai"
+    )
+    asr_threads: int = Field(1, ge=1, description="threads of the embedded Whisper model")
+    asr_partial_ms: int = Field(
+        1000,
+        ge=0,
+        description="Whisper's live partial transcripts: least new audio between two re-transcriptions "
+        "of the utterance so far (0: final transcripts only)",
+    )
     asr_url: str | None = Field(None, description="OpenAI-compatible /v1/audio/transcriptions server")
     asr_model: str = "whisper-1"
     asr_api_key: str | None = None

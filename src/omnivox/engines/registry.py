@@ -9,7 +9,10 @@ from omnivox.engines.base import Engine
 from omnivox.engines.deferred import DeferredEngine
 from omnivox.protocol.workers import Capabilities
 from omnivox.voice.llm.base import ChatLlm
-from omnivox.voice.stack import VoiceStack, build_voice_stack
+from omnivox.voice.packaged import SMOLLM2_135M_GGUF, MissingModelPackage
+from omnivox.voice.stack import VoiceStack, build_voice_stack, missing_models
+
+LOCAL_ENGINE_CONTEXT_TOKENS = 4096
 
 TEXT_STREAMING = Capabilities(streaming=True)
 # Declared before load (the gateway routes on them while the engine loads): TinyEngine.capabilities.
@@ -66,6 +69,16 @@ def _minicpmo(settings: Settings) -> Engine:
     return DeferredEngine("minicpmo", CAPABILITIES, build)
 
 
+def _local(settings: Settings) -> Engine:
+    def build() -> Engine:
+        from omnivox.engines.llamacpp import LlamaCppEngine
+
+        context = settings.llm_context_tokens or LOCAL_ENGINE_CONTEXT_TOKENS
+        return LlamaCppEngine.embedded(threads=settings.llm_threads, context_tokens=context)
+
+    return DeferredEngine("local", TEXT_STREAMING, build)
+
+
 def _local_llm(settings: Settings) -> ChatLlm | None:
     """The cascade's LLM when it is a local model (None: a remote or echo LLM, built by voice)."""
     if settings.llm not in ("tiny", "transformers"):
@@ -98,7 +111,21 @@ ENGINES: dict[str, Callable[[Settings], Engine]] = {
     "transformers": _transformers,
     "cascade": _cascade,
     "minicpmo": _minicpmo,
+    "local": _local,
 }
+
+
+def missing_packages(settings: Settings) -> list[MissingModelPackage]:
+    """The model packages the engine ``settings`` names needs and this machine lacks (nothing loads:
+    a server checks this before it starts, so a missing package stops it with the pip command)."""
+    if settings.engine == "cascade":
+        return missing_models(settings)
+    if settings.engine == "local":
+        try:
+            SMOLLM2_135M_GGUF.path()
+        except MissingModelPackage as err:
+            return [err]
+    return []
 
 
 def build_engine(settings: Settings) -> Engine:

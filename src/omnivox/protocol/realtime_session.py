@@ -49,7 +49,8 @@ class AudioFormat(_Strict):
 
 
 class TurnDetection(_Strict):
-    """``server_vad`` (``semantic_vad`` is accepted and served by the same VAD)."""
+    """``server_vad`` (a pause of ``silence_duration_ms`` ends the turn) or ``semantic_vad`` (an
+    end-of-turn model judges each pause; ``eagerness`` sets how long it waits)."""
 
     type: Literal["server_vad", "semantic_vad"] = "server_vad"
     threshold: float = Field(0.5, gt=0.0, le=1.0)

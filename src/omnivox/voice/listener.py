@@ -10,27 +10,40 @@ The ``Listener`` runs in the session's input thread (model work blocks) and turn
   and is fed as audio arrives, so the final transcript costs only the decoder's flush.
 - a pause that has run ``speculate_at`` of the way to the end of the turn (the pause prediction)
   flushes the ASR early and reports ``pause`` with the transcript so far: a reply can be prepared
-  while the silence runs out (as Unmute does at its STT's pause prediction). If the user speaks
+  while the silence runs out (as Unmute does at its STT's pause prediction). At 0.3 (150 ms of a
+  500 ms ``silence_duration_ms``) the embedded models' reply (Whisper's flush, the LLM's first words,
+  their speech: about 350 ms on one core) is ready about when the turn ends; at 0.6 it came 150 ms
+  late (bench realtime, N = 1: p50 894 -> 740 ms). If the user speaks
   again, ``resumed`` says so, the ASR hears the rest as a new utterance, and the final transcript
   joins both.
+- with ``semantic_vad`` (``TurnParams.eagerness``), as with server VAD, but an end-of-turn model
+  judges each pause once it is due (``voice.turn.semantic``): the ASR is flushed and ``pause``
+  reported first (the reply is prepared while the model listens), then the model's judgement sets how
+  long this pause must last to end the turn: short when the words sound finished, up to the
+  eagerness's longest wait when they do not. ``semantic.scores`` keeps every judgement.
 - without turn detection (manual turns): every sample goes to the ASR; ``commit`` ends the utterance.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import logging
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
 
 from omnivox.voice.asr.base import StreamingAsr
+from omnivox.voice.turn.base import EndOfTurnModel
+from omnivox.voice.turn.semantic import SemanticTurn
 from omnivox.voice.vad.base import VoiceActivityDetector
 from omnivox.voice.vad.turn import TurnDetector, TurnEventType, TurnParams, TurnState
+
+log = logging.getLogger(__name__)
 
 HeardKind = Literal[
     "speech_started", "speech_confirmed", "partial", "pause", "resumed", "speech_stopped", "final"
 ]
-_KEEP_MS = 6000  # recent audio kept for prefix padding (OpenAI allows up to 5 s of padding)
+_KEEP_MS = 8500  # recent audio kept: prefix padding (up to 5 s) and the end-of-turn model's 8 s
 
 
 @dataclass(frozen=True)
@@ -47,10 +60,13 @@ class Listener:
         asr: StreamingAsr,
         params: TurnParams | None,
         confirm_ms: float,
-        speculate_at: float | None = 0.6,
+        speculate_at: float | None = 0.3,
+        end_of_turn: EndOfTurnModel | None = None,
     ) -> None:
         self.vad = vad
         self.asr = asr
+        self.end_of_turn = end_of_turn
+        self.semantic: SemanticTurn | None = None  # semantic_vad's judge of pauses
         self.rate = vad.sample_rate
         self.confirm_ms = confirm_ms
         self._ring = np.zeros(0, np.float32)
@@ -62,6 +78,7 @@ class Listener:
         self.pending_samples = 0  # audio since the last turn end / commit / clear
         self.speculate_at = speculate_at
         self._early: str | None = None  # transcript flushed at a pause, while the turn is still open
+        self._turn_from = 0  # stream sample where the current turn's audio begins (padded)
         self.detector: TurnDetector | None = None
         self.configure(params)
 
@@ -70,16 +87,26 @@ class Listener:
         return self.samples * 1000.0 / self.rate
 
     @property
+    def background_s(self) -> float:
+        """Hearing work done outside ``feed`` so far (the ASR's background partials)."""
+        return self.asr.background_s
+
+    @property
     def speaking(self) -> bool:
         return self.detector is not None and self.detector.state is TurnState.SPEECH
 
     def configure(self, params: TurnParams | None) -> None:
         """New turn detection settings (None: manual turns). An utterance in progress is kept."""
         if params is None:
-            self.detector = None
+            self.detector, self.semantic = None, None
             return
+        semantic = None
+        if params.eagerness is not None and self.end_of_turn is not None:
+            semantic = SemanticTurn.for_eagerness(self.end_of_turn, params.eagerness)
+            params = replace(params, silence_duration_ms=int(semantic.max_ms))
         if self.detector is not None and self.detector.params == params:
             return
+        self.semantic = semantic
         detector = TurnDetector(params, self.vad.window_ms)
         detector.audio_ms = self.vad.audio_ms  # continue on the stream clock
         self.detector = detector
@@ -102,6 +129,7 @@ class Listener:
             if event is not None and event.type is TurnEventType.SPEECH_STARTED:
                 heard.append(Heard("speech_started", event.audio_ms))
                 self._asr_from = max(self._ring_start, int(event.audio_ms * self.rate / 1000))
+                self._turn_from = self._asr_from
                 self._voiced_ms, self._confirmed = 0.0, False
             if self.detector.state is TurnState.SPEECH and prob >= threshold:
                 self._voiced_ms += window_ms
@@ -116,14 +144,43 @@ class Listener:
                 self._hear(heard, until=self._sample_at(self.detector.audio_ms))
                 heard.append(Heard("speech_stopped", event.audio_ms))
                 heard.append(self._final())
+            elif self.semantic is not None and self.semantic.due(
+                self.detector.pause_started_ms, self.detector.pause_ms
+            ):
+                if self.speculate_at is not None and self._asr_from is not None:
+                    self._speculate(heard)
+                self._judge()
             elif self._pausing():
-                self._hear(heard, until=self._sample_at(self.detector.audio_ms))
-                text = self.asr.flush().text if self.asr.in_utterance else ""
-                self._early = " ".join(t for t in (self._early, text) if t)
-                self._asr_from = None  # the silence that follows is not heard
-                heard.append(Heard("pause", self.detector.audio_ms, self._early))
+                self._speculate(heard)
         self._hear(heard)
         return heard
+
+    def _speculate(self, heard: list[Heard]) -> None:
+        """Flush the ASR at a pause and report the words so far, for a reply prepared in the pause."""
+        assert self.detector is not None
+        self._hear(heard, until=self._sample_at(self.detector.audio_ms))
+        text = self.asr.flush().text if self.asr.in_utterance else ""
+        self._early = " ".join(t for t in (self._early, text) if t)
+        self._asr_from = None  # the silence that follows is not heard
+        heard.append(Heard("pause", self.detector.audio_ms, self._early))
+
+    def _judge(self) -> None:
+        """semantic_vad: the end-of-turn model hears the turn so far; its judgement sets the pause."""
+        assert self.detector is not None and self.semantic is not None
+        started = self.detector.pause_started_ms
+        assert started is not None
+        end = self._sample_at(self.detector.audio_ms) - self._ring_start
+        audio = self._ring[max(0, self._turn_from - self._ring_start) : end]
+        score = self.semantic.score(audio, started, self.detector.audio_ms)
+        self.detector.require_pause(score.required_ms)
+        log.debug(
+            "end of turn: P(finished)=%.2f after %.0f ms of pause -> %s, wait %.0f ms (model %.0f ms)",
+            score.probability,
+            score.pause_ms,
+            score.tier,
+            score.required_ms,
+            score.model_s * 1000,
+        )
 
     def _pausing(self) -> bool:
         """A pause has just run far enough to flush the ASR early (once per pause)."""

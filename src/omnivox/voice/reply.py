@@ -27,6 +27,10 @@ from omnivox.voice.llm.base import ChatLlm, LlmParams
 from omnivox.voice.llm.words import WordChunker
 from omnivox.voice.tts.base import SentenceChunker, StreamingTts
 
+# The first audio of a reply speaks at most this many words: a 135M model on one core writes a
+# 20-word first sentence in about half a second, which the listener would otherwise wait through.
+FIRST_WORDS = 6
+
 
 @dataclass(frozen=True)
 class ReplyRequest:
@@ -68,7 +72,7 @@ def produce_reply(
     """Stream the reply to ``request.messages`` as words and, when ``request.speak``, speech."""
     began = clock()
     words = WordChunker()
-    sentences = SentenceChunker() if request.speak and tts is not None else None
+    sentences = SentenceChunker(first_max_words=FIRST_WORDS) if request.speak and tts is not None else None
 
     def say(sentence: str) -> Iterator[Spoken]:
         assert tts is not None

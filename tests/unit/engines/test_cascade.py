@@ -1,4 +1,4 @@
-"""The cascade engine with the embedded models: speech in, transcript + echo reply + speech out."""
+"""The cascade engine with the embedded models: speech in (Whisper), transcript + echo reply + speech out."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ WEATHER = "what is the weather like in paris today"
 
 @pytest.fixture(scope="module")
 def engine():
-    e = build_engine(Settings(engine="cascade"))
+    e = build_engine(Settings(engine="cascade", llm="echo"))  # Whisper hears, echo answers
     e.load()
     yield e
     e.close()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -88,3 +90,74 @@ def test_manual_turns_feed_everything_and_commit_ends_the_utterance(models) -> N
     hear(listener, speech[:8000])
     listener.clear()
     assert listener.pending_samples == 0 and not asr.in_utterance
+
+
+# ---- semantic_vad: smart-turn judges each pause (real model, hibari speech)
+
+FINISHED = "Can you tell me a short story about a fox?"
+UNFINISHED = "So I was thinking that maybe we could"
+
+
+@pytest.fixture(scope="module")
+def smart_turn():
+    from omnivox.voice.turn.smart_turn import SmartTurn
+
+    return SmartTurn()
+
+
+@functools.cache
+def spoken(text: str) -> np.ndarray:
+    """hibari saying ``text``, 16 kHz, cut at the last loud sample (the pause is added by the test)."""
+    from omnivox.voice.tts.hibari import HibariTts
+
+    audio = resample(np.concatenate([c.audio for c in HibariTts(seed=0).synthesize(text)]), 24000, 16000)
+    return audio[: np.nonzero(np.abs(audio) > 0.02)[0][-1] + 1]
+
+
+def semantic_turn(models, smart_turn, text: str, eagerness: str, pause_s: float):
+    vad, asr, _ = models
+    vad.reset(), asr.reset()
+    params = TurnParams(eagerness=eagerness)
+    listener = Listener(vad, asr, params, confirm_ms=150, end_of_turn=smart_turn)
+    lead, pause = np.zeros(8000, np.float32), np.zeros(int(pause_s * 16000), np.float32)
+    return listener, hear(listener, np.concatenate([lead, spoken(text), pause]))
+
+
+def test_semantic_vad_waits_longer_after_an_unfinished_sentence(models, smart_turn) -> None:
+    finished, heard_finished = semantic_turn(models, smart_turn, FINISHED, "high", 1.0)
+    unfinished, heard_unfinished = semantic_turn(models, smart_turn, UNFINISHED, "high", 1.0)
+    (done,) = finished.semantic.scores
+    (waiting,) = unfinished.semantic.scores
+    assert done.tier in ("sure", "finished") and waiting.tier == "max_pause"
+    assert done.probability > waiting.probability
+    assert waiting.required_ms > done.required_ms
+    # the decisions as the session sees them: the finished turn ended within the second of silence,
+    # the unfinished one is still open (high eagerness waits up to 2 s for the rest of the sentence)
+    assert [h.kind for h in heard_finished][-2:] == ["speech_stopped", "final"]
+    assert "speech_stopped" not in [h.kind for h in heard_unfinished] and unfinished.speaking
+    # a reply was prepared for both while the model judged the pause
+    assert "pause" in [h.kind for h in heard_finished] and "pause" in [h.kind for h in heard_unfinished]
+
+
+def test_semantic_vad_ends_an_unfinished_turn_after_the_longest_wait(models, smart_turn) -> None:
+    listener, heard = semantic_turn(models, smart_turn, UNFINISHED, "high", 2.5)
+    kinds = [h.kind for h in heard]
+    assert kinds[-2:] == ["speech_stopped", "final"]
+    (score,) = listener.semantic.scores
+    assert score.tier == "max_pause" and score.required_ms == listener.semantic.max_ms == 2000
+
+
+@pytest.mark.parametrize("eagerness", ["low", "medium", "high", "auto"])
+def test_each_eagerness_judges_the_pause_at_half_its_shortest_wait(models, smart_turn, eagerness) -> None:
+    listener, _ = semantic_turn(models, smart_turn, FINISHED, eagerness, 0.8)
+    policy = listener.semantic.policy
+    (score,) = listener.semantic.scores
+    assert score.pause_ms >= listener.semantic.probe_ms == policy.sure_ms / 2
+    assert score.required_ms in (policy.sure_ms, policy.finished_ms)
+
+
+def test_without_an_end_of_turn_model_semantic_vad_is_served_by_the_plain_vad(models) -> None:
+    vad, asr, _ = models
+    vad.reset(), asr.reset()
+    listener = Listener(vad, asr, TurnParams(eagerness="high"), confirm_ms=150)
+    assert listener.semantic is None and listener.detector.params.silence_duration_ms == 500

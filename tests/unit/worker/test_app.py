@@ -28,7 +28,7 @@ def test_ten_sessions_in_a_row_reuse_the_loaded_models() -> None:
     # are not meant to be loaded from two threads at once)
     speaker = HibariTts(seed=1)
     clips = {s: np.concatenate([c.audio for c in speaker.synthesize(s)]) for s in SENTENCES}
-    app = create_worker_app(Settings(engine="cascade"))
+    app = create_worker_app(Settings(engine="cascade", llm="echo", asr="pocketsphinx"))
     with TestClient(app) as client:
         for _ in range(200):
             if client.get("/health").json()["state"] == "IDLE":

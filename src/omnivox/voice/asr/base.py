@@ -48,6 +48,7 @@ class StreamingAsr(ABC):
 
     sample_rate: int = 16000
     streaming: bool = True  # False: no partials, the whole utterance is recognised at flush()
+    background_s: float = 0.0  # work done outside feed/flush (background partials), for the RTF
 
     def __init__(self) -> None:
         self._stream_samples = 0

@@ -21,12 +21,20 @@ more than that share of a core while the user speaks, whatever the window costs 
 windows a partial decode takes about 70 ms: every 300 ms that is about a fifth of a core, every 500 ms
 an eighth). Past the largest window less ``_TAIL_S`` (28.5 s) partials stop; the final transcript is
 still whole.
+
+Partials run in a thread of their own (``background_partials``, the default): ``feed`` hands a copy
+of the utterance so far to it and returns at once, with the newest partial that has finished since
+the last call. So the caller (the listener, which also runs the VAD that decides when the turn
+ends) never waits for a partial decode; measured on the realtime path, partials decoded inline held
+the VAD back by a decode's length at the end of each sentence (pauses noticed 100-250 ms late).
+A partial still running when the utterance ends is dropped unread.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import ctranslate2
@@ -54,7 +62,8 @@ class WhisperAsr(StreamingAsr):
     ``partial_interval_ms`` None gives no partials (``streaming`` is then False), else the least new
     audio between two partials; ``partial_budget`` the largest share of a core partials may take;
     ``word_timestamps`` asks faster-whisper for word times in the final transcript (slower: a 30 s
-    window and an alignment pass).
+    window and an alignment pass); ``background_partials`` decodes partials in a thread of their own
+    (False: inside ``feed``, which then returns the partial it decoded).
     """
 
     loads = 0  # models loaded in this process; reuse means this does not grow per session
@@ -70,9 +79,10 @@ class WhisperAsr(StreamingAsr):
         beam_size: int = 1,
         windows_s: Sequence[float] = (10.0, 20.0, 30.0),
         partial_interval_ms: float | None = None,
-        partial_budget: float = 0.25,
+        partial_budget: float = 0.15,
         min_partial_ms: float = 500.0,
         word_timestamps: bool = False,
+        background_partials: bool = True,
     ) -> None:
         super().__init__()
         if not windows_s or any(not 0 < w <= 30 for w in windows_s):
@@ -116,11 +126,16 @@ class WhisperAsr(StreamingAsr):
         self._samples = 0
         self._next_partial = 0  # sample count at which the next partial may run
         self._quiet = False  # True inside transcribe(): a whole clip needs no partials
+        self._background = (
+            ThreadPoolExecutor(1, thread_name_prefix="whisper-partials") if background_partials else None
+        )
+        self._pending: Future[Hypothesis] | None = None  # the partial decoding in the background
         # what the decodes of this instance cost (for measurements and the partials' budget)
         self.decodes = 0
         self.decode_seconds = 0.0
         self.partials = 0
         self.partial_seconds = 0.0
+        self.last_partial_s = 0.0
         self.last_decode_s = 0.0
 
     # ---- StreamingAsr hooks
@@ -128,29 +143,56 @@ class WhisperAsr(StreamingAsr):
     def _begin(self) -> None:
         self._chunks = []
         self._samples = 0
+        self._pending = None
         self._next_partial = int(self.min_partial_ms * self.sample_rate / 1000)
 
     def _process(self, audio: np.ndarray) -> Hypothesis | None:
         if len(audio):
             self._chunks.append(audio.copy())
             self._samples += len(audio)
+        finished = self._finished_partial()
         if self.partial_interval_ms is None or self._quiet or self._samples < self._next_partial:
-            return None
+            return finished
         if self._samples / self.sample_rate > self.windows_s[-1] - _TAIL_S:
-            return None  # past the largest short window a partial would cost a long decode
-        began = time.perf_counter()
-        hyp = self._decode(self._audio(), partial=True)
-        spent = time.perf_counter() - began
-        self.partials += 1
-        self.partial_seconds += spent
-        wait_s = max(self.partial_interval_ms / 1000.0, spent / self.partial_budget)
+            return finished  # past the largest short window a partial would cost a long decode
+        if self._pending is not None:
+            return finished  # one partial at a time: the next starts once this one is read
+        # the rate bound uses the last partial's cost (a background one is still running)
+        wait_s = max(self.partial_interval_ms / 1000.0, self.last_partial_s / self.partial_budget)
         self._next_partial = self._samples + int(wait_s * self.sample_rate)
+        if self._background is not None:
+            self._pending = self._background.submit(self._partial, self._audio(), True)
+            return finished
+        return self._partial(self._audio(), False)
+
+    def _partial(self, audio: np.ndarray, background: bool) -> Hypothesis:
+        began = time.perf_counter()
+        hyp = self._decode(audio, partial=True)
+        self.last_partial_s = time.perf_counter() - began
+        self.partials += 1
+        self.partial_seconds += self.last_partial_s
+        if background:
+            self.background_s += self.last_partial_s
         return hyp
+
+    def _finished_partial(self) -> Hypothesis | None:
+        """The background partial, once it has finished (its errors are the caller's)."""
+        pending = self._pending
+        if pending is None or not pending.done():
+            return None
+        self._pending = None
+        return pending.result()
+
+    def wait_partial(self, timeout: float | None = None) -> None:
+        """Wait until the partial decoding in the background (if any) has finished (for tests)."""
+        if self._pending is not None:
+            self._pending.exception(timeout)
 
     def _end(self) -> Hypothesis:
         audio = self._audio()
         self._chunks = []
         self._samples = 0
+        self._pending = None  # a partial still running is of no use now
         if not len(audio):
             return ("", ())
         return self._decode(audio, partial=False)
@@ -158,6 +200,11 @@ class WhisperAsr(StreamingAsr):
     def _abandon(self) -> None:
         self._chunks = []
         self._samples = 0
+        self._pending = None
+
+    def close(self) -> None:
+        if self._background is not None:
+            self._background.shutdown(wait=True, cancel_futures=True)
 
     def transcribe(self, audio: np.ndarray, frame_ms: float = 20.0) -> Transcript:
         """A whole clip, as one utterance of the stream (no partials on the way)."""

@@ -40,6 +40,10 @@ class ChatLlm(ABC):
         boundaries; see ``words.rechunk_to_words``). Ends early, without error, once ``stop`` is set.
         Remote failures raise ``omnivox.core.errors.EngineFailure``."""
 
+    def warm(self, messages: Sequence[ChatMessage]) -> None:  # noqa: B027 - optional hook
+        """Compute ``messages`` ahead of a reply that will start with them (a local model keeps
+        their keys and values); a remote or stateless backend does nothing."""
+
     def complete(
         self,
         messages: Sequence[ChatMessage],

@@ -191,6 +191,9 @@ class LlamaCppLlm(ChatLlm):
             pass
         return self.last_stats
 
+    def warm(self, messages: Sequence[ChatMessage]) -> None:
+        self.prefill(messages)
+
     def reset(self) -> None:
         """Forget the kept state: the next call computes its whole prompt (to compare against a full
         recompute, or to measure one). A new session does not need this: reuse only ever covers a

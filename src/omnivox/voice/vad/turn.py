@@ -10,6 +10,8 @@ with synthetic probabilities and gives the same answer however fast audio arrive
   segmenter uses the same hysteresis so one soft syllable does not cut a turn.
 - Speech stops once the silence run lasts ``silence_duration_ms``. The event is reported then, but it
   says where the speech ended (the start of the silence run), as OpenAI's ``audio_end_ms`` does.
+- ``require_pause`` changes how long the current pause must last (``semantic_vad``: an end-of-turn
+  model has judged the words so far); the next pause starts again from ``silence_duration_ms``.
 - ``prefix_padding_ms`` only moves ``audio_start_ms`` earlier: the audio committed as the user's turn
   should begin a little before the VAD fired, because the first phoneme is quiet.
 
@@ -39,6 +41,9 @@ class TurnParams:
     prefix_padding_ms: int = 300
     silence_duration_ms: int = 500
     hysteresis: float = 0.15  # not an OpenAI setting: below threshold - hysteresis counts as silence
+    # semantic_vad's eagerness (low, medium, high, auto); None: server_vad. With it an end-of-turn
+    # model sets each pause's length, and silence_duration_ms is the longest wait (the listener's)
+    eagerness: str | None = None
 
     def __post_init__(self) -> None:
         if not 0.0 < self.threshold <= 1.0:
@@ -47,6 +52,8 @@ class TurnParams:
             raise ValueError("prefix_padding_ms must be >= 0 and silence_duration_ms > 0")
         if not 0.0 <= self.hysteresis < self.threshold:
             raise ValueError("hysteresis must be in [0, threshold)")
+        if self.eagerness not in (None, "low", "medium", "high", "auto"):
+            raise ValueError(f"eagerness must be low, medium, high or auto, got {self.eagerness!r}")
 
 
 class TurnState(enum.Enum):
@@ -86,6 +93,7 @@ class TurnDetector:
         self.audio_ms = 0.0  # end of the last window pushed
         self._silence_since: float | None = None  # start of the current silence run while speaking
         self._last_stop_ms = 0.0  # padding never reaches back into the previous turn
+        self.required_ms = float(self.params.silence_duration_ms)  # the current pause ends the turn at
 
     def reset_turn(self) -> None:
         """End the current turn without an event (a manual commit or clear); the clock runs on."""
@@ -93,6 +101,23 @@ class TurnDetector:
             self._move(TurnState.SILENCE)
         self._silence_since = None
         self._last_stop_ms = self.audio_ms
+        self.required_ms = float(self.params.silence_duration_ms)
+
+    @property
+    def pause_started_ms(self) -> float | None:
+        """Where the current pause began (None: no pause, or nobody speaking)."""
+        return self._silence_since if self.state is TurnState.SPEECH else None
+
+    @property
+    def pause_ms(self) -> float:
+        """How long the current pause has lasted (0 without one)."""
+        started = self.pause_started_ms
+        return 0.0 if started is None else self.audio_ms - started
+
+    def require_pause(self, ms: float) -> None:
+        """The current pause ends the turn once it lasts ``ms`` (at once if it already has, at the
+        next window); the next pause starts from ``silence_duration_ms`` again."""
+        self.required_ms = float(ms)
 
     def _move(self, to: TurnState) -> None:
         if (self.state, to) not in _ALLOWED:
@@ -106,7 +131,7 @@ class TurnDetector:
             return 1.0
         if self._silence_since is None:
             return 0.0
-        return min(1.0, (self.audio_ms - self._silence_since) / self.params.silence_duration_ms)
+        return min(1.0, (self.audio_ms - self._silence_since) / max(self.required_ms, 1.0))
 
     def push(self, probability: float) -> TurnEvent | None:
         """Consume one window's probability; returns the event it caused, if any."""
@@ -121,13 +146,16 @@ class TurnDetector:
             padded = max(self._last_stop_ms, start - p.prefix_padding_ms, 0.0)
             return TurnEvent(TurnEventType.SPEECH_STARTED, start, padded, self.audio_ms)
         if probability >= p.threshold:
+            if self._silence_since is not None:
+                self.required_ms = float(p.silence_duration_ms)  # the pause is over
             self._silence_since = None
         elif probability < p.threshold - p.hysteresis and self._silence_since is None:
             self._silence_since = start
-        if self._silence_since is not None and self.audio_ms - self._silence_since >= p.silence_duration_ms:
+        if self._silence_since is not None and self.audio_ms - self._silence_since >= self.required_ms:
             end = self._silence_since
             self._move(TurnState.SILENCE)
             self._silence_since = None
+            self.required_ms = float(p.silence_duration_ms)
             self._last_stop_ms = end
             return TurnEvent(TurnEventType.SPEECH_STOPPED, end, end, self.audio_ms)
         return None

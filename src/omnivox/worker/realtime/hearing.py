@@ -55,6 +55,7 @@ class Hearing:
         self.jobs: asyncio.Queue[Job] = asyncio.Queue()
         self.busy_s = 0.0  # hearing work since the last take, and the audio it covered
         self.audio_s = 0.0
+        self._background_s = listener.background_s  # the ASR's own threads, counted at a take
 
     def submit(self, job: Job) -> None:
         self.jobs.put_nowait(job)
@@ -72,6 +73,9 @@ class Hearing:
 
     def take_figures(self) -> tuple[float, float]:
         """(busy seconds, audio seconds) since the last take."""
+        background = self.listener.background_s
+        self.busy_s += background - self._background_s
+        self._background_s = background
         figures = (self.busy_s, self.audio_s)
         self.busy_s = self.audio_s = 0.0
         return figures

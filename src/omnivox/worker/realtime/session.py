@@ -56,6 +56,8 @@ def turn_params(vad: TurnDetection | None) -> TurnParams | None:
         threshold=vad.threshold,
         prefix_padding_ms=vad.prefix_padding_ms,
         silence_duration_ms=vad.silence_duration_ms,
+        # semantic_vad: an end-of-turn model sets each pause's length (silence_duration_ms is unused)
+        eagerness=(vad.eagerness or "auto") if vad.type == "semantic_vad" else None,
     )
 
 

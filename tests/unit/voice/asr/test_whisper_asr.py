@@ -117,6 +117,7 @@ def test_partials_grow_while_the_user_speaks_and_the_final_comes_at_flush(asr, h
     partials = []
     for i in range(0, len(audio), 320):  # 20 ms frames, as a live stream
         got = asr.feed(audio[i : i + 320])
+        asr.wait_partial(10)  # as if the audio came in real time: the background decode keeps up
         if got is not None:
             assert not got.final
             partials.append(got.text)
@@ -127,6 +128,24 @@ def test_partials_grow_while_the_user_speaks_and_the_final_comes_at_flush(asr, h
     # bounded: at most one decode per 300 ms of audio after the first 500 ms
     assert asr.partials - before <= (len(audio) / 16000 - 0.5) / 0.3 + 1
     assert word_error_rate(text, partials[-1]) <= 0.2
+
+
+def test_partials_decode_in_the_background_and_a_late_one_is_dropped(asr, hibari_speech):
+    text = HIBARI_SENTENCES[2]
+    audio = hibari_speech[text]
+    # fed much faster than real time: feed never waits for a decode, so at most a partial or two
+    # can be back before the flush, which drops the one still running and decodes the whole
+    began = asr.partials
+    got = [asr.feed(audio[i : i + 320]) for i in range(0, len(audio), 320)]
+    assert sum(g is not None for g in got) <= 2
+    final = asr.flush()
+    assert word_error_rate(text, final.text) <= 0.05
+    asr.wait_partial(10)
+    assert asr.partials - began <= 2
+    # inline partials (the old way) come back from feed itself
+    inline = WhisperAsr(threads=1, partial_interval_ms=300, background_partials=False)
+    got = [inline.feed(audio[i : i + 320]) for i in range(0, len(audio), 320)]
+    assert sum(g is not None for g in got) >= 2 and inline.partials >= 2
 
 
 def test_transcribe_runs_no_partials(asr, hibari_speech):

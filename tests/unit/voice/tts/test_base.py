@@ -407,3 +407,16 @@ def test_chunks_are_immutable() -> None:
     chunk = TtsChunk(np.zeros(1, np.float32), "x")
     with pytest.raises(AttributeError):
         chunk.text = "y"  # type: ignore[misc]
+
+
+def test_first_max_words_cuts_a_long_first_sentence_after_that_many_whole_words() -> None:
+    c = SentenceChunker(first_max_words=3)
+    first, *rest = "The weather in Paris is sunny and mild. It rains later today.".split(" ")
+    out = c.push(first)
+    for word in rest:  # as an LLM writes: each word with the space before it
+        out += c.push(" " + word)
+    out += c.flush()
+    # the third word is known whole once the space after it arrives; later sentences are whole
+    assert out == ["The weather in", "Paris is sunny and mild.", "It rains later today."]
+    assert SentenceChunker(first_max_words=3).push("Hi there. How are") == ["Hi there."]
+    assert SentenceChunker(first_max_words=3).push("One two three") == []  # "three" may go on

@@ -322,3 +322,27 @@ def test_turn_events_invariants(params: TurnParams, ps: list[float]) -> None:
             quiet = ps[round(e.speech_ms / W) : round(e.detected_ms / W)]
             assert quiet[0] < params.threshold - params.hysteresis and max(quiet) < params.threshold
             last_stop = e.speech_ms
+
+
+def test_require_pause_sets_the_current_pause_only() -> None:
+    d = TurnDetector(TurnParams(silence_duration_ms=2048), W)
+    d.push_many(probs((0.9, 640), (0.02, 128)))
+    assert d.pause_started_ms == 640 and d.pause_ms == 128
+    d.require_pause(256)
+    assert d.pause_prediction == 0.5
+    assert d.push_many(probs((0.02, 96))) == []
+    (stop,) = d.push_many(probs((0.02, 32)))
+    assert stop.type is STOPPED and stop.detected_ms == 640 + 256
+    # the next turn's pause starts from silence_duration_ms again
+    d.push_many(probs((0.9, 320), (0.02, 1024)))
+    assert d.required_ms == 2048 and d.state is TurnState.SPEECH
+    # speech resuming within a shortened pause puts the full length back
+    d.require_pause(64)
+    d.push_many(probs((0.9, 32)))
+    assert d.required_ms == 2048 and d.pause_started_ms is None and d.pause_ms == 0
+
+
+def test_eagerness_is_checked() -> None:
+    assert TurnParams(eagerness="auto").eagerness == "auto"
+    with pytest.raises(ValueError):
+        TurnParams(eagerness="eager")

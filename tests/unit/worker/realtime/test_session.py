@@ -128,6 +128,11 @@ async def test_speech_over_the_reply_cancels_it_and_truncates_it(session) -> Non
     assert done["status"] == "cancelled" and done["status_details"]["reason"] == "turn_detected"
     assert "conversation.item.truncated" in types(events)
     await asyncio.to_thread(engine.stopped.wait, 2)  # the engine's reply was told to stop
+    # the response lets go of the floor once its thread has ended (response.done can come first)
+    for _ in range(200):
+        if handler.responses.active is None:
+            break
+        await asyncio.sleep(0.01)
     assert handler.responses.active is None
 
 

@@ -1,0 +1,193 @@
+"""End-of-turn decisions on a scripted set: semantic_vad at each eagerness against server_vad.
+
+Two kinds of turn, spoken by hibari and by espeak-ng:
+
+- complete: a whole sentence, then silence. Right when the turn ends on the model's word (before
+  the eagerness's longest wait); the wait is from the end of the speech to the end of the turn.
+- paused: a sentence cut by a one-second pause mid-clause ("My phone number is five five five ...
+  one two three four."). Right when the turn does not end in the pause.
+
+The real listener runs (silero VAD, the turn detector, smart-turn at each pause) on the audio in 20 ms
+frames; everything is in audio time, so the figures do not depend on the machine's speed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from omnivox.audio.resample import resample
+from omnivox.audio.wav import read_wav
+from omnivox.bench.table import print_table, write_json
+from omnivox.voice.asr.base import Hypothesis, StreamingAsr
+from omnivox.voice.listener import Listener
+from omnivox.voice.vad.turn import TurnParams
+
+RATE = 16000
+COMPLETE = (
+    "What is the weather like in Paris today?",
+    "Can you tell me a short story about a fox?",
+    "Please remind me to call my sister tomorrow.",
+    "How long does it take to boil an egg?",
+    "I would like to book a table for four people.",
+    "Turn on the light in the kitchen.",
+    "Thank you, that's all.",
+    "My phone number is five five five one two three four.",
+)
+PAUSED = (
+    ("My phone number is five five five", "one two three four."),
+    ("I would like to order a pizza with", "extra cheese and olives."),
+    ("So I was thinking that maybe we could", "go to the beach tomorrow."),
+    ("Can you remind me to", "call my sister tomorrow?"),
+    ("The meeting is on", "Thursday at three."),
+    ("I need a table for", "four people tonight."),
+    ("Well, um,", "I am not sure."),
+    ("What I really want to know is", "how long it takes to boil an egg."),
+)
+PAUSE_S = 1.0
+MODES = ("server_vad", "low", "medium", "high")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--modes", nargs="+", default=list(MODES), help="server_vad and/or eagerness levels")
+    parser.add_argument("--pause-s", type=float, default=PAUSE_S, help="the pause inside a paused sentence")
+
+
+class _Deaf(StreamingAsr):
+    """A recogniser that hears nothing: the decisions do not depend on the words recognised."""
+
+    def _process(self, audio: np.ndarray) -> Hypothesis | None:
+        return None
+
+    def _end(self) -> Hypothesis:
+        return ("", ())
+
+
+def _voices() -> dict[str, Any]:
+    from omnivox.voice.tts.hibari import HibariTts
+
+    tts = HibariTts(seed=0, threads=1)
+
+    def hibari(text: str) -> np.ndarray:
+        return resample(np.concatenate([c.audio for c in tts.synthesize(text)]), tts.sample_rate, RATE)
+
+    voices: dict[str, Any] = {"hibari": hibari}
+    exe = shutil.which("espeak-ng")
+    if exe is not None:
+
+        def espeak(text: str) -> np.ndarray:
+            with tempfile.TemporaryDirectory() as tmp:
+                path = Path(tmp) / "s.wav"
+                subprocess.run(
+                    [exe, "-v", "en-us+klatt", "-w", str(path), text], check=True, capture_output=True
+                )
+                audio, rate = read_wav(path)
+            return resample(audio, rate, RATE)
+
+        voices["espeak"] = espeak
+    return voices
+
+
+def _trim(audio: np.ndarray) -> np.ndarray:
+    loud = np.nonzero(np.abs(audio) > 0.02)[0]
+    return audio[loud[0] : loud[-1] + 1] if len(loud) else audio
+
+
+def _quiet(seconds: float) -> np.ndarray:
+    return np.zeros(int(seconds * RATE), np.float32)
+
+
+def first_stop_ms(listener: Listener, audio: np.ndarray) -> float | None:
+    """Stream time at which the listener first ended a turn (None: it never did)."""
+    frame = RATE // 50
+    for i in range(0, len(audio), frame):
+        for heard in listener.feed(audio[i : i + frame]):
+            if heard.kind == "speech_stopped":
+                return (i + len(audio[i : i + frame])) * 1000 / RATE
+    return None
+
+
+def _listener(mode: str, vad: Any, model: Any) -> tuple[Listener, float]:
+    vad.reset()
+    if mode == "server_vad":
+        params, longest = TurnParams(silence_duration_ms=500), 500.0
+    else:
+        params = TurnParams(eagerness=mode)
+        longest = float(params.silence_duration_ms)
+    listener = Listener(vad, _Deaf(), params, confirm_ms=150, speculate_at=None, end_of_turn=model)
+    if listener.semantic is not None:
+        longest = listener.semantic.max_ms
+    return listener, longest
+
+
+def run(args: argparse.Namespace) -> int:
+    from omnivox.voice.turn.smart_turn import SmartTurn
+    from omnivox.voice.vad.silero import SileroVad
+
+    vad, model = SileroVad(RATE), SmartTurn()
+    voices = _voices()
+    lead = _quiet(0.5)
+    rows, results = [], {}
+    for voice, say in voices.items():
+        complete = [_trim(say(t)) for t in COMPLETE]
+        paused = [(_trim(say(a)), _trim(say(b))) for a, b in PAUSED]
+        for mode in args.modes:
+            waits, complete_right, paused_right = [], 0, 0
+            for speech in complete:
+                listener, longest = _listener(mode, vad, model)
+                stop = first_stop_ms(listener, np.concatenate([lead, speech, _quiet(longest / 1000 + 1.0)]))
+                end_ms = (len(lead) + len(speech)) * 1000 / RATE
+                wait = (stop - end_ms) if stop is not None else float("nan")
+                waits.append(wait)
+                complete_right += int(mode == "server_vad" or wait < longest - 50)
+            for first, rest in paused:
+                listener, longest = _listener(mode, vad, model)
+                audio = np.concatenate(
+                    [lead, first, _quiet(args.pause_s), rest, _quiet(longest / 1000 + 1.0)]
+                )
+                stop = first_stop_ms(listener, audio)
+                resumed_ms = (len(lead) + len(first)) * 1000 / RATE + args.pause_s * 1000
+                paused_right += int(stop is not None and stop > resumed_ms)
+            total = len(complete) + len(paused)
+            r = {
+                "complete_right": complete_right / len(complete),
+                "paused_right": paused_right / len(paused),
+                "right": (complete_right + paused_right) / total,
+                "mean_wait_ms": statistics.fmean(waits),
+                "waits_ms": waits,
+            }
+            results[f"{voice}/{mode}"] = r
+            rows.append(
+                [
+                    voice,
+                    mode,
+                    r["right"],
+                    r["complete_right"],
+                    r["mean_wait_ms"],
+                    max(waits),
+                    r["paused_right"],
+                ]
+            )
+    print_table(
+        f"End-of-turn decisions: {len(COMPLETE)} complete sentences, {len(PAUSED)} with a "
+        f"{args.pause_s:g} s pause mid-clause",
+        [
+            "voice",
+            "turn detection",
+            "right",
+            "complete: ended early",
+            "mean wait ms",
+            "max wait ms",
+            "paused: kept",
+        ],
+        rows,
+    )
+    write_json(getattr(args, "json", None), {"bench": "turns", "pause_s": args.pause_s, "results": results})
+    return 0
