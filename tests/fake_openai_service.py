@@ -4,6 +4,11 @@ It imitates the wire format of ``/v1/models``, ``/v1/chat/completions`` (streame
 events), ``/v1/audio/transcriptions`` (multipart upload) and ``/v1/audio/speech`` (raw PCM16 at
 24 kHz) closely enough for the clients; it runs no model. Replies are deterministic functions of
 the request so tests can check what went over the wire, and ``FakeState`` records every request.
+
+Function calling: a chat request that offers ``tools`` and ends with a user message is answered with
+one call of the first tool (``FakeState.tool_arguments``, streamed in pieces, ``usage`` at the end),
+or of every tool when ``parallel_calls``; one that ends with tool results answers in words that
+quote them (``fake_tool_reply``), so a test can check that the result reached the reply.
 """
 
 from __future__ import annotations
@@ -39,12 +44,43 @@ class FakeState:
     requests: list[dict[str, Any]] = field(default_factory=list)
     chat_tokens_sent: int = 0
     chat_disconnected: bool = False
+    tool_arguments: dict[str, Any] = field(default_factory=lambda: {"city": "Paris"})
+    parallel_calls: bool = False
+    calls_made: int = 0
 
 
 def fake_reply(messages: list[dict[str, Any]]) -> str:
     """What the fake chat model answers: it names the last user message."""
     last = next((m["content"] for m in reversed(messages) if m["role"] == "user"), "")
     return f"Fake reply to: {last}. Have a nice day!"
+
+
+def fake_tool_reply(messages: list[dict[str, Any]]) -> str:
+    """What the fake chat model answers after its calls: it quotes what the tools returned."""
+    results = []
+    for m in reversed(messages):
+        if m["role"] != "tool":
+            break
+        results.insert(0, m["content"])
+    return f"The tool said {' and '.join(results)}."
+
+
+def _tool_chunks(state: FakeState, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Chat completion chunks that call the first tool (every tool, with ``parallel_calls``)."""
+    chunks = []
+    for index, tool in enumerate(tools if state.parallel_calls else tools[:1]):
+        state.calls_made += 1
+        args = json.dumps(state.tool_arguments)
+        call_id = f"call_fake_{state.calls_made}"
+        head = {"index": index, "id": call_id, "type": "function"}
+        chunks.append({**head, "function": {"name": tool["function"]["name"], "arguments": ""}})
+        chunks += [
+            {"index": index, "function": {"arguments": args[i : i + 5]}} for i in range(0, len(args), 5)
+        ]
+    return [
+        {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"tool_calls": [c]}}]}
+        for c in chunks
+    ]
 
 
 def fake_speech(text: str) -> np.ndarray:
@@ -88,13 +124,19 @@ def build_app(state: FakeState) -> FastAPI:
             return r
         body = await request.json()
         state.requests.append({"path": "chat", **body})
-        reply = fake_reply(body["messages"])
+        messages = body["messages"]
+        calling = body.get("tools") and messages[-1]["role"] == "user" and body.get("tool_choice") != "none"
+        reply = fake_tool_reply(messages) if messages[-1]["role"] == "tool" else fake_reply(messages)
         tokens = [reply[i : i + 3] for i in range(0, len(reply), 3)]  # splits words, as real ones do
+        calls = _tool_chunks(state, body["tools"]) if calling else []
+        usage = {"prompt_tokens": 42, "completion_tokens": len(calls) or len(tokens), "total_tokens": 0}
 
         async def events():
             try:
                 yield ": keep-alive\n\n"
-                for tok in tokens:
+                for chunk in calls:
+                    yield f"data: {json.dumps(chunk)}\n\n"
+                for tok in [] if calls else tokens:
                     if state.token_delay_s:
                         await asyncio.sleep(state.token_delay_s)
                     chunk = {
@@ -103,7 +145,7 @@ def build_app(state: FakeState) -> FastAPI:
                     }
                     state.chat_tokens_sent += 1
                     yield f"data: {json.dumps(chunk)}\n\n"
-                yield 'data: {"choices": [], "usage": {"completion_tokens": 1}}\n\n'
+                yield f"data: {json.dumps({'choices': [], 'usage': usage})}\n\n"
                 yield "data: [DONE]\n\n"
             except asyncio.CancelledError:
                 state.chat_disconnected = True

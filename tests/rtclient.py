@@ -76,6 +76,19 @@ class Events:
     def of(self, kind: str) -> list[Any]:
         return [e for _, e in self.seen if ga_type(e.type) == kind]
 
+    def of_response(self, response_id: str) -> list[Any]:
+        """The events from ``response.created`` to ``response.done`` of ``response_id``, in order."""
+        out: list[Any] = []
+        for _, e in self.seen:
+            kind = ga_type(e.type)
+            if kind == "response.created" and e.response.id == response_id:
+                out = [e]
+            elif out:
+                out.append(e)
+                if kind == "response.done" and e.response.id == response_id:
+                    return out
+        return out
+
     def times(self, kind: str) -> list[float]:
         return [t for t, e in self.seen if ga_type(e.type) == kind]
 

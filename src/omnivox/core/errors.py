@@ -110,6 +110,12 @@ class ItemNotFound(NotFound):
     code = "item_not_found"
 
 
+class CallNotFound(NotFound):
+    """A ``function_call_output`` for a call that was never made."""
+
+    code = "call_not_found"
+
+
 class InputAudioBufferCommitEmpty(_Recoverable):
     code = "input_audio_buffer_commit_empty"
 

@@ -78,6 +78,9 @@ class VoiceProfile:
     context_tokens: int  # the LLM's history budget
     max_reply_tokens: int  # the longest reply
     temperature: ReplyTemperature = field(default_factory=ReplyTemperature)
+    tool_calls: bool = False  # the LLM can call functions (an OpenAI-compatible server's ``tools``)
+    llm_name: str = "llm"  # which LLM backend (said in warnings about what it cannot do)
+    asr_name: str = "asr"  # which speech recogniser transcribes (said when a client names another)
 
     def resolve_voice(self, voice: str | None) -> str:
         """``voice`` if the TTS has it, else its default (clients ask for OpenAI voice names)."""

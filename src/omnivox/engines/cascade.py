@@ -74,6 +74,9 @@ class CascadeEngine(Engine):
             context_tokens=stack.context_tokens,
             max_reply_tokens=stack.max_reply_tokens,
             temperature=stack.temperature,
+            tool_calls=stack.llm.tool_calls,
+            llm_name=stack.llm.name,
+            asr_name=type(stack.asr).__name__,
         )
 
     def open_listener(self, params: TurnParams | None, confirm_ms: float) -> Listener:

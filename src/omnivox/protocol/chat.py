@@ -37,11 +37,23 @@ class ImagePart(_Part):
 Part = Annotated[TextPart | AudioPart | ImagePart, Field(discriminator="type")]
 
 
+class ToolCall(BaseModel):
+    """A function the assistant called (OpenAI chat completions' ``tool_calls`` entry, flattened)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: str
+    name: str
+    arguments: str = ""  # JSON text, as the model wrote it
+
+
 class ChatMessage(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    role: Literal["system", "user", "assistant"]
+    role: Literal["system", "user", "assistant", "tool"]
     content: str | list[Part]
+    tool_calls: list[ToolCall] | None = None  # assistant: the functions it called
+    tool_call_id: str | None = None  # tool: the call this message answers
 
     def text(self) -> str:
         """The text of the message (audio and image parts contribute nothing)."""
@@ -62,6 +74,13 @@ def history_hash(messages: list[ChatMessage]) -> str | None:
     """SHA-256 over canonical role + content of ``messages``; ``None`` for an empty history."""
     if not messages:
         return None
-    canon = [{"role": m.role, "content": m.canonical()} for m in messages]
+    canon: list[dict[str, object]] = []
+    for m in messages:
+        entry: dict[str, object] = {"role": m.role, "content": m.canonical()}
+        if m.tool_calls:  # only when present: hashes of plain conversations stay as they were
+            entry["tool_calls"] = [c.model_dump() for c in m.tool_calls]
+        if m.tool_call_id:
+            entry["tool_call_id"] = m.tool_call_id
+        canon.append(entry)
     blob = json.dumps(canon, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()

@@ -38,14 +38,22 @@ class ItemContent(BaseModel):
 
 
 class ItemIn(BaseModel):
-    """A conversation item a client creates (messages only: omnivox has no tools yet)."""
+    """A conversation item a client creates: a message, a function call, or a call's output.
+
+    Which fields each type needs (``role`` for a message; ``call_id``, ``name`` for a call;
+    ``call_id``, ``output`` for an output) is checked by the session, which names the missing one.
+    """
 
     model_config = ConfigDict(extra="ignore")
 
     id: str | None = Field(None, max_length=64)
-    type: Literal["message"] = "message"
-    role: Literal["user", "assistant", "system"]
+    type: Literal["message", "function_call", "function_call_output"] = "message"
+    role: Literal["user", "assistant", "system"] | None = None
     content: list[ItemContent] = Field(default_factory=list, max_length=64)
+    call_id: str | None = Field(None, min_length=1, max_length=128)
+    name: str | None = Field(None, max_length=64)
+    arguments: str | None = None  # JSON text
+    output: str | None = None
 
 
 # ---------------------------------------------------------------- client -> server
@@ -115,6 +123,9 @@ class ResponseParams(BaseModel):
     conversation: str | None = None  # "auto" (default) or "none": out of band
     input: list[ItemIn] | None = None
     metadata: dict[str, str] | None = None
+    tools: list[dict[str, Any]] | None = None  # checked as session.tools are
+    tool_choice: str | dict[str, Any] | None = None
+    parallel_tool_calls: bool | None = None
 
 
 class ResponseCreate(_ClientEvent):
@@ -171,7 +182,10 @@ class RealtimeProtocol(WireProtocol):
         return offered[0] if offered else None
 
     def worker_params(self, headers: Mapping[str, str], query: Mapping[str, str]) -> dict[str, str]:
-        return {"beta": "1"} if "realtime=v1" in headers.get("openai-beta", "") else {}
+        params = {"beta": "1"} if "realtime=v1" in headers.get("openai-beta", "") else {}
+        if query.get("intent") == "transcription":  # a transcription session from the start
+            params["intent"] = "transcription"
+        return params
 
     def max_wait_s(self, settings: Settings) -> float | None:
         return settings.realtime_max_wait_s

@@ -220,6 +220,58 @@ class TextDone(_PartEvent):
     text: str
 
 
+class FunctionCallArgumentsDelta(_ItemEvent):
+    type: Literal["response.function_call_arguments.delta"] = "response.function_call_arguments.delta"
+    item_id: str
+    call_id: str
+    delta: str
+
+
+class FunctionCallArgumentsDone(_ItemEvent):
+    type: Literal["response.function_call_arguments.done"] = "response.function_call_arguments.done"
+    item_id: str
+    call_id: str
+    name: str
+    arguments: str
+
+
+class RateLimit(BaseModel):
+    name: Literal["requests", "tokens"]
+    limit: int
+    remaining: int
+    reset_seconds: float
+
+
+class RateLimitsUpdated(ServerEvent):
+    """At each response's start: omnivox's own limits as they stand for this session."""
+
+    type: Literal["rate_limits.updated"] = "rate_limits.updated"
+    rate_limits: list[RateLimit]
+
+
+class OutputAudioStarted(ServerEvent):
+    """WebRTC: the call's outgoing track began playing a response's audio."""
+
+    type: Literal["output_audio_buffer.started"] = "output_audio_buffer.started"
+    response_id: str
+
+
+class OutputAudioStopped(ServerEvent):
+    """WebRTC: the call's outgoing track has played all of a response's audio."""
+
+    type: Literal["output_audio_buffer.stopped"] = "output_audio_buffer.stopped"
+    response_id: str
+
+
+class SettingWarning(ServerEvent):
+    """omnivox extension: a setting was accepted but is not served (said once per setting)."""
+
+    type: Literal["omnivox.warning"] = "omnivox.warning"
+    code: str = "setting_not_served"
+    message: str
+    param: str | None = None
+
+
 class QueueStatus(ServerEvent):
     """omnivox extension: the session waits for a worker (sent on every change of its place)."""
 

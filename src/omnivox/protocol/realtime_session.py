@@ -12,9 +12,10 @@ an omnivox extension; Unmute's wire format).
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from omnivox.core.errors import InvalidMessage
 from omnivox.core.ids import new_id
@@ -86,8 +87,62 @@ class Audio(_Strict):
     output: AudioOutput = Field(default_factory=AudioOutput)
 
 
+_TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+class FunctionTool(BaseModel):
+    """A function the model may call (``session.tools[]``; the only tool type omnivox serves)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["function"] = "function"
+    name: str
+    description: str = Field("", max_length=8192)
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, name: str) -> str:
+        if not _TOOL_NAME.match(name):
+            raise ValueError("a tool name is 1-64 of a-z, A-Z, 0-9, _ and -")
+        return name
+
+    @field_validator("parameters")
+    @classmethod
+    def _schema(cls, schema: dict[str, Any]) -> dict[str, Any]:
+        if schema.get("type", "object") != "object":
+            raise ValueError('a tool\'s parameters must be a JSON schema of "type": "object"')
+        if not isinstance(schema.get("properties", {}), dict):
+            raise ValueError("a tool's parameters.properties must be an object")
+        return schema
+
+    def chat_tool(self) -> dict[str, Any]:
+        """As chat completions take it."""
+        fn = {"name": self.name, "description": self.description, "parameters": self.parameters}
+        return {"type": "function", "function": fn}
+
+
+class ToolChoiceFunction(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    type: Literal["function"] = "function"
+    name: str
+
+
+ToolChoice = Literal["auto", "none", "required"] | ToolChoiceFunction
+
+
+def chat_tool_choice(choice: ToolChoice) -> str | dict[str, Any]:
+    if isinstance(choice, str):
+        return choice
+    return {"type": "function", "function": {"name": choice.name}}
+
+
 class SessionConfig(_Strict):
-    type: Literal["realtime"] = "realtime"
+    """A session's effective configuration. ``type: "transcription"`` sessions only hear: audio in,
+    transcripts out per turn, never a response."""
+
+    type: Literal["realtime", "transcription"] = "realtime"
     object: Literal["realtime.session"] = "realtime.session"
     id: str = Field(default_factory=lambda: new_id("sess"))
     model: str = "omnivox"
@@ -95,14 +150,35 @@ class SessionConfig(_Strict):
     output_modalities: list[Literal["text", "audio"]] = Field(default_factory=lambda: ["audio"], min_length=1)
     max_output_tokens: int | Literal["inf"] = "inf"
     audio: Audio = Field(default_factory=Audio)
-    tools: list[dict[str, Any]] = Field(default_factory=list)
-    tool_choice: str = "auto"
+    tools: list[FunctionTool] = Field(default_factory=list, max_length=128)
+    tool_choice: ToolChoice = "auto"
+    parallel_tool_calls: bool = True
+
+    @model_validator(mode="after")
+    def _choice(self) -> SessionConfig:
+        choice = self.tool_choice
+        if isinstance(choice, ToolChoiceFunction) and all(t.name != choice.name for t in self.tools):
+            raise ValueError(f"tool_choice names {choice.name!r}, which is not in tools")
+        return self
 
     @property
     def audio_out(self) -> bool:
         return "audio" in self.output_modalities
 
+    @property
+    def transcription_only(self) -> bool:
+        return self.type == "transcription"
+
     def wire(self) -> dict[str, Any]:
+        if self.transcription_only:  # the GA transcription session's fields only
+            inp = self.audio.input.model_dump(mode="json")
+            return {
+                "type": "transcription",
+                "object": "realtime.transcription_session",
+                "id": self.id,
+                "audio": {"input": inp},
+                "include": None,
+            }
         return self.model_dump(mode="json")
 
 
@@ -171,18 +247,72 @@ def _merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def check_tools(
+    config: SessionConfig,
+    tools: list[dict[str, Any]] | None,
+    tool_choice: str | dict[str, Any] | None,
+    parallel: bool | None,
+) -> tuple[list[FunctionTool], ToolChoice, bool]:
+    """A response's tools: ``response.create``'s own where it gives them, else the session's.
+    Raises ``InvalidMessage`` naming the bad field (``response.tools.0.name``)."""
+    patch: dict[str, Any] = {}
+    if tools is not None:
+        patch["tools"] = tools
+    if tool_choice is not None:
+        patch["tool_choice"] = tool_choice
+    if parallel is not None:
+        patch["parallel_tool_calls"] = parallel
+    if not patch:
+        return config.tools, config.tool_choice, config.parallel_tool_calls
+    merged = {**config.model_dump(mode="json"), **patch}
+    try:
+        checked = SessionConfig.model_validate(merged)
+    except ValidationError as exc:
+        where, err = error_path(exc, merged)
+        param = f"response.{where}" if where else "response"
+        raise InvalidMessage(f"invalid {param}: {err['msg']}", param=param) from None
+    return checked.tools, checked.tool_choice, checked.parallel_tool_calls
+
+
 def apply_update(current: SessionConfig, patch: dict[str, Any]) -> SessionConfig:
     """``current`` with ``patch`` (a ``session.update``'s ``session``) applied; nothing changes on error.
 
     Raises ``InvalidMessage`` naming the offending field (as ``param``, e.g.
     ``session.audio.input.turn_detection.threshold``).
     """
-    if patch.get("type", "realtime") != "realtime":
-        raise InvalidMessage("only realtime sessions are served here", param="session.type")
-    merged = _merge(current.wire(), _beta_to_ga(patch))
+    merged = _merge(current.model_dump(mode="json"), _beta_to_ga(patch))
+    if merged.get("type") == "transcription" and merged["audio"]["input"].get("transcription") is None:
+        merged["audio"]["input"]["transcription"] = {}  # a transcription session always transcribes
     try:
         return SessionConfig.model_validate(merged)
     except ValidationError as exc:
         where, err = error_path(exc, merged)
         param = f"session.{where}" if where else "session"
         raise InvalidMessage(f"invalid {param}: {err['msg']}", param=param) from None
+
+
+# Settings omnivox accepts but does not serve: (path into the GA patch, what is said of it). A client
+# hears of each once per session (``omnivox.warning``), rather than having it silently dropped.
+_UNSERVED: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("audio", "input", "noise_reduction"), "noise reduction is not applied"),
+    (("include",), "logprobs are not reported"),
+    (("tracing",), "traces are not kept"),
+    (("truncation",), "the conversation is trimmed to the LLM's context its own way"),
+    (("prompt",), "stored prompts are not served; send instructions"),
+    (("reasoning",), "reasoning settings are not applied"),
+    (("audio", "input", "transcription", "prompt"), "transcription prompts are not applied"),
+)
+
+
+def unserved(patch: dict[str, Any]) -> list[tuple[str, str]]:
+    """(param, why) for each setting of ``patch`` (a ``session.update``'s ``session``) that omnivox
+    accepts and ignores; settings set to null or left out say nothing."""
+    ga = _beta_to_ga(patch)
+    out = []
+    for path, why in _UNSERVED:
+        node: Any = ga
+        for key in path:
+            node = node.get(key) if isinstance(node, dict) else None
+        if node not in (None, [], {}, ""):
+            out.append(("session." + ".".join(path), why))
+    return out

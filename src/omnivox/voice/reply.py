@@ -7,7 +7,9 @@ yields, as they happen:
 - ``FirstToken``: the LLM's first delta arrived (its latency from the call);
 - ``Word``: a whole word with the whitespace before it (``"".join`` of them is the reply text);
 - ``Spoken``: a piece of a sentence's audio, with the cleaned text of that sentence, as soon as the
-  TTS makes it, while the LLM goes on writing the next sentence.
+  TTS makes it, while the LLM goes on writing the next sentence;
+- ``ToolCallDelta``: a piece of a function call (when ``request.llm.tools`` offered some and the
+  LLM can call them), and ``Usage``: the LLM's token counts, where it reports them.
 
 Blocking (LLM and TTS calls): run it in a thread. ``stop`` ends it within one LLM delta or TTS piece;
 nothing is yielded after ``stop`` is set, not even a word the chunker still held back.
@@ -23,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from omnivox.protocol.chat import ChatMessage
-from omnivox.voice.llm.base import ChatLlm, LlmParams
+from omnivox.voice.llm.base import ChatLlm, LlmParams, ToolCallDelta, Usage
 from omnivox.voice.llm.words import WordChunker
 from omnivox.voice.tts.base import SentenceChunker, StreamingTts
 
@@ -59,7 +61,7 @@ class Spoken:
     starts_sentence: bool  # the first piece of its sentence
 
 
-ReplyPiece = FirstToken | Word | Spoken
+ReplyPiece = FirstToken | Word | Spoken | ToolCallDelta | Usage
 
 
 def produce_reply(
@@ -93,11 +95,14 @@ def produce_reply(
                     yield from say(sentence)
 
     first = True
-    for delta in llm.stream(request.messages, request.llm, stop):
-        if first:
+    for delta in llm.stream_events(request.messages, request.llm, stop):
+        if first and not isinstance(delta, Usage):
             yield FirstToken(clock() - began)
             first = False
-        yield from on_words(words.push(delta))
+        if isinstance(delta, str):
+            yield from on_words(words.push(delta))
+        elif not stop.is_set():
+            yield delta
         if stop.is_set():
             return
     yield from on_words(words.flush())

@@ -68,7 +68,7 @@ def test_bad_content_is_refused(content):
 
 def test_bad_role_is_refused():
     with pytest.raises(ValidationError):
-        msg(role="tool")
+        msg(role="developer")
 
 
 def test_canonical_forms():

@@ -11,6 +11,7 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from omnivox.protocol.chat import ChatMessage
 
@@ -21,6 +22,37 @@ class LlmParams:
     max_tokens: int | None = None  # None: no limit beyond the backend's
     top_p: float | None = None
     stop_sequences: tuple[str, ...] = ()
+    # function calling (chat completions' shapes): only backends with ``tool_calls`` use them
+    tools: tuple[
+        dict[str, Any], ...
+    ] = ()  # {"type": "function", "function": {name, description, parameters}}
+    tool_choice: str | dict[str, Any] | None = (
+        None  # "auto" | "none" | "required" | {"type": "function", ...}
+    )
+    parallel_tool_calls: bool | None = None
+
+
+@dataclass(frozen=True)
+class ToolCallDelta:
+    """A piece of a function call the model is writing: the first piece of call ``index`` carries its
+    ``call_id`` and ``name``, later ones only more of its JSON ``arguments``."""
+
+    index: int  # which call of this reply (parallel calls have several)
+    call_id: str | None = None
+    name: str | None = None
+    arguments: str = ""
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token counts the backend reported for one reply (None: it reported none)."""
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cached_tokens: int | None = None
+
+
+LlmEvent = str | ToolCallDelta | Usage
 
 
 class ChatLlm(ABC):
@@ -28,6 +60,7 @@ class ChatLlm(ABC):
 
     name: str = "llm"
     vision: bool = False  # True: image parts of messages are passed to the model
+    tool_calls: bool = False  # True: ``params.tools`` reach the model and it may call them
 
     @abstractmethod
     def stream(
@@ -39,6 +72,16 @@ class ChatLlm(ABC):
         """Yield the reply to ``messages`` as text deltas (token-sized pieces, no particular
         boundaries; see ``words.rechunk_to_words``). Ends early, without error, once ``stop`` is set.
         Remote failures raise ``omnivox.core.errors.EngineFailure``."""
+
+    def stream_events(
+        self,
+        messages: Sequence[ChatMessage],
+        params: LlmParams | None = None,
+        stop: threading.Event | None = None,
+    ) -> Iterator[LlmEvent]:
+        """Like ``stream``, with the function calls the model makes (``ToolCallDelta``) and the token
+        counts it reports (``Usage``) among the text deltas. Backends without either only stream."""
+        yield from self.stream(messages, params, stop)
 
     def warm(self, messages: Sequence[ChatMessage]) -> None:  # noqa: B027 - optional hook
         """Compute ``messages`` ahead of a reply that will start with them (a local model keeps

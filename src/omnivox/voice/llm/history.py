@@ -55,7 +55,7 @@ def trim_history(
         budget -= cost
         kept.append(m)
     kept.reverse()
-    while len(kept) > 1 and kept[0].role == "assistant":
+    while len(kept) > 1 and kept[0].role in ("assistant", "tool"):  # a tool message needs its call
         kept.pop(0)
     return head + kept
 

@@ -21,7 +21,7 @@ import httpx
 from omnivox.core.config import Settings
 from omnivox.core.errors import EngineFailure
 from omnivox.protocol.chat import ChatMessage, ImagePart, TextPart
-from omnivox.voice.llm.base import ChatLlm, LlmParams
+from omnivox.voice.llm.base import ChatLlm, LlmEvent, LlmParams, ToolCallDelta, Usage
 from omnivox.voice.openai_compat import check_response, make_client, transport_error
 
 SERVICE = "llm"
@@ -32,6 +32,7 @@ class OpenAIChatLlm(ChatLlm):
 
     name = "openai"
     vision = True  # images go to the server as image_url parts; a text-only server refuses them
+    tool_calls = True  # tools go to the server as chat completions' ``tools``
 
     def __init__(
         self,
@@ -99,6 +100,12 @@ class OpenAIChatLlm(ChatLlm):
             body["top_p"] = p.top_p
         if p.stop_sequences:
             body["stop"] = list(p.stop_sequences)
+        if p.tools:
+            body["tools"] = list(p.tools)
+            if p.tool_choice is not None:
+                body["tool_choice"] = p.tool_choice
+            if p.parallel_tool_calls is not None:
+                body["parallel_tool_calls"] = p.parallel_tool_calls
         return body
 
     def stream(
@@ -107,19 +114,32 @@ class OpenAIChatLlm(ChatLlm):
         params: LlmParams | None = None,
         stop: threading.Event | None = None,
     ) -> Iterator[str]:
-        stop = stop or threading.Event()
+        for event in self._events(self.request_body(messages, params), stop):
+            if isinstance(event, str):
+                yield event
+
+    def stream_events(
+        self,
+        messages: Sequence[ChatMessage],
+        params: LlmParams | None = None,
+        stop: threading.Event | None = None,
+    ) -> Iterator[LlmEvent]:
         body = self.request_body(messages, params)
+        body["stream_options"] = {"include_usage": True}  # the token counts come in a last chunk
+        yield from self._events(body, stop)
+
+    def _events(self, body: dict[str, Any], stop: threading.Event | None) -> Iterator[LlmEvent]:
+        stop = stop or threading.Event()
         try:
             with self._client.stream("POST", "/chat/completions", json=body) as r:
                 check_response(r, SERVICE)
                 for line in r.iter_lines():
                     if stop.is_set():
                         return  # leaving the block closes the connection: the server stops generating
-                    delta = _parse_event(line)
-                    if delta is _DONE:
+                    events = _parse_event(line)
+                    if events is _DONE:
                         return
-                    if delta:
-                        yield delta
+                    yield from events
         except httpx.HTTPError as exc:
             raise transport_error(exc, SERVICE) from exc
 
@@ -128,7 +148,16 @@ _DONE = object()
 
 
 def wire_message(message: ChatMessage) -> dict[str, Any]:
-    """A message as chat completions take it: plain text, or text and image_url parts."""
+    """A message as chat completions take it: plain text, or text and image_url parts (and the
+    function calls of an assistant message, the call a tool message answers)."""
+    if message.tool_calls:
+        calls = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in message.tool_calls
+        ]
+        return {"role": "assistant", "content": message.text() or None, "tool_calls": calls}
+    if message.role == "tool":
+        return {"role": "tool", "tool_call_id": message.tool_call_id or "", "content": message.text()}
     if isinstance(message.content, str) or not any(isinstance(p, ImagePart) for p in message.content):
         return {"role": message.role, "content": message.text()}
     parts: list[dict[str, Any]] = []
@@ -146,13 +175,13 @@ def _malformed(what: str) -> EngineFailure:
 
 
 def _parse_event(line: str) -> Any:
-    """The content delta of one SSE line, "" for lines without one, ``_DONE`` at the end.
+    """The events of one SSE line (content deltas, function call pieces, usage), ``_DONE`` at the end.
 
-    Absent or null ``choices``, ``delta`` and ``content`` mean no content (role-only, usage-only and
+    Absent or null ``choices``, ``delta``, ``content`` and ``tool_calls`` mean nothing (role-only and
     finish chunks); anything of the wrong type is a malformed chunk and an ``EngineFailure``.
     """
     if not line.startswith("data:"):
-        return ""  # blank separators, ": keep-alive" comments, "event:" lines
+        return []  # blank separators, ": keep-alive" comments, "event:" lines
     data = line[5:].strip()
     if data == "[DONE]":
         return _DONE
@@ -166,24 +195,63 @@ def _parse_event(line: str) -> Any:
         err = chunk["error"]
         message = (err.get("message") or err) if isinstance(err, dict) else err
         raise EngineFailure(f"llm server error: {message}", service=SERVICE)
+    out: list[LlmEvent] = []
+    if isinstance(usage := chunk.get("usage"), dict):
+        out.append(_usage(usage))
     choices = chunk.get("choices")
     if choices is None:
-        return ""  # e.g. a final usage-only chunk
+        return out  # e.g. a final usage-only chunk
     if not isinstance(choices, list):
         raise _malformed(f"'choices' is a {type(choices).__name__}, not a list")
     if not choices:
-        return ""
+        return out
     choice = choices[0]
     if not isinstance(choice, dict):
         raise _malformed(f"a choice is a {type(choice).__name__}, not an object")
     delta = choice.get("delta")
     if delta is None:
-        return ""
+        return out
     if not isinstance(delta, dict):
         raise _malformed(f"'delta' is a {type(delta).__name__}, not an object")
     content = delta.get("content")
-    if content is None:
-        return ""
-    if not isinstance(content, str):
+    if content is not None and not isinstance(content, str):
         raise _malformed(f"'content' is a {type(content).__name__}, not a string")
-    return content
+    if content:
+        out.insert(0, content)
+    out += _tool_deltas(delta.get("tool_calls"))
+    return out
+
+
+def _tool_deltas(calls: Any) -> list[ToolCallDelta]:
+    if calls is None:
+        return []
+    if not isinstance(calls, list):
+        raise _malformed(f"'tool_calls' is a {type(calls).__name__}, not a list")
+    out = []
+    for n, call in enumerate(calls):
+        fn = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(fn, dict | None):
+            raise _malformed("a tool call's 'function' is not an object")
+        fn = fn or {}
+        index, args = call.get("index", n), fn.get("arguments") or ""
+        if not isinstance(index, int) or not isinstance(args, str):
+            raise _malformed("a tool call's index or arguments has the wrong type")
+        call_id, name = call.get("id"), fn.get("name")
+        out.append(
+            ToolCallDelta(
+                index,
+                call_id if isinstance(call_id, str) else None,
+                name if isinstance(name, str) else None,
+                args,
+            )
+        )
+    return out
+
+
+def _usage(usage: dict[str, Any]) -> Usage:
+    def count(value: Any) -> int | None:
+        return value if isinstance(value, int) else None
+
+    details = usage.get("prompt_tokens_details")
+    cached = count(details.get("cached_tokens")) if isinstance(details, dict) else None
+    return Usage(count(usage.get("prompt_tokens")), count(usage.get("completion_tokens")), cached)

@@ -1,6 +1,7 @@
 """The conversation of one realtime session: ordered items, their events, and the LLM's view of them.
 
-Every item is a message. Spoken items keep their transcript (user: what the ASR heard; assistant:
+Items are messages, function calls the assistant made, and the outputs clients give them. Spoken
+items keep their transcript (user: what the ASR heard; assistant:
 what was said, cut to what the user heard when interrupted) and never their audio: the cascade's
 LLM reads text, and holding audio would grow memory with the call.
 
@@ -15,15 +16,16 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from omnivox.core.errors import InvalidMessage, ItemNotFound
+from omnivox.core.errors import CallNotFound, InvalidMessage, ItemNotFound
 from omnivox.core.ids import new_id
 from omnivox.protocol import realtime_events as ev
-from omnivox.protocol.chat import ChatMessage
+from omnivox.protocol.chat import ChatMessage, ToolCall
 from omnivox.protocol.realtime import ItemIn
 from omnivox.protocol.wire import Msg
 
 Role = Literal["user", "assistant", "system"]
 Status = Literal["completed", "incomplete", "in_progress"]
+Kind = Literal["message", "function_call", "function_call_output"]
 
 
 def item_id() -> str:
@@ -46,9 +48,24 @@ class Item:
     audio_ms: float = 0.0  # assistant audio sent, the bound for conversation.item.truncate
     # assistant audio: where each spoken sentence starts (ms into the item's audio) and its text
     spans: list[tuple[float, str]] = field(default_factory=list)
+    type: Kind = "message"
+    call_id: str = ""  # function_call / function_call_output: the call
+    name: str = ""  # function_call: the function
+    arguments: str = ""  # function_call: its JSON arguments
+    output: str = ""  # function_call_output: what the function returned
 
     def __post_init__(self) -> None:
         self.id = self.id or item_id()
+
+    @classmethod
+    def call(cls, call_id: str, name: str, arguments: str = "", **kw: Any) -> Item:
+        return cls(
+            "assistant", False, type="function_call", call_id=call_id, name=name, arguments=arguments, **kw
+        )
+
+    @classmethod
+    def call_output(cls, call_id: str, output: str, **kw: Any) -> Item:
+        return cls("user", False, type="function_call_output", call_id=call_id, output=output, **kw)
 
     def heard_text(self, heard_ms: float) -> str:
         """The words of the sentences heard in the first ``heard_ms``, the last one cut at its share."""
@@ -69,6 +86,11 @@ class Item:
         self.spans = [(start, text) for start, text in self.spans if start < heard_ms]
 
     def wire(self) -> dict[str, Any]:
+        head = {"id": self.id, "object": "realtime.item", "type": self.type, "status": self.status}
+        if self.type == "function_call":
+            return {**head, "call_id": self.call_id, "name": self.name, "arguments": self.arguments}
+        if self.type == "function_call_output":
+            return {**head, "call_id": self.call_id, "output": self.output}
         if self.role == "assistant":
             part = (
                 {"type": "output_audio", "transcript": self.text}
@@ -112,11 +134,36 @@ class Conversation:
     def previous_of(self, item: Item) -> str | None:
         return self._previous.get(item.id)
 
-    def messages(self, instructions: str) -> list[ChatMessage]:
-        """What the LLM is given: the instructions, then every item that has text, in order."""
+    def messages(self, instructions: str, tools: bool = False) -> list[ChatMessage]:
+        """What the LLM is given: the instructions, then every item that has text, in order.
+
+        With ``tools`` (an LLM that calls functions) a call is an assistant message's ``tool_calls``
+        with its output right after it as a ``tool`` message (chat completions refuse them apart),
+        and a call still waiting for its output is left out. Without, calls and outputs are told
+        in words, so the model still knows what happened."""
         out = [ChatMessage(role="system", content=instructions)] if instructions else []
-        out += [ChatMessage(role=i.role, content=i.text) for i in self._items if i.text.strip()]
-        return out
+        outputs = {i.call_id: i for i in self._items if i.type == "function_call_output"}
+        for item in self._items:
+            if item.type == "message":
+                if item.text.strip():
+                    out.append(ChatMessage(role=item.role, content=item.text))
+            elif not tools:
+                out.append(_told(item))
+            elif item.type == "function_call" and (answer := outputs.get(item.call_id)) is not None:
+                call = ToolCall(id=item.call_id, name=item.name, arguments=item.arguments)
+                out.append(ChatMessage(role="assistant", content="", tool_calls=[call]))
+                out.append(ChatMessage(role="tool", content=answer.output, tool_call_id=call.id))
+        return _group_parallel(out)
+
+    def call_named(self, call_id: str) -> Item | None:
+        return next((i for i in self._items if i.type == "function_call" and i.call_id == call_id), None)
+
+    def check_output(self, call_id: str) -> None:
+        """A ``function_call_output`` must answer a call that was made, and only once."""
+        if self.call_named(call_id) is None:
+            raise CallNotFound(f"no function call with call_id {call_id!r} was made", param="item.call_id")
+        if any(i.type == "function_call_output" and i.call_id == call_id for i in self._items):
+            raise InvalidMessage(f"call {call_id!r} already has an output", param="item.call_id")
 
     # ---- changes (quiet: callers that announce them use the methods below)
 
@@ -191,8 +238,38 @@ class Conversation:
             )
         return item
 
+    def remove(self, item: Item) -> None:
+        """Take out an item the client never heard of (quietly)."""
+        if item in self._items:
+            self._items.remove(item)
+            self._previous.pop(item.id, None)
+
     def _index(self, item_id: str, param: str) -> int:
         for n, item in enumerate(self._items):
             if item.id == item_id:
                 return n
         raise ItemNotFound(f"no conversation item with id {item_id!r}", param=param)
+
+
+def _told(item: Item) -> ChatMessage:
+    """A function call or its output in words, for an LLM that cannot call functions."""
+    if item.type == "function_call":
+        return ChatMessage(role="assistant", content=f"(I called {item.name} with {item.arguments or '{}'})")
+    return ChatMessage(role="user", content=f"(the function returned: {item.output})")
+
+
+def _group_parallel(messages: list[ChatMessage]) -> list[ChatMessage]:
+    """assistant(call a), tool(a), assistant(call b), tool(b) -> assistant(calls a, b), tool(a), tool(b):
+    the parallel calls of one turn as chat completions expect them."""
+    out: list[ChatMessage] = []
+    for m in messages:
+        if m.tool_calls and not m.text() and out and out[-1].role == "tool":
+            k = len(out) - 1
+            while k >= 0 and out[k].role == "tool":
+                k -= 1
+            head = out[k] if k >= 0 else None
+            if head is not None and head.tool_calls:
+                head.tool_calls.extend(m.tool_calls)
+                continue
+        out.append(m)
+    return out

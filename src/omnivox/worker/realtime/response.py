@@ -13,8 +13,10 @@ and the assistant item keeps only the words the user heard (whole sentences play
 share of the sentence that was cut).
 
 Audio is paced at most ``lead_ms`` ahead of real time, so an interruption leaves little stale audio
-in the client. The thread hands the event side typed pieces (``voice.reply``), then ``_End`` or
-``_Failed``.
+in the client. A response's output items open as they begin: the message (text or audio) at its
+first word, each function call (``calls``) at its first piece; a response that only calls functions
+has no message item, one that says nothing at all has an empty one. The thread hands the event
+side typed pieces (``voice.reply``), then ``_End`` or ``_Failed``.
 """
 
 from __future__ import annotations
@@ -33,11 +35,13 @@ import numpy as np
 from omnivox.core.errors import OmnivoxError, as_omnivox_error
 from omnivox.protocol import realtime_events as ev
 from omnivox.session.transitions import Machine
-from omnivox.voice.llm.history import approx_tokens, history_tokens
+from omnivox.voice.llm.base import ToolCallDelta, Usage
 from omnivox.voice.reply import FirstToken, ReplyPiece, ReplyRequest, Spoken, Word
 from omnivox.worker.realtime.audio_io import TTS_RATE, OutputEncoder
+from omnivox.worker.realtime.calls import ResponseCalls
 from omnivox.worker.realtime.conversation import Conversation, Item
 from omnivox.worker.realtime.events import Events
+from omnivox.worker.realtime.usage import rate_limits, usage
 
 FRAME_MS = 100  # audio per delta
 
@@ -71,6 +75,7 @@ class ResponsePlan:
     in_conversation: bool = True  # False: an out-of-band response ("conversation": "none")
     metadata: dict[str, str] | None = None
     speech_end_at: float | None = None  # monotonic time the user's speech ended, if it prompted this
+    context_tokens: int = 0  # the LLM's history budget (reported in rate_limits.updated)
 
     @property
     def audio(self) -> bool:
@@ -135,6 +140,12 @@ class Response:
         if not held:
             self._released.set()
         self._text: list[str] = []
+        self._outputs: list[Item] = []  # output items in the order they opened
+        self._message_index: int | None = None  # the message item's output index, once open
+        self._usage: Usage | None = None  # the LLM's own token counts, if it reported them
+        self.calls = ResponseCalls(
+            plan.response_id, events, conversation if plan.in_conversation else None, self._output_index
+        )
         self._sent_ms = 0.0
         self._first_audio_at: float | None = None
         self._started = clock()  # when it may speak
@@ -233,18 +244,51 @@ class Response:
         p = self.plan
         if isinstance(piece, FirstToken):
             self.figures.llm_ttft_s = piece.after_s
+        elif isinstance(piece, ToolCallDelta):
+            self.calls.piece(piece)
+        elif isinstance(piece, Usage):
+            self._usage = piece
         elif isinstance(piece, Word):
-            if not p.audio:
+            if not p.audio and (piece.text.strip() or self._message_index is not None):
+                self._open_message()
                 self._text.append(piece.text)
-                self.events.put(ev.TextDelta(response_id=p.response_id, item_id=p.item.id, delta=piece.text))
+                self.events.put(ev.TextDelta(delta=piece.text, **self._where()))
         elif isinstance(piece, Spoken):
+            self._open_message()
             if piece.starts_sentence:
                 delta = piece.text if not p.item.spans else " " + piece.text
                 p.item.spans.append((self._sent_ms, piece.text))
-                self.events.put(
-                    ev.AudioTranscriptDelta(response_id=p.response_id, item_id=p.item.id, delta=delta)
-                )
+                self.events.put(ev.AudioTranscriptDelta(delta=delta, **self._where()))
             await self._send_audio(piece.audio)
+
+    def _where(self) -> dict[str, Any]:
+        """The message item's place (for its content events)."""
+        return {
+            "response_id": self.plan.response_id,
+            "item_id": self.plan.item.id,
+            "output_index": self._message_index or 0,
+        }
+
+    def _output_index(self, item: Item) -> int:
+        self._outputs.append(item)
+        return len(self._outputs) - 1
+
+    def _open_message(self) -> None:
+        """The message item begins (at the first word or sound; at the end of a reply that had none)."""
+        if self._message_index is not None:
+            return
+        p = self.plan
+        item = p.item
+        item.status = "in_progress"
+        self._message_index = self._output_index(item)
+        self.events.put(
+            ev.OutputItemAdded(response_id=p.response_id, output_index=self._message_index, item=item.wire())
+        )
+        if p.in_conversation:
+            self.conversation.add(item)
+            self.conversation.opened(item)
+        part = {"type": "audio", "transcript": ""} if p.audio else {"type": "text", "text": ""}
+        self.events.put(ev.ContentPartAdded(part=part, **self._where()))
 
     async def _send_audio(self, audio: np.ndarray) -> None:
         frame = TTS_RATE * FRAME_MS // 1000
@@ -260,9 +304,7 @@ class Response:
                 if self.plan.speech_end_at is not None:
                     self.figures.voice_to_voice_s = now - self.plan.speech_end_at
             ms = len(piece) * 1000 / TTS_RATE
-            delta = ev.AudioDelta(
-                response_id=self.response_id, item_id=self.plan.item.id, delta=self.encoder.encode(piece)
-            )
+            delta = ev.AudioDelta(delta=self.encoder.encode(piece), **self._where())
             self.events.put(delta, response_id=self.response_id, audio_ms=ms)
             self._sent_ms += ms
 
@@ -280,18 +322,25 @@ class Response:
 
     def _begin(self) -> None:
         p = self.plan
-        item = p.item
-        item.status = "in_progress"
+        p.item.status = "in_progress"
         self.events.put(ev.ResponseCreated(response=self._response("in_progress")))
-        self.events.put(ev.OutputItemAdded(response_id=p.response_id, item=item.wire()))
-        if p.in_conversation:
-            self.conversation.opened(item)
-        part = {"type": "audio", "transcript": ""} if p.audio else {"type": "text", "text": ""}
-        self.events.put(ev.ContentPartAdded(response_id=p.response_id, item_id=item.id, part=part))
+        self.events.put(rate_limits(p.request, p.context_tokens))
 
     def _finish(self) -> None:
         p, item = self.plan, self.plan.item
         cancelled = self.state is R.CANCELLED
+        if self._message_index is None and not self.calls:
+            self._open_message()  # a reply that said nothing is still a (empty) message
+        if self._message_index is not None:
+            self._finish_message(cancelled)
+        elif p.audio and cancelled:
+            self.encoder.flush()
+        self.calls.finish(completed=self.state is R.DONE)
+        item.status = "completed" if self.state is R.DONE else "incomplete"
+        self.events.put(ev.ResponseDone(response=self._response(WIRE_STATUS[self.state])))
+
+    def _finish_message(self, cancelled: bool) -> None:
+        p, item, where = self.plan, self.plan.item, self._where()
         if p.audio:
             self._sent_ms -= self.events.drop_audio(p.response_id) if cancelled else 0.0
             item.audio_ms = self._sent_ms
@@ -300,22 +349,21 @@ class Response:
                 self.encoder.flush()  # the rest of this response's audio is never sent
                 self.conversation.truncate(item, self.played_ms())
             elif tail := self.encoder.flush():
-                self.events.put(ev.AudioDelta(response_id=p.response_id, item_id=item.id, delta=tail))
-            self.events.put(ev.AudioDone(response_id=p.response_id, item_id=item.id))
-            self.events.put(
-                ev.AudioTranscriptDone(response_id=p.response_id, item_id=item.id, transcript=item.text)
-            )
+                self.events.put(ev.AudioDelta(delta=tail, **where))
+            self.events.put(ev.AudioDone(**where))
+            self.events.put(ev.AudioTranscriptDone(transcript=item.text, **where))
             part = {"type": "audio", "transcript": item.text}
         else:
             item.text = "".join(self._text).strip()
-            self.events.put(ev.TextDone(response_id=p.response_id, item_id=item.id, text=item.text))
+            self.events.put(ev.TextDone(text=item.text, **where))
             part = {"type": "text", "text": item.text}
         item.status = "completed" if self.state is R.DONE else "incomplete"
-        self.events.put(ev.ContentPartDone(response_id=p.response_id, item_id=item.id, part=part))
-        self.events.put(ev.OutputItemDone(response_id=p.response_id, item=item.wire()))
+        self.events.put(ev.ContentPartDone(part=part, **where))
+        self.events.put(
+            ev.OutputItemDone(response_id=p.response_id, output_index=where["output_index"], item=item.wire())
+        )
         if p.in_conversation:
             self.conversation.closed(item)
-        self.events.put(ev.ResponseDone(response=self._response(WIRE_STATUS[self.state])))
 
     def _response(self, status: str) -> dict[str, Any]:
         p, figures = self.plan, self.figures
@@ -328,7 +376,7 @@ class Response:
             "audio": {"output": {"voice": p.request.voice}},
             "max_output_tokens": p.request.llm.max_tokens or "inf",
             "metadata": p.metadata,
-            "output": [p.item.wire()] if status != "in_progress" else [],
+            "output": [i.wire() for i in self._outputs] if status != "in_progress" else [],
         }
         if status in ("cancelled", "failed", "incomplete"):
             details: dict[str, Any] = {"type": status, "reason": figures.reason}
@@ -340,15 +388,8 @@ class Response:
                 }
             response["status_details"] = details
         if status != "in_progress":
-            input_tokens = history_tokens(p.request.messages)
-            output_tokens = approx_tokens(p.item.text)
-            response["usage"] = {
-                "total_tokens": input_tokens + output_tokens,
-                "input_tokens": input_tokens,
-                "output_tokens": output_tokens,
-                "input_token_details": {"text_tokens": input_tokens, "audio_tokens": 0, "cached_tokens": 0},
-                "output_token_details": {"text_tokens": output_tokens, "audio_tokens": 0},
-            }
+            written = p.item.text + "".join(c.arguments for c in self._outputs if c.type == "function_call")
+            response["usage"] = usage(p.request, written, self._sent_ms, self._usage)
         return response
 
     # ---- the thread side

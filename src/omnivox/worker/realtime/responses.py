@@ -24,7 +24,7 @@ from omnivox.core.ids import new_id
 from omnivox.engines.base import Engine, VoiceProfile
 from omnivox.protocol import realtime as rt
 from omnivox.protocol.chat import ChatMessage
-from omnivox.protocol.realtime_session import SessionConfig
+from omnivox.protocol.realtime_session import SessionConfig, chat_tool_choice, check_tools
 from omnivox.session.units import WorkUnits
 from omnivox.voice.llm.base import LlmParams
 from omnivox.voice.llm.history import trim_history
@@ -109,7 +109,7 @@ class Responses:
         """Prepare (and hold) the reply to ``user_text`` while the user's pause runs out."""
         await self.discard_speculation()
         tentative = ChatMessage(role="user", content=user_text)
-        plan = self._plan(rt.ResponseParams(), None, [tentative], add_item=False)
+        plan = self._plan(rt.ResponseParams(), None, [tentative])
         self.held, self._held_text = self._response(plan, held=True), user_text
         await self.units.start(UNIT, self._run(self.held))
 
@@ -123,7 +123,6 @@ class Responses:
             held.discard()
             await self.units.cancel(UNIT)
             return False
-        self.conversation.add(held.plan.item)
         self.active = held
         held.release(speech_end_at)
         return True
@@ -196,7 +195,6 @@ class Responses:
         params: rt.ResponseParams,
         speech_end_at: float | None,
         extra: list[ChatMessage],
-        add_item: bool = True,
     ) -> ResponsePlan:
         config, profile = self.config(), self.profile
         modalities = params.output_modalities or params.modalities or config.output_modalities
@@ -205,11 +203,15 @@ class Responses:
         )
         instructions = params.instructions if params.instructions is not None else config.instructions
         in_conversation = params.conversation in (None, "auto")
+        tools, choice, parallel = check_tools(
+            config, params.tools, params.tool_choice, params.parallel_tool_calls
+        )
+        can_call = profile.tool_calls and bool(tools)
         if params.input is not None:
             history = [ChatMessage(role="system", content=instructions)] if instructions else []
-            history += [ChatMessage(role=i.role, content=item_text(i)) for i in params.input]
+            history += [ChatMessage(role=i.role or "user", content=item_text(i)) for i in params.input]
         else:
-            history = self.conversation.messages(instructions)
+            history = self.conversation.messages(instructions, tools=profile.tool_calls)
         history += extra
         limit = params.max_output_tokens or params.max_response_output_tokens or config.max_output_tokens
         cap = profile.max_reply_tokens
@@ -217,11 +219,16 @@ class Responses:
         messages = trim_history(history, profile.context_tokens, reserve_tokens=max_tokens)
         audio = "audio" in modalities
         item = Item(role="assistant", audio=audio, status="in_progress")
-        if in_conversation and add_item:
-            self.conversation.add(item)
+        llm = LlmParams(
+            temperature=profile.temperature.for_history(messages),
+            max_tokens=max_tokens,
+            tools=tuple(t.chat_tool() for t in tools) if can_call else (),
+            tool_choice=chat_tool_choice(choice) if can_call else None,
+            parallel_tool_calls=parallel if can_call else None,
+        )
         request = ReplyRequest(
             messages=messages,
-            llm=LlmParams(temperature=profile.temperature.for_history(messages), max_tokens=max_tokens),
+            llm=llm,
             speak=audio,
             voice=voice,
             speed=config.audio.output.speed,
@@ -233,4 +240,5 @@ class Responses:
             in_conversation=in_conversation,
             metadata=params.metadata,
             speech_end_at=speech_end_at,
+            context_tokens=profile.context_tokens,
         )

@@ -20,6 +20,7 @@ from typing import Any
 
 from omnivox.audio.clips import decode_clip_at
 from omnivox.core.errors import InputAudioBufferCommitEmpty, InvalidMessage, OmnivoxError
+from omnivox.core.ids import new_id
 from omnivox.protocol import realtime as rt
 from omnivox.protocol import realtime_events as ev
 from omnivox.protocol.chat import ChatMessage
@@ -44,6 +45,7 @@ from omnivox.worker.realtime.turns import (
     StopIdle,
     TurnTaking,
 )
+from omnivox.worker.realtime.warnings import SettingWarnings
 
 MIN_COMMIT_MS = 100  # less audio than this cannot be a turn (OpenAI's rule too)
 SILENCE_MARKER = "..."  # what the user "said" when the idle timeout prompts them
@@ -67,7 +69,10 @@ class RealtimeSession(SessionHandler):
         engine = self.host.engine
         self.profile = engine.voice_profile()
         self.config = SessionConfig(instructions=self.profile.system_prompt)
+        if self.info.query.get("intent") == "transcription":
+            self.config.type = "transcription"
         self.config.audio.output.voice = self.profile.default_voice
+        self.warnings = SettingWarnings(self.profile)
         self.events = Events(self.conn, beta=self.info.query.get("beta") in ("1", "true"))
         self.conversation = Conversation(self.events.put)
         self.input_thread = ThreadPoolExecutor(1, thread_name_prefix="rt-input")
@@ -114,7 +119,7 @@ class RealtimeSession(SessionHandler):
         if isinstance(event, rt.InputAudioBufferAppend):
             self.hearing.submit(Feed(self.decoder.decode(event.audio), arrival))
         elif isinstance(event, rt.SessionUpdate):
-            self._update_session(event.session)
+            await self._update_session(event.session)
         elif isinstance(event, rt.InputAudioBufferCommit):
             self.hearing.submit(Commit(event.event_id))
         elif isinstance(event, rt.InputAudioBufferClear):
@@ -124,10 +129,7 @@ class RealtimeSession(SessionHandler):
         elif isinstance(event, rt.ResponseCancel):
             self.responses.cancel(event.response_id)
         elif isinstance(event, rt.OutputAudioBufferClear):
-            active = self.responses.active
-            if active is not None:
-                active.cancel("client_cancelled")
-                self.events.put(ev.OutputAudioCleared(response_id=active.response_id))
+            self._clear_output()
         elif isinstance(event, rt.ConversationItemCreate):
             await self._create_item(event)
         elif isinstance(event, rt.ConversationItemRetrieve):
@@ -141,7 +143,7 @@ class RealtimeSession(SessionHandler):
         elif isinstance(event, rt.ConversationItemDelete):
             self.conversation.delete(event.item_id)
 
-    def _update_session(self, patch: dict[str, Any]) -> None:
+    async def _update_session(self, patch: dict[str, Any]) -> None:
         new = apply_update(self.config, patch)
         new.audio.output.voice = self.profile.resolve_voice(new.audio.output.voice)
         old, self.config = self.config, new
@@ -155,9 +157,43 @@ class RealtimeSession(SessionHandler):
         if vad != old.audio.input.turn_detection:
             self.hearing.submit(Configure(turn_params(vad)))
         self.events.put(ev.SessionUpdated(session=new.wire()))
+        for warning in self.warnings.check(patch, new):
+            self.events.put(warning)
+        idle = vad is not None and vad.idle_timeout_ms is not None
+        if idle and self.responses.active is None and not self.turns.in_turn:
+            await self._arm_idle(self.responses.playback_left_s())  # the timer runs from now on
+
+    def _clear_output(self) -> None:
+        """``output_audio_buffer.clear``: stop the reply's audio (running, or still playing)."""
+        active, last = self.responses.active, self.responses.last
+        if active is not None:
+            active.cancel("client_cancelled")
+            self.events.put(ev.OutputAudioCleared(response_id=active.response_id))
+        elif last is not None and self.responses.playback_left_s() > 0:
+            self.responses.cut_playback()
+            self.events.put(ev.OutputAudioCleared(response_id=last.response_id))
 
     async def _create_item(self, event: rt.ConversationItemCreate) -> None:
         spec = event.item
+        if spec.type == "function_call_output":
+            if spec.call_id is None or spec.output is None:
+                missing = "call_id" if spec.call_id is None else "output"
+                raise InvalidMessage(f"a function_call_output needs {missing}", param=f"item.{missing}")
+            self.conversation.check_output(spec.call_id)
+            item = Item.call_output(spec.call_id, spec.output, id=spec.id or "")
+            self.conversation.create(item, event.previous_item_id)
+            return
+        if spec.type == "function_call":
+            if not spec.name:
+                raise InvalidMessage("a function_call needs a name", param="item.name")
+            call_id = spec.call_id or new_id("call")
+            if self.conversation.call_named(call_id) is not None:
+                raise InvalidMessage(f"call {call_id!r} already exists", param="item.call_id")
+            item = Item.call(call_id, spec.name, spec.arguments or "", id=spec.id or "")
+            self.conversation.create(item, event.previous_item_id)
+            return
+        if spec.role is None:
+            raise InvalidMessage("a message needs a role", param="item.role")
         spoken = any(c.type in ("input_audio", "output_audio", "audio") for c in spec.content)
         item = Item(role=spec.role, audio=spoken, text=item_text(spec), id=spec.id or "")
         if spec.role == "user" and any(
@@ -224,12 +260,13 @@ class RealtimeSession(SessionHandler):
             elif isinstance(action, BargeIn):
                 self.responses.interrupt(action.reason)
             elif isinstance(action, Prepare):
-                await self.responses.speculate(action.text)
+                if not self.config.transcription_only:
+                    await self.responses.speculate(action.text)
             elif isinstance(action, DropPrepared):
                 await self.responses.discard_speculation()
             elif isinstance(action, CommitTurn):
                 item = self.conversation.commit_user_turn(action.item_id, action.text)
-                if action.respond:
+                if action.respond and not self.config.transcription_only:
                     await self.conn.units.cancel("idle")
                     if not await self.responses.confirm(item, action.speech_end_at):
                         await self.responses.create(None, speech_end_at=action.speech_end_at)
@@ -237,6 +274,8 @@ class RealtimeSession(SessionHandler):
     async def _respond(
         self, params: rt.ResponseParams | None, extra: list[ChatMessage] | None = None
     ) -> None:
+        if self.config.transcription_only:
+            raise InvalidMessage("a transcription session makes no responses", param="session.type")
         await self.conn.units.cancel("idle")
         await self.responses.create(params, extra=extra)
 
@@ -273,7 +312,7 @@ class RealtimeSession(SessionHandler):
         listener = self.hearing.listener
         start_ms = listener.audio_ms
         await asyncio.sleep(delay_s)
-        if self.responses.active or self.turns.in_turn:
+        if self.responses.active or self.turns.in_turn or self.config.transcription_only:
             return
         self.events.put(
             ev.TimeoutTriggered(

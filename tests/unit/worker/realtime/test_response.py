@@ -91,9 +91,7 @@ def make(produce, thread, *, speak=True, held=False, clock=None, conversation=No
     conversation = conversation or Conversation()
     recorder = Recorder()
     conversation.emit = recorder.put
-    item = Item(role="assistant", audio=speak, status="in_progress")
-    if not held:
-        conversation.add(item)
+    item = Item(role="assistant", audio=speak, status="in_progress")  # joins the conversation when it opens
     plan = ResponsePlan(
         response_id="resp_1",
         item=item,
@@ -132,6 +130,7 @@ async def test_speaking_to_done_in_text_sends_every_event_in_order(thread) -> No
     assert await response.run() is ResponseState.DONE
     assert rec.types() == [
         "response.created",
+        "rate_limits.updated",
         "response.output_item.added",
         "conversation.item.added",
         "response.content_part.added",
