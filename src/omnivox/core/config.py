@@ -93,6 +93,14 @@ class GatewaySettings(BaseModel):
         4 * MiB, ge=0, description="client messages held while a duplex session waits (more are dropped)"
     )
     # reference audio uploads (POST /api/assets/ref_audio)
+    client_secret_max_s: int = Field(
+        7200, ge=10, description="longest life of an ephemeral client key (POST /v1/realtime/client_secrets)"
+    )
+    client_secrets_max: int = Field(10000, ge=1, description="ephemeral keys outstanding at once (more: 429)")
+    webrtc_connect_timeout_s: float = Field(
+        15.0, gt=0, description="a WebRTC call whose media never connects is ended (and its worker freed)"
+    )
+    webrtc_max_calls: int = Field(64, ge=0, description="WebRTC calls the gateway holds at once (0: none)")
     ref_audio_max_bytes: int = Field(10 * MiB, ge=1024, description="largest upload accepted (413 above)")
     ref_audio_min_s: float = Field(1.0, ge=0, description="shortest clip accepted")
     ref_audio_max_s: float = Field(30.0, gt=0, description="longest clip accepted")

@@ -58,6 +58,7 @@ def create_gateway_app(settings: Settings, background: list[Hook] | None = None)
         try:
             yield
         finally:
+            await ctx.calls.close()
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)

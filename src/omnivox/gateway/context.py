@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from omnivox.core.config import Settings
+from omnivox.gateway.edges.calls import CallRegistry
+from omnivox.gateway.edges.client_keys import ClientKeys
 from omnivox.gateway.edges.limits import ClientLimits
 from omnivox.gateway.edges.sessions import SessionRegistry
 from omnivox.gateway.metrics import GatewayMetrics
@@ -21,8 +23,11 @@ class GatewayContext:
     admission: Admission
     health: HealthMonitor
     sessions: SessionRegistry = field(default_factory=SessionRegistry)
+    calls: CallRegistry = field(default_factory=CallRegistry)  # WebRTC calls in progress
     limits: ClientLimits = field(init=False)
+    client_keys: ClientKeys = field(init=False)  # ephemeral keys not spent yet
 
     def __post_init__(self) -> None:
         s = self.settings
         self.limits = ClientLimits(s.max_sessions_per_client, s.client_connect_rate, s.client_connect_burst)
+        self.client_keys = ClientKeys(s.client_secrets_max)

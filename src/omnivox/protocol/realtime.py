@@ -12,6 +12,7 @@ tells a waiting client its place.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
@@ -21,6 +22,8 @@ from omnivox.core.config import Settings
 from omnivox.core.errors import WS_POLICY, OmnivoxError, QueueFull, SessionLimitReached, TicketCancelled
 from omnivox.protocol.queue import QueueNotice
 from omnivox.protocol.realtime_events import QueueStatus, error_event
+from omnivox.protocol.realtime_media import REALTIME_MEDIA
+from omnivox.protocol.realtime_session import SessionConfig, apply_update
 from omnivox.protocol.spec import Parser, WireProtocol
 from omnivox.protocol.wire import Msg, known_types
 
@@ -209,6 +212,18 @@ class RealtimeProtocol(WireProtocol):
             queue_length=notice.queue_length,
             estimated_wait_s=notice.estimated_wait_s,
         ).model_dump_json()
+
+    client_secrets = True
+    media = REALTIME_MEDIA
+
+    def session_defaults(self, session: dict[str, Any]) -> dict[str, Any]:
+        return apply_update(SessionConfig(), session).wire()
+
+    def defaults_frames(self, session: dict[str, Any]) -> list[str]:
+        return [json.dumps({"type": "session.update", "event_id": "omnivox_defaults", "session": session})]
+
+    def call_id(self, query: Mapping[str, str]) -> str | None:
+        return query.get("call_id")
 
     def refusal(self, err: OmnivoxError) -> OmnivoxError:
         """Every refusal is ``session_limit_reached`` (close 1008), as OpenAI words capacity."""

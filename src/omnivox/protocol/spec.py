@@ -26,6 +26,7 @@ from pydantic import TypeAdapter
 
 from omnivox.core.config import Settings
 from omnivox.core.errors import OmnivoxError
+from omnivox.protocol.media import MediaBridge
 from omnivox.protocol.queue import QueueNotice
 from omnivox.protocol.wire import known_types, parse
 
@@ -125,4 +126,22 @@ class WireProtocol(ABC):
 
     def between_turns(self, msg: Any) -> OmnivoxError | None:
         """The answer to a message that needs a turn in progress, when none is."""
+        return None
+
+    # ---- ephemeral keys and WebRTC calls (protocols that serve them)
+
+    client_secrets: bool = False  # POST {path}/client_secrets mints one-session keys
+    media: MediaBridge | None = None  # POST {path}/calls carries sessions over WebRTC
+
+    def session_defaults(self, session: dict[str, Any]) -> dict[str, Any]:
+        """Check the session defaults a key is minted with (raises ``InvalidMessage`` naming the
+        field); returns the session they describe, as the protocol reports sessions."""
+        raise NotImplementedError
+
+    def defaults_frames(self, session: dict[str, Any]) -> list[str]:
+        """Client frames that apply ``session`` defaults at the start of a session."""
+        return []
+
+    def call_id(self, query: Mapping[str, str]) -> str | None:
+        """The WebRTC call a WebSocket asks to attach to as a sideband (None: its own session)."""
         return None

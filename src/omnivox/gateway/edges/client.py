@@ -12,6 +12,10 @@ scope over the connection runtime:
 
 Either way a worker that vanishes is marked OFFLINE and the client hears ``worker_lost``: a
 session-scoped session ends with it (its state lived there), a turn-scoped one goes on.
+
+A session may also come over WebRTC (``edges.calls``: the call is a ``Socket`` like any other and
+runs through ``serve_session``), and a WebSocket may attach to such a call as its sideband.
+A client key is the long-lived one or an ephemeral key (``edges.client_keys``), spent on one session.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +43,7 @@ from omnivox.core.errors import (
 from omnivox.core.ids import check_session_id, new_id
 from omnivox.gateway.auth import allowed, offered_key, origin_allowed
 from omnivox.gateway.context import GatewayContext
+from omnivox.gateway.edges.client_keys import Grant, is_ephemeral
 from omnivox.gateway.edges.sessions import SessionRecord
 from omnivox.gateway.edges.taps import MetricsTap
 from omnivox.gateway.edges.worker_link import CONNECT_FAILURES, connect_worker
@@ -71,26 +76,44 @@ async def serve_client(ws: WebSocket, protocol: WireProtocol, ctx: GatewayContex
     query = dict(ws.query_params)
     with contextlib.ExitStack() as held:
         try:
-            if not allowed(settings, "client", offered_key(ws.headers, offered)):
-                raise Unauthorized("a valid API key is required (Authorization: Bearer <key>)")
+            grant = authorize(ctx, offered_key(ws.headers, offered))
             named = protocol.session_id(ws.path_params, query)
             session_id = check_session_id(named) if named is not None else new_id(protocol.name[:2])
             held.enter_context(ctx.limits.admit(ws.client.host if ws.client else "unknown"))
+            call = ctx.calls.find(protocol.call_id(query))
         except OmnivoxError as err:
             ctx.metrics.error(protocol.error_code(err))
             await refuse(socket, protocol, err)
             return
-        await _serve(socket, protocol, ctx, session_id, query, ws)
+        if call is not None:
+            await call.attach(socket)  # a sideband: the call's events, and a say in it
+            return
+        preamble = protocol.defaults_frames(grant.session) if grant and grant.session else []
+        await serve_session(socket, protocol, ctx, session_id, query, ws.headers, preamble)
 
 
-async def _serve(
-    socket: AsgiSocket,
+def authorize(ctx: GatewayContext, key: str | None) -> Grant | None:
+    """Check a session's client key: an ephemeral one is spent (its grant returned), a long-lived
+    one compared. Raises ``Unauthorized``."""
+    if is_ephemeral(key):
+        assert key is not None
+        return ctx.client_keys.take(key)
+    if not allowed(ctx.settings, "client", key):
+        raise Unauthorized("a valid API key is required (Authorization: Bearer <key>)")
+    return None
+
+
+async def serve_session(
+    socket: Socket,
     protocol: WireProtocol,
     ctx: GatewayContext,
     session_id: str,
     query: dict[str, str],
-    ws: WebSocket,
+    headers: Mapping[str, str],
+    preamble: list[str] | None = None,
 ) -> None:
+    """Serve one admitted connection (a WebSocket, or a WebRTC call) until it ends. ``preamble``:
+    client frames the worker gets before any the client sends (session defaults)."""
     metrics = ctx.metrics
     metrics.sessions.labels(protocol.name).inc()
     active = metrics.active_sessions.labels(protocol.name)
@@ -106,8 +129,11 @@ async def _serve(
             )
             taps = Taps([MetricsTap(metrics, record)])
             edge_cls = SessionEdge if protocol.scope == "session" else TurnEdge
-            request = Request(session_id, query, protocol.worker_params(ws.headers, query))
+            request = Request(session_id, query, protocol.worker_params(headers, query))
             edge = edge_cls(conn, protocol, ctx, record, request, taps)
+            for frame in preamble or []:
+                item = Inbound(frame)
+                edge.inbox.offer(item, item.size, budget=None)
             taps.start()
             try:
                 await conn.run(edge.on_frame, edge.main())

@@ -267,3 +267,59 @@ async def test_an_out_of_band_response_sends_no_conversation_events(thread) -> N
     await response.run()
     assert "conversation.item.added" not in rec.types() and "conversation.item.done" not in rec.types()
     assert rec.events[-1].response["conversation_id"] is None
+
+
+async def test_a_tool_only_reply_has_function_call_items_and_no_message(thread) -> None:
+    from omnivox.voice.llm.base import ToolCallDelta, Usage
+
+    produce = scripted(
+        FirstToken(0.05),
+        ToolCallDelta(0, "call_1", "weather", '{"ci'),
+        ToolCallDelta(0, None, None, 'ty": "Paris"}'),
+        ToolCallDelta(1, "call_2", "time", ""),
+        Usage(input_tokens=30, output_tokens=9),
+    )
+    response, rec, conversation = make(produce, thread, speak=True)
+    assert await response.run() is ResponseState.DONE
+    assert rec.types() == [
+        "response.created",
+        "rate_limits.updated",
+        "response.output_item.added",
+        "conversation.item.added",
+        "response.function_call_arguments.delta",
+        "response.function_call_arguments.delta",
+        "response.output_item.added",
+        "conversation.item.added",
+        "response.function_call_arguments.done",
+        "response.output_item.done",
+        "conversation.item.done",
+        "response.function_call_arguments.done",
+        "response.output_item.done",
+        "conversation.item.done",
+        "response.done",
+    ]
+    done = rec.events[-1].response
+    assert [(o["type"], o["call_id"], o["arguments"]) for o in done["output"]] == [
+        ("function_call", "call_1", '{"city": "Paris"}'),
+        ("function_call", "call_2", ""),
+    ]
+    assert [e.output_index for e in rec.events if isinstance(e, ev.OutputItemAdded)] == [0, 1]
+    assert (done["usage"]["input_tokens"], done["usage"]["output_token_details"]["text_tokens"]) == (30, 9)
+    assert done["usage"]["output_token_details"]["audio_tokens"] == 0  # nothing was spoken
+    assert [i.type for i in conversation] == ["function_call", "function_call"]  # no empty message
+
+
+async def test_a_cancelled_call_is_incomplete(thread) -> None:
+    from omnivox.voice.llm.base import ToolCallDelta
+
+    produce = scripted(ToolCallDelta(0, "call_1", "weather", "{"), then_wait=True)
+    response, rec, _ = make(produce, thread, speak=False)
+    task = asyncio.create_task(response.run())
+    for _ in range(500):  # the call's first piece is out
+        if "response.function_call_arguments.delta" in rec.types():
+            break
+        await asyncio.sleep(0.01)
+    response.cancel("client_cancelled")
+    assert await task is ResponseState.CANCELLED
+    done = rec.events[-1].response
+    assert done["status"] == "cancelled" and done["output"][0]["status"] == "incomplete"

@@ -1,0 +1,183 @@
+"""The HTTP side of a session protocol: ephemeral client keys and WebRTC calls.
+
+For each protocol that serves them (``client_secrets``, ``media``), under its path:
+
+- ``POST {path}/client_secrets``: with the long-lived client key, mint a key good for one session
+  (``{expires_after: {anchor: "created_at", seconds}, session}`` -> ``{value, expires_at, session}``);
+- ``POST {path}/calls``: an SDP offer (``application/sdp``, or multipart ``sdp`` + optional
+  ``session`` JSON, as the openai SDK sends it) -> 201 with the SDP answer and ``Location`` naming
+  the call; the call's session runs like a WebSocket's (``edges.calls``);
+- ``POST {path}/calls/{call_id}/hangup``: end a call.
+
+Errors are JSON ``{"error": {type, code, message, param}}``, as OpenAI's HTTP API words them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+
+from omnivox.core.errors import InvalidMessage, OmnivoxError, TooManySessions, Unauthorized
+from omnivox.gateway.auth import allowed, offered_key, origin_allowed
+from omnivox.gateway.context import GatewayContext
+from omnivox.gateway.edges.calls import Call
+from omnivox.gateway.edges.client import authorize, serve_session
+from omnivox.gateway.edges.client_keys import is_ephemeral
+from omnivox.protocol.spec import WireProtocol
+
+MAX_SDP_BYTES = 64 * 1024
+DEFAULT_TTL_S = 600
+
+
+def http_error(err: OmnivoxError) -> JSONResponse:
+    kind = "server_error" if err.http_status >= 500 else "invalid_request_error"
+    param = err.details.get("param")
+    body = {"type": kind, "code": err.code, "message": err.message, "param": param}
+    return JSONResponse({"error": body}, status_code=err.http_status)
+
+
+def mount_http(app: FastAPI, protocol: WireProtocol, ctx: GatewayContext) -> None:
+    if protocol.client_secrets:
+
+        async def client_secrets(request: Request) -> Response:
+            try:
+                return JSONResponse(await _mint(request, protocol, ctx))
+            except OmnivoxError as err:
+                ctx.metrics.error(err.code)
+                return http_error(err)
+
+        app.add_api_route(f"{protocol.path}/client_secrets", client_secrets, methods=["POST"])
+
+    if protocol.media is not None:
+
+        async def calls(request: Request) -> Response:
+            try:
+                return await _call(request, protocol, ctx)
+            except OmnivoxError as err:
+                ctx.metrics.error(err.code)
+                return http_error(err)
+
+        async def hangup(call_id: str, request: Request) -> Response:
+            try:
+                _check_client(request, ctx)
+                call = ctx.calls.find(call_id)
+            except OmnivoxError as err:
+                return http_error(err)
+            assert call is not None
+            call.end("hung up")
+            return Response(status_code=200)
+
+        app.add_api_route(f"{protocol.path}/calls", calls, methods=["POST"])
+        app.add_api_route(f"{protocol.path}/calls/{{call_id}}/hangup", hangup, methods=["POST"])
+
+
+def _check_client(request: Request, ctx: GatewayContext) -> None:
+    """The long-lived client key (an ephemeral key cannot mint keys or end calls)."""
+    if not origin_allowed(ctx.settings, request.headers):
+        raise Unauthorized("this origin may not use this gateway")
+    key = offered_key(request.headers)
+    if is_ephemeral(key) or not allowed(ctx.settings, "client", key):
+        raise Unauthorized("this needs the client key (Authorization: Bearer <key>)")
+
+
+async def _json(request: Request) -> dict[str, Any]:
+    raw = await request.body()
+    if not raw.strip():
+        return {}
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        raise InvalidMessage("the body is not JSON") from None
+    if not isinstance(body, dict):
+        raise InvalidMessage("the body must be a JSON object")
+    return body
+
+
+async def _mint(request: Request, protocol: WireProtocol, ctx: GatewayContext) -> dict[str, Any]:
+    _check_client(request, ctx)
+    body = await _json(request)
+    expires = body.get("expires_after") or {}
+    if not isinstance(expires, dict) or expires.get("anchor", "created_at") != "created_at":
+        raise InvalidMessage('expires_after.anchor must be "created_at"', param="expires_after.anchor")
+    seconds = expires.get("seconds", DEFAULT_TTL_S)
+    longest = ctx.settings.client_secret_max_s
+    if not isinstance(seconds, int) or isinstance(seconds, bool) or not 10 <= seconds <= longest:
+        raise InvalidMessage(f"expires_after.seconds must be 10 to {longest}", param="expires_after.seconds")
+    session = body.get("session")
+    if session is not None and not isinstance(session, dict):
+        raise InvalidMessage("session must be an object", param="session")
+    effective = protocol.session_defaults(session or {})
+    key, grant = ctx.client_keys.mint(seconds, session or None)
+    return {"value": key, "expires_at": int(grant.expires_at), "session": effective}
+
+
+async def _offer(request: Request) -> tuple[str, dict[str, Any] | None]:
+    """The SDP offer and the optional session of a call request."""
+    kind = request.headers.get("content-type", "")
+    if kind.startswith("multipart/form-data"):
+        form = await request.form()
+        sdp, session = form.get("sdp"), form.get("session")
+        if sdp is not None and not isinstance(sdp, str):
+            sdp = (await sdp.read()).decode("utf-8", "replace")
+        if session is not None and not isinstance(session, str):
+            session = (await session.read()).decode("utf-8", "replace")
+        parsed = None
+        if session:
+            try:
+                parsed = json.loads(session)
+            except ValueError:
+                raise InvalidMessage("session is not JSON", param="session") from None
+        if not isinstance(parsed, dict | None):
+            raise InvalidMessage("session must be an object", param="session")
+        if not sdp:
+            raise InvalidMessage("the sdp part is missing", param="sdp")
+        return sdp, parsed
+    raw = await request.body()
+    if len(raw) > MAX_SDP_BYTES:
+        raise InvalidMessage(f"the SDP offer is larger than {MAX_SDP_BYTES} bytes", param="sdp")
+    return raw.decode("utf-8", "replace"), None
+
+
+async def _call(request: Request, protocol: WireProtocol, ctx: GatewayContext) -> Response:
+    settings = ctx.settings
+    if not origin_allowed(settings, request.headers):
+        raise Unauthorized("this origin may not use this gateway")
+    key = offered_key(request.headers)
+    if is_ephemeral(key):
+        assert key is not None
+        ctx.client_keys.check(key)  # spent only once the offer is answered
+    elif not allowed(settings, "client", key):
+        raise Unauthorized("a valid API key is required (Authorization: Bearer <key>)")
+    sdp, session = await _offer(request)
+    if len(sdp) > MAX_SDP_BYTES:
+        raise InvalidMessage(f"the SDP offer is larger than {MAX_SDP_BYTES} bytes", param="sdp")
+    if session is not None:
+        protocol.session_defaults(session)
+    if len(ctx.calls) >= settings.webrtc_max_calls:
+        raise TooManySessions(f"the gateway holds {len(ctx.calls)} calls, its limit")
+    held = contextlib.ExitStack()
+    held.enter_context(ctx.limits.admit(request.client.host if request.client else "unknown"))
+    assert protocol.media is not None
+    call = Call(protocol.media, settings.webrtc_connect_timeout_s)
+    try:
+        answer = await call.answer(sdp)
+        grant = authorize(ctx, key)
+    except BaseException:
+        held.close()
+        await call.pc.close()
+        raise
+    defaults = {**((grant.session if grant else None) or {}), **(session or {})}
+    preamble = protocol.media.preamble(defaults)
+    headers = dict(request.headers)
+
+    async def run_session(c: Call) -> None:
+        with held:
+            await serve_session(c, protocol, ctx, c.id, {}, headers, preamble)
+
+    ctx.calls.start(call, run_session)
+    location = f"{protocol.path}/calls/{call.id}"
+    return Response(answer, status_code=201, media_type="application/sdp", headers={"Location": location})

@@ -1,0 +1,288 @@
+"""WebRTC calls: a session whose audio travels as Opus RTP tracks and whose events on a data channel.
+
+The call is a ``Socket`` to the one client edge (``serve_session``): it is admitted, queued, limited,
+counted and recorded like a WebSocket session, and the worker serves the same session it serves a
+WebSocket. What differs is only how frames move, and the protocol's ``MediaBridge`` says that:
+microphone audio becomes client frames, the worker's audio goes to our track (``call_audio``) and
+its other events to the data channel, and any sideband WebSockets (``?call_id=``) hear the events
+too and may send their own.
+
+A call's life is an explicit state machine:
+
+    CONNECTING ──media up──> CONNECTED ──> ENDED
+        └──────── no media within webrtc_connect_timeout_s, hang-up, error ───────┘
+
+It ends when the peer connection fails or closes, the data channel closes, a hang-up, the session
+ends (the worker or the edge closes it), or when media never connects in time; ending frees the
+worker like a WebSocket client that left.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from enum import StrEnum
+from typing import Any
+
+from aiortc import RTCConfiguration, RTCPeerConnection, RTCSessionDescription
+from aiortc.mediastreams import MediaStreamTrack
+
+from omnivox.core.errors import InvalidMessage, NotFound
+from omnivox.core.ids import new_id
+from omnivox.gateway.edges.call_audio import Playout, hear
+from omnivox.protocol.media import MediaBridge
+from omnivox.session.sockets import PeerGone, Socket
+from omnivox.session.transitions import Machine
+
+log = logging.getLogger(__name__)
+
+_MAX_INBOUND = 500  # frames waiting for the session (12 s of microphone audio); more audio is dropped
+_SIDEBAND_QUEUE = 1000
+
+
+class CallState(StrEnum):
+    CONNECTING = "connecting"  # answered; ICE and DTLS under way
+    CONNECTED = "connected"  # media flows
+    ENDED = "ended"
+
+
+_S = CallState
+TRANSITIONS = {
+    _S.CONNECTING: frozenset({_S.CONNECTED, _S.ENDED}),
+    _S.CONNECTED: frozenset({_S.ENDED}),
+    _S.ENDED: frozenset(),
+}
+
+
+class InvalidSdp(InvalidMessage):
+    code = "invalid_sdp"
+    http_status = 400
+
+
+class Call:
+    """One WebRTC call: its peer connection, and the ``Socket`` its session runs on."""
+
+    def __init__(self, bridge: MediaBridge, connect_timeout_s: float) -> None:
+        self.id = new_id("rtc")
+        self.bridge = bridge
+        self.connect_timeout_s = connect_timeout_s
+        self.machine = Machine(TRANSITIONS, _S.CONNECTING, "call state")
+        self.pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))  # host candidates: no STUN lookups
+        self.playout = Playout(bridge.output_rate, self._playback)
+        self.pc.addTrack(self.playout)
+        self.channel: Any = None
+        self.end_reason: str | None = None
+        self.dropped = False  # Socket: the peer vanished (the call failed) rather than hung up
+        self.close_code: int | None = None
+        self._inbound: asyncio.Queue[str | None] = asyncio.Queue()
+        self._pending: list[str] = []  # events for the data channel before it opens
+        self._opened = asyncio.Event()
+        self._connected = asyncio.Event()
+        self._sidebands: set[asyncio.Queue[str | None]] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.pc.on("datachannel", self._on_channel)
+        self.pc.on("track", self._on_track)
+        self.pc.on("connectionstatechange", self._on_state)
+
+    @property
+    def state(self) -> CallState:
+        return self.machine.state
+
+    async def answer(self, offer_sdp: str) -> str:
+        """The SDP answer to the caller's offer; raises ``InvalidSdp``."""
+        if not offer_sdp.lstrip().startswith("v=0"):
+            raise InvalidSdp("the body is not an SDP offer (it must start with v=0)", param="sdp")
+        try:
+            await self.pc.setRemoteDescription(RTCSessionDescription(sdp=offer_sdp, type="offer"))
+            await self.pc.setLocalDescription(await self.pc.createAnswer())
+        except Exception as exc:  # aiortc raises ValueError, KeyError, ... on offers it cannot take
+            await self.pc.close()
+            raise InvalidSdp(f"the SDP offer cannot be answered: {exc}", param="sdp") from None
+        return self.pc.localDescription.sdp
+
+    async def run(self, session: Callable[[Call], Awaitable[None]]) -> None:
+        """Serve the call's session; end the call if its media does not connect in time."""
+        watchdog = self._spawn(self._watch_connect())
+        try:
+            await session(self)
+        finally:
+            watchdog.cancel()
+            self.end("the session ended")
+            await self._shutdown()
+
+    # ---- Socket (what the session reads and writes)
+
+    async def receive(self) -> str | bytes | None:
+        return await self._inbound.get()
+
+    async def send(self, frame: str | bytes) -> None:
+        if self.state is _S.ENDED:
+            raise PeerGone(self.end_reason or "the call ended")
+        route = self.bridge.route(frame.decode() if isinstance(frame, bytes) else frame)
+        if route.audio:
+            self.playout.push(route.response_id, route.audio)
+        if route.clear:
+            playing = self.playout.clear(route.response_id)
+            if playing is not None and not route.cleared_event:
+                self._event(self.bridge.playback("cleared", playing))
+        if route.event is not None:
+            self._event(route.event)
+        if route.audio_over and route.response_id is not None:
+            self.playout.audio_over(route.response_id)
+
+    async def close(self, code: int = 1000) -> None:
+        self.close_code = code
+        if self.channel is None and self._pending:
+            # the caller has not opened the data channel yet: give it a moment to hear why
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._opened.wait(), min(3.0, self.connect_timeout_s))
+        self.end(f"the session closed ({code})")
+
+    # ---- sidebands
+
+    async def attach(self, socket: Socket) -> None:
+        """A sideband WebSocket: it hears the call's events and may send its own, until either ends."""
+        queue: asyncio.Queue[str | None] = asyncio.Queue(_SIDEBAND_QUEUE)
+        self._sidebands.add(queue)
+
+        async def forward() -> None:
+            while (event := await queue.get()) is not None:
+                await socket.send(event)
+
+        sender = asyncio.create_task(forward())
+        try:
+            while self.state is not _S.ENDED and (frame := await socket.receive()) is not None:
+                if isinstance(frame, str) and (out := self.bridge.client_frame(frame)) is not None:
+                    self._deliver(out)
+        finally:
+            self._sidebands.discard(queue)
+            sender.cancel()
+            await asyncio.gather(sender, return_exceptions=True)
+            await socket.close(1000)
+
+    # ---- ending
+
+    def end(self, reason: str) -> None:
+        """End the call (once): the session sees its client leave; the peer connection closes."""
+        if self.state is _S.ENDED:
+            return
+        self.machine.move(_S.ENDED)
+        self.end_reason = reason
+        log.info("call %s ended: %s", self.id, reason)
+        self._inbound.put_nowait(None)
+        for queue in list(self._sidebands):
+            with contextlib.suppress(asyncio.QueueFull):
+                queue.put_nowait(None)
+        self._spawn(self._shutdown())
+
+    async def _shutdown(self) -> None:
+        self.playout.stop()
+        await self.pc.close()
+
+    # ---- aiortc callbacks
+
+    def _on_channel(self, channel: Any) -> None:
+        if channel.label != self.bridge.channel_label or self.channel is not None:
+            return
+        self.channel = channel
+        channel.on("message", self._on_message)
+        channel.on("close", lambda: self.end("the data channel closed"))
+        pending, self._pending = self._pending, []
+        for event in pending:
+            channel.send(event)
+        self._opened.set()
+
+    def _on_message(self, message: str | bytes) -> None:
+        if isinstance(message, str) and (frame := self.bridge.client_frame(message)) is not None:
+            self._deliver(frame)
+
+    def _on_track(self, track: MediaStreamTrack) -> None:
+        if track.kind == "audio":
+            self._spawn(hear(track, self.bridge.input_rate, self._on_audio))
+
+    def _on_audio(self, pcm: bytes) -> None:
+        if self._inbound.qsize() < _MAX_INBOUND:  # past that the session is not reading: drop audio
+            self._deliver(self.bridge.audio_in(pcm))
+
+    async def _on_state(self) -> None:
+        state = self.pc.connectionState
+        if state == "connected" and self.state is _S.CONNECTING:
+            self.machine.move(_S.CONNECTED)
+            self._connected.set()
+        elif state in ("failed", "closed"):
+            self.dropped = state == "failed"
+            self.end(f"the peer connection {state}")
+
+    async def _watch_connect(self) -> None:
+        try:
+            await asyncio.wait_for(self._connected.wait(), self.connect_timeout_s)
+        except TimeoutError:
+            self.dropped = True
+            self.end(f"media did not connect within {self.connect_timeout_s:g} s")
+
+    # ---- helpers
+
+    def _deliver(self, frame: str) -> None:
+        if self.state is not _S.ENDED:
+            self._inbound.put_nowait(frame)
+
+    def _event(self, event: str) -> None:
+        channel = self.channel
+        if channel is not None and channel.readyState == "open":
+            channel.send(event)
+        elif channel is None:
+            self._pending.append(event)
+        for queue in self._sidebands:
+            with contextlib.suppress(asyncio.QueueFull):  # a sideband that does not read misses events
+                queue.put_nowait(event)
+
+    def _playback(self, kind: str, response_id: str) -> None:
+        self._event(self.bridge.playback(kind, response_id))
+
+    def _spawn(self, coro: Awaitable[None]) -> asyncio.Task[None]:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+
+class CallRegistry:
+    """The calls the gateway holds, by id."""
+
+    def __init__(self) -> None:
+        self.calls: dict[str, Call] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def __len__(self) -> int:
+        return len(self.calls)
+
+    def find(self, call_id: str | None) -> Call | None:
+        """The call a sideband names (None when it names none); raises ``CallNotFound``."""
+        if call_id is None:
+            return None
+        call = self.calls.get(call_id)
+        if call is None or call.state is CallState.ENDED:
+            raise NotFound(f"no call {call_id!r} is in progress", param="call_id")
+        return call
+
+    def start(self, call: Call, session: Callable[[Call], Awaitable[None]]) -> None:
+        self.calls[call.id] = call
+
+        async def run() -> None:
+            try:
+                await call.run(session)
+            finally:
+                self.calls.pop(call.id, None)
+
+        task = asyncio.create_task(run(), name=f"call-{call.id}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def close(self) -> None:
+        for call in list(self.calls.values()):
+            call.end("the gateway is shutting down")
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -1,0 +1,82 @@
+"""Ephemeral client keys: minted with the long-lived client key, each opens exactly one session.
+
+A browser should never hold ``OMNIVOX_API_KEY``: a server that has it mints a short-lived key
+(``POST /v1/realtime/client_secrets``) and hands that to the page. Such a key (``ek_`` + 32 random
+bytes) is good for one session, WebSocket or WebRTC, until it expires; taking it for a session spends
+it. It may carry session defaults, which the session applies before the client's first event.
+
+Keys live in the gateway's memory only (a restart forgets them, as it forgets the sessions) and are
+held by their SHA-256, so a lookup leaks nothing of a guess and a memory dump no usable key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from omnivox.core.errors import TooManySessions, Unauthorized
+
+PREFIX = "ek_"
+
+
+@dataclass(frozen=True)
+class Grant:
+    """What a spent key gives its session."""
+
+    expires_at: float  # unix time
+    session: dict[str, Any] | None  # the defaults it was minted with (the protocol's session patch)
+
+
+def is_ephemeral(key: str | None) -> bool:
+    return key is not None and key.startswith(PREFIX)
+
+
+def _digest(key: str) -> bytes:
+    return hashlib.sha256(key.encode()).digest()
+
+
+class ClientKeys:
+    def __init__(self, max_keys: int, clock: Callable[[], float] = time.time) -> None:
+        self.max_keys = max_keys
+        self.clock = clock
+        self._keys: dict[bytes, Grant] = {}
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def mint(self, ttl_s: float, session: dict[str, Any] | None = None) -> tuple[str, Grant]:
+        """A new key good for ``ttl_s`` seconds; raises ``TooManySessions`` past ``max_keys``."""
+        self._forget_expired()
+        if len(self._keys) >= self.max_keys:
+            raise TooManySessions(f"{self.max_keys} ephemeral keys are outstanding; try again later")
+        key = PREFIX + secrets.token_urlsafe(32)
+        grant = Grant(expires_at=self.clock() + ttl_s, session=session)
+        self._keys[_digest(key)] = grant
+        return key, grant
+
+    def check(self, key: str) -> None:
+        """Raise ``Unauthorized`` as ``take`` would, without spending the key."""
+        grant = self._keys.get(_digest(key))
+        if grant is None:
+            raise Unauthorized("this ephemeral key is unknown or was already used (a key opens one session)")
+        if grant.expires_at <= self.clock():
+            raise Unauthorized("this ephemeral key has expired")
+
+    def take(self, key: str) -> Grant:
+        """Spend ``key`` on a session. Raises ``Unauthorized`` for a key never minted, already spent
+        or expired (each said as such)."""
+        grant = self._keys.pop(_digest(key), None)
+        if grant is None:
+            raise Unauthorized("this ephemeral key is unknown or was already used (a key opens one session)")
+        if grant.expires_at <= self.clock():
+            raise Unauthorized("this ephemeral key has expired")
+        return grant
+
+    def _forget_expired(self) -> None:
+        now = self.clock()
+        for digest in [d for d, g in self._keys.items() if g.expires_at <= now]:
+            del self._keys[digest]

@@ -1,0 +1,243 @@
+"""/v1/realtime over WebRTC (``POST /v1/realtime/calls``) and ephemeral client keys, end to end.
+
+aiortc is the caller (``bench.webrtc_client``: an Opus microphone track playing hibari speech, the
+``oai-events`` data channel, the played-back track recorded). The worker is the cascade with the
+echo LLM and PocketSphinx, so each test knows what the reply says.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import httpx
+import numpy as np
+import pytest
+import websockets
+from aiortc import RTCConfiguration, RTCPeerConnection
+
+from cluster import ECHO_VOICE, cluster
+from omnivox.bench.webrtc_client import CallRefused, WebRtcCall
+from omnivox.voice.asr.base import word_error_rate
+from rtclient import Events, client, silence, speech
+
+WEATHER = "what is the weather like in paris today"
+STORY = "tell me a long story about a brave little fox who lived in the forest by the river"
+AUTH = {"Authorization": "Bearer secret"}
+
+
+@pytest.fixture(scope="module")
+def rtc_cluster(tmp_path_factory):
+    env = {"OMNIVOX_API_KEY": "secret", "OMNIVOX_WEBRTC_CONNECT_TIMEOUT_S": "3", **ECHO_VOICE}
+    with cluster(workers=1, engine="cascade", log_dir=tmp_path_factory.mktemp("rtc"), **env) as c:
+        yield c
+
+
+@pytest.fixture(autouse=True)
+def idle_worker(rtc_cluster):
+    rtc_cluster.wait_idle(1, timeout=20)
+
+
+def sessions(c) -> list[dict]:
+    return httpx.get(c.url + "/api/sessions", headers=AUTH).json()["sessions"]
+
+
+async def until(check, timeout: float = 15.0) -> None:
+    """Wait (letting this test's own aiortc peer run) until ``check()`` holds."""
+    deadline = time.monotonic() + timeout
+    while not await asyncio.to_thread(check):
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.1)
+
+
+def mint(c, seconds: int = 60, **session) -> dict:
+    body = {"expires_after": {"anchor": "created_at", "seconds": seconds}}
+    if session:
+        body["session"] = session
+    r = httpx.post(c.url + "/v1/realtime/client_secrets", json=body, headers=AUTH)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+async def test_a_call_carries_speech_both_ways_and_events_on_the_data_channel(rtc_cluster):
+    call = await WebRtcCall.open(rtc_cluster.url, "secret", session={"instructions": "Be brief."})
+    try:
+        updated = await call.wait_for("session.updated")
+        assert updated["session"]["instructions"] == "Be brief."
+        assert updated["session"]["audio"]["output"]["format"] == {"type": "audio/pcm", "rate": 24000}
+        call.mic.play(np.concatenate([speech(WEATHER), silence(1.0)]))
+        done = await call.wait_for("response.done", timeout=30)
+        rid = done["response"]["id"]
+        await call.wait_for("output_audio_buffer.stopped", response_id=rid, timeout=20)
+        heard = call.of("conversation.item.input_audio_transcription.completed")[0]["transcript"]
+        # a sideband WebSocket attaches to the call: it hears its events and may steer it
+        async with websockets.connect(
+            f"{rtc_cluster.ws}/v1/realtime?call_id={call.call_id}", additional_headers=AUTH
+        ) as side:
+            side_events: list[dict] = []
+            await side.send(
+                json.dumps({"type": "response.create", "response": {"output_modalities": ["text"]}})
+            )
+            while not any(e["type"] == "response.done" for e in side_events):
+                side_events.append(json.loads(await asyncio.wait_for(side.recv(), 20)))
+        text_done = await call.wait_for("response.done", count=2)
+    finally:
+        await call.close()
+    assert word_error_rate(WEATHER, heard) <= 0.1
+    assert done["response"]["status"] == "completed"
+    transcript = done["response"]["output"][0]["content"][0]["transcript"]
+    assert transcript == f"You said: {heard}"
+    assert not call.of("response.output_audio.delta")  # the audio came on the track, not the channel
+    kinds = [e["type"] for _, e in call.events]
+    assert kinds.index("output_audio_buffer.started") < kinds.index("output_audio_buffer.stopped")
+    assert call.of("output_audio_buffer.started")[0]["response_id"] == rid
+    played = call.heard_audio()
+    assert np.sqrt(np.mean(played**2)) > 0.005 and len(call.loud_at) > 25  # over half a second of speech
+    assert text_done["response"]["output_modalities"] == ["text"]
+    side_done = next(e for e in side_events if e["type"] == "response.done")
+    assert side_done["response"]["id"] == text_done["response"]["id"]
+
+
+async def test_barge_in_and_clear_cut_the_played_audio(rtc_cluster):
+    call = await WebRtcCall.open(rtc_cluster.url, "secret")
+    try:
+        await call.wait_for("session.created")
+        call.mic.play(np.concatenate([speech(STORY), silence(0.8)]))
+        started = await call.wait_for("output_audio_buffer.started", timeout=30)
+        await asyncio.sleep(1.0)  # the reply is several seconds long: talk over it
+        call.mic.play(np.concatenate([speech(WEATHER), silence(1.0)]))
+        cleared = await call.wait_for("output_audio_buffer.cleared", timeout=20)
+        first = await call.wait_for("response.done")
+        second = await call.wait_for("response.done", count=2, timeout=30)
+        # the client's output_audio_buffer.clear cuts the reply to the interruption
+        await call.wait_for("output_audio_buffer.started", count=2, timeout=20)
+        call.send({"type": "output_audio_buffer.clear"})
+        cleared_by_client = await call.wait_for("output_audio_buffer.cleared", count=2, timeout=20)
+    finally:
+        await call.close()
+    assert cleared["response_id"] == started["response_id"] == first["response"]["id"]
+    assert first["response"]["status"] == "cancelled"
+    assert first["response"]["status_details"]["reason"] == "turn_detected"
+    assert second["response"]["status"] in ("completed", "cancelled")
+    assert cleared_by_client["response_id"] == second["response"]["id"]
+    assert not call.of("output_audio_buffer.stopped", response_id=started["response_id"])
+
+
+async def test_malformed_offers_are_refused_with_the_field_named(rtc_cluster):
+    url = rtc_cluster.url + "/v1/realtime/calls"
+    bad = httpx.post(url, content="hello, not sdp", headers={**AUTH, "Content-Type": "application/sdp"})
+    assert bad.status_code == 400 and bad.json()["error"]["param"] == "sdp"
+    broken = httpx.post(
+        url, content="v=0\r\nm=garbage\r\n", headers={**AUTH, "Content-Type": "application/sdp"}
+    )
+    assert broken.status_code == 400 and broken.json()["error"]["code"] == "invalid_sdp"
+    no_sdp = httpx.post(url, files={"session": (None, "{}")}, headers=AUTH)
+    assert no_sdp.status_code == 422 and no_sdp.json()["error"]["param"] == "sdp"
+    bad_session = httpx.post(
+        url,
+        files={
+            "sdp": (None, "v=0\r\n"),
+            "session": (None, '{"audio": {"input": {"turn_detection": {"threshold": 7}}}}'),
+        },
+        headers=AUTH,
+    )
+    assert bad_session.json()["error"]["param"] == "session.audio.input.turn_detection.threshold"
+    unauthorized = httpx.post(url, content="v=0\r\n", headers={"Content-Type": "application/sdp"})
+    assert unauthorized.status_code == 401
+    assert not sessions(rtc_cluster)
+
+
+async def test_a_call_that_never_connects_media_is_released(rtc_cluster):
+    pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))
+    pc.addTransceiver("audio")
+    pc.createDataChannel("oai-events")
+    await pc.setLocalDescription(await pc.createOffer())
+    r = httpx.post(
+        rtc_cluster.url + "/v1/realtime/calls",
+        content=pc.localDescription.sdp,
+        headers={**AUTH, "Content-Type": "application/sdp"},
+    )
+    await pc.close()  # the caller goes away before any media flows
+    assert r.status_code == 201
+    assert [s["kind"] for s in sessions(rtc_cluster)] == ["realtime"]  # admitted like a WebSocket
+    await until(lambda: not sessions(rtc_cluster))  # the connect timeout is 3 s
+    rtc_cluster.wait_idle(1, timeout=15)
+
+
+async def test_a_data_channel_closing_mid_response_ends_the_call_cleanly(rtc_cluster):
+    call = await WebRtcCall.open(rtc_cluster.url, "secret")
+    try:
+        await call.wait_for("session.created")
+        call.send(
+            {
+                "type": "conversation.item.create",
+                "item": {
+                    "type": "message",
+                    "role": "user",
+                    "content": [{"type": "input_text", "text": STORY}],
+                },
+            }
+        )
+        call.send({"type": "response.create"})
+        await call.wait_for("output_audio_buffer.started", timeout=20)
+        call.channel.close()
+        await until(lambda: not sessions(rtc_cluster))
+    finally:
+        await call.close()
+    rtc_cluster.wait_idle(1, timeout=15)
+    again = await WebRtcCall.open(rtc_cluster.url, "secret")  # the worker serves the next call
+    try:
+        await again.wait_for("session.created")
+    finally:
+        await again.close()
+
+
+async def test_an_ephemeral_key_opens_one_session_then_is_spent(rtc_cluster):
+    secret = mint(rtc_cluster, instructions="Talk like a pirate.")
+    assert secret["value"].startswith("ek_") and secret["session"]["instructions"] == "Talk like a pirate."
+    async with client(rtc_cluster.ws, api_key=secret["value"]).realtime.connect(model="omnivox") as conn:
+        events = Events(conn)
+        updated = await events.wait_for("session.updated")
+        assert updated.session.instructions == "Talk like a pirate."
+        await events.stop()
+    rtc_cluster.wait_idle(1, timeout=15)
+    async with client(rtc_cluster.ws, api_key=secret["value"]).realtime.connect(model="omnivox") as conn:
+        events = Events(conn)
+        refused = await events.wait_for("error")
+        assert refused.error.code == "unauthorized" and not events.of("session.created")
+    with pytest.raises(CallRefused) as used:
+        await WebRtcCall.open(rtc_cluster.url, secret["value"])
+    assert used.value.status == 401
+    # a wrong one, and an ephemeral key cannot mint keys (it is not the client key)
+    with pytest.raises(CallRefused) as wrong:
+        await WebRtcCall.open(rtc_cluster.url, "ek_not-a-key")
+    assert wrong.value.status == 401
+    other = mint(rtc_cluster)
+    r = httpx.post(
+        rtc_cluster.url + "/v1/realtime/client_secrets",
+        json={},
+        headers={"Authorization": f"Bearer {other['value']}"},
+    )
+    assert r.status_code == 401
+    # over WebRTC, a key opens its one call
+    call = await WebRtcCall.open(rtc_cluster.url, other["value"])
+    try:
+        await call.wait_for("session.created")
+    finally:
+        await call.close()
+
+
+async def test_an_expired_ephemeral_key_is_refused(rtc_cluster):
+    secret = mint(rtc_cluster, seconds=10)
+    bad = httpx.post(
+        rtc_cluster.url + "/v1/realtime/client_secrets",
+        json={"expires_after": {"anchor": "created_at", "seconds": 5}},
+        headers=AUTH,
+    )
+    assert bad.status_code == 422 and bad.json()["error"]["param"] == "expires_after.seconds"
+    await asyncio.sleep(secret["expires_at"] - time.time() + 0.5)
+    async with client(rtc_cluster.ws, api_key=secret["value"]).realtime.connect(model="omnivox") as conn:
+        events = Events(conn)
+        refused = await events.wait_for("error")
+    assert refused.error.code == "unauthorized" and "expired" in refused.error.message

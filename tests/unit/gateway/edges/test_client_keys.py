@@ -1,0 +1,47 @@
+"""Ephemeral client keys: one session each, until they expire; held by digest."""
+
+from __future__ import annotations
+
+import pytest
+
+from omnivox.core.errors import TooManySessions, Unauthorized
+from omnivox.gateway.edges.client_keys import ClientKeys, is_ephemeral
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_key_opens_one_session_and_carries_its_defaults() -> None:
+    keys = ClientKeys(10, clock=Clock())
+    key, grant = keys.mint(60, {"instructions": "hi"})
+    assert is_ephemeral(key) and grant.expires_at == 1060
+    assert key not in str(keys._keys)  # held by digest only
+    keys.check(key)  # checking spends nothing
+    assert keys.take(key).session == {"instructions": "hi"}
+    with pytest.raises(Unauthorized, match="already used"):
+        keys.take(key)
+    with pytest.raises(Unauthorized):
+        keys.check("ek_never-minted")
+
+
+def test_expired_keys_are_refused_and_forgotten() -> None:
+    clock = Clock()
+    keys = ClientKeys(2, clock=clock)
+    key, _ = keys.mint(10)
+    clock.now += 10
+    with pytest.raises(Unauthorized, match="expired"):
+        keys.check(key)
+    with pytest.raises(Unauthorized, match="expired"):
+        keys.take(key)
+    keys.mint(10)
+    keys.mint(10)
+    with pytest.raises(TooManySessions):
+        keys.mint(10)
+    clock.now += 11
+    keys.mint(10)  # the expired ones made room
+    assert len(keys) == 1
