@@ -18,7 +18,7 @@ import websockets
 from aiortc import RTCConfiguration, RTCPeerConnection
 
 from cluster import ECHO_VOICE, cluster
-from omnivox.bench.webrtc_client import CallRefused, WebRtcCall
+from omnivox.bench.webrtc_client import CallRefused, WebRtcCall, loopback_only
 from omnivox.voice.asr.base import word_error_rate
 from rtclient import Events, client, silence, speech
 
@@ -29,7 +29,13 @@ AUTH = {"Authorization": "Bearer secret"}
 
 @pytest.fixture(scope="module")
 def rtc_cluster(tmp_path_factory):
-    env = {"OMNIVOX_API_KEY": "secret", "OMNIVOX_WEBRTC_CONNECT_TIMEOUT_S": "3", **ECHO_VOICE}
+    loopback_only()  # this process's calls, and the gateway's (below), stay on 127.0.0.1
+    env = {
+        "OMNIVOX_API_KEY": "secret",
+        "OMNIVOX_WEBRTC_CONNECT_TIMEOUT_S": "3",
+        "OMNIVOX_WEBRTC_HOST_ADDRESSES": '["127.0.0.1"]',
+        **ECHO_VOICE,
+    }
     with cluster(workers=1, engine="cascade", log_dir=tmp_path_factory.mktemp("rtc"), **env) as c:
         yield c
 
@@ -85,6 +91,8 @@ async def test_a_call_carries_speech_both_ways_and_events_on_the_data_channel(rt
     finally:
         await call.close()
     assert word_error_rate(WEATHER, heard) <= 0.1
+    candidates = [line.split()[4] for line in call.answer_sdp.splitlines() if line.startswith("a=candidate:")]
+    assert candidates and set(candidates) == {"127.0.0.1"}
     assert done["response"]["status"] == "completed"
     transcript = done["response"]["output"][0]["content"][0]["transcript"]
     assert transcript == f"You said: {heard}"

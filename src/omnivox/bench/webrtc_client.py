@@ -14,6 +14,7 @@ import time
 from collections import deque
 from typing import Any
 
+import aioice.ice
 import av
 import httpx
 import numpy as np
@@ -22,6 +23,12 @@ from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
 RATE = 24000
 FRAME = RATE // 50  # 20 ms
+
+
+def loopback_only() -> None:
+    """Gather ICE candidates on 127.0.0.1 only, in this process: calls to a gateway on this machine
+    (started with ``webrtc_host_addresses=["127.0.0.1"]``) then never touch another interface."""
+    aioice.ice.get_host_addresses = lambda use_ipv4, use_ipv6: ["127.0.0.1"]  # type: ignore[assignment]
 
 
 class ClipTrack(MediaStreamTrack):
@@ -82,6 +89,7 @@ class WebRtcCall:
             float
         ] = []  # when (monotonic) each 20 ms of played audio arrived that was not silence
         self.call_id: str | None = None
+        self.answer_sdp = ""
         self._new = asyncio.Event()
         self._open = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -112,6 +120,7 @@ class WebRtcCall:
             await call.pc.close()
             raise CallRefused(r.status_code, r.json() if r.content else {})
         call.call_id = r.headers["location"].rsplit("/", 1)[-1]
+        call.answer_sdp = r.text
         await call.pc.setRemoteDescription(RTCSessionDescription(r.text, "answer"))
         await asyncio.wait_for(call._open.wait(), timeout)
         return call

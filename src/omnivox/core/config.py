@@ -101,6 +101,11 @@ class GatewaySettings(BaseModel):
         15.0, gt=0, description="a WebRTC call whose media never connects is ended (and its worker freed)"
     )
     webrtc_max_calls: int = Field(64, ge=0, description="WebRTC calls the gateway holds at once (0: none)")
+    webrtc_host_addresses: list[str] = Field(
+        default_factory=list,
+        description="the only addresses a call offers and accepts as ICE host candidates (empty: every "
+        "interface but loopback); 127.0.0.1 keeps calls on one machine (tests, benchmarks)",
+    )
     ref_audio_max_bytes: int = Field(10 * MiB, ge=1024, description="largest upload accepted (413 above)")
     ref_audio_min_s: float = Field(1.0, ge=0, description="shortest clip accepted")
     ref_audio_max_s: float = Field(30.0, gt=0, description="longest clip accepted")

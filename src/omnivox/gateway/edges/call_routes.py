@@ -162,7 +162,7 @@ async def _call(request: Request, protocol: WireProtocol, ctx: GatewayContext) -
     held = contextlib.ExitStack()
     held.enter_context(ctx.limits.admit(request.client.host if request.client else "unknown"))
     assert protocol.media is not None
-    call = Call(protocol.media, settings.webrtc_connect_timeout_s)
+    call = Call(protocol.media, settings.webrtc_connect_timeout_s, settings.webrtc_host_addresses)
     try:
         answer = await call.answer(sdp)
         grant = authorize(ctx, key)

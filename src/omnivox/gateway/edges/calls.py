@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable
 from enum import StrEnum
 from typing import Any
 
+import aioice.ice
 from aiortc import RTCConfiguration, RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamTrack
 
@@ -56,6 +57,24 @@ TRANSITIONS = {
 }
 
 
+def only_addresses(addresses: list[str]) -> None:
+    """Offer only ``addresses`` as ICE host candidates, in this process (aioice gathers every
+    interface but loopback and has no per-connection setting for it)."""
+    fixed = list(addresses)
+    aioice.ice.get_host_addresses = lambda use_ipv4, use_ipv6: fixed  # type: ignore[assignment]
+
+
+def keep_candidates(sdp: str, addresses: list[str]) -> str:
+    """``sdp`` without the ICE candidates on addresses other than ``addresses``."""
+    lines = sdp.split("\r\n") if "\r\n" in sdp else sdp.split("\n")
+    kept = [
+        line
+        for line in lines
+        if not line.startswith("a=candidate:") or (len(parts := line.split()) > 4 and parts[4] in addresses)
+    ]
+    return ("\r\n" if "\r\n" in sdp else "\n").join(kept)
+
+
 class InvalidSdp(InvalidMessage):
     code = "invalid_sdp"
     http_status = 400
@@ -64,8 +83,13 @@ class InvalidSdp(InvalidMessage):
 class Call:
     """One WebRTC call: its peer connection, and the ``Socket`` its session runs on."""
 
-    def __init__(self, bridge: MediaBridge, connect_timeout_s: float) -> None:
+    def __init__(
+        self, bridge: MediaBridge, connect_timeout_s: float, addresses: list[str] | None = None
+    ) -> None:
         self.id = new_id("rtc")
+        self.addresses = addresses or []  # the only ICE host addresses (none: every interface)
+        if self.addresses:
+            only_addresses(self.addresses)
         self.bridge = bridge
         self.connect_timeout_s = connect_timeout_s
         self.machine = Machine(TRANSITIONS, _S.CONNECTING, "call state")
@@ -94,6 +118,8 @@ class Call:
         """The SDP answer to the caller's offer; raises ``InvalidSdp``."""
         if not offer_sdp.lstrip().startswith("v=0"):
             raise InvalidSdp("the body is not an SDP offer (it must start with v=0)", param="sdp")
+        if self.addresses:
+            offer_sdp = keep_candidates(offer_sdp, self.addresses)
         try:
             await self.pc.setRemoteDescription(RTCSessionDescription(sdp=offer_sdp, type="offer"))
             await self.pc.setLocalDescription(await self.pc.createAnswer())

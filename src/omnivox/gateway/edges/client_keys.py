@@ -54,7 +54,7 @@ class ClientKeys:
         if len(self._keys) >= self.max_keys:
             raise TooManySessions(f"{self.max_keys} ephemeral keys are outstanding; try again later")
         key = PREFIX + secrets.token_urlsafe(32)
-        grant = Grant(expires_at=self.clock() + ttl_s, session=session)
+        grant = Grant(expires_at=float(int(self.clock() + ttl_s)), session=session)  # whole seconds, as said
         self._keys[_digest(key)] = grant
         return key, grant
 
