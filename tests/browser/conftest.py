@@ -66,6 +66,8 @@ def browser(speech_wav):
                 "--disable-component-update",
                 "--disable-sync",
                 "--use-fake-ui-for-media-stream",
+                # WebRTC calls to the gateway stay on 127.0.0.1 (it offers only that: see the clusters)
+                "--allow-loopback-in-peer-connection",
                 "--use-fake-device-for-media-stream",
                 # %noloop: each capture plays the sentence once, then silence
                 f"--use-file-for-fake-audio-capture={speech_wav}%noloop",

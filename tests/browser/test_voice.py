@@ -23,9 +23,15 @@ from cluster import ECHO_VOICE, cluster
 pytestmark = pytest.mark.browser
 
 
+# the page talks WebRTC by default; these tests pick the WebSocket where they mean it
+WEBSOCKET = "localStorage.setItem('omnivox.transport', 'websocket');"
+LOOPBACK = {"OMNIVOX_WEBRTC_HOST_ADDRESSES": '["127.0.0.1"]'}  # calls stay on this machine
+
+
 @pytest.fixture(scope="module")
 def cascade(tmp_path_factory):
-    with cluster(workers=1, engine="cascade", log_dir=tmp_path_factory.mktemp("logs"), **ECHO_VOICE) as c:
+    logs = tmp_path_factory.mktemp("logs")
+    with cluster(workers=1, engine="cascade", log_dir=logs, **ECHO_VOICE, **LOOPBACK) as c:
         yield c
 
 
@@ -40,7 +46,7 @@ def start(page) -> None:
 
 
 def test_live_voice_conversation(cascade, open_page, screenshot):
-    page = open_page(cascade.url + "/voice")
+    page = open_page(cascade.url + "/voice", init_script=WEBSOCKET)
     expect(page.get_by_label("Voice", exact=True)).to_have_value("heart")  # from GET /v1/voices
     start(page)
     expect(page.get_by_role("button", name="Stop conversation")).to_be_visible()
@@ -67,6 +73,32 @@ def test_live_voice_conversation(cascade, open_page, screenshot):
     while httpx.get(cascade.url + "/api/sessions").json()["active_sessions"] and time.monotonic() < deadline:
         time.sleep(0.1)
     assert httpx.get(cascade.url + "/api/sessions").json() == {"active_sessions": 0, "sessions": []}
+
+
+def test_live_voice_conversation_over_webrtc(cascade, open_page, screenshot):
+    page = open_page(cascade.url + "/voice")
+    expect(page.get_by_label("Connection")).to_have_value("webrtc")  # the default
+    start(page)
+    transcript = page.locator("#transcript")
+    expect(transcript.locator(".line.user").first).to_contain_text("weather", timeout=30_000)
+    expect(transcript.locator(".line.assistant").first).to_contain_text("weather", timeout=30_000)
+    expect(page.locator("#latencies li").first).to_have_text(re.compile(r"Turn 1: \d+ ms"), timeout=30_000)
+    # the reply came back on the call's audio track, and it was not silence
+    page.wait_for_function(
+        "omnivox.callStats().then(s => s && s.packets > 50 && s.energy > 0)", polling=200, timeout=30_000
+    )
+    page.wait_for_function("omnivox.playback.some(([state]) => state === 'stopped')", timeout=30_000)
+    states = [state for state, _ in page.evaluate("omnivox.playback")]
+    assert states.index("started") < states.index("stopped")
+    assert page.evaluate("omnivox.player.stats.played") == 0  # nothing went through the WebSocket player
+    screenshot(page, "voice-webrtc")
+    sessions = httpx.get(cascade.url + "/api/sessions").json()["sessions"]
+    assert [s["kind"] for s in sessions] == ["realtime"]
+    page.get_by_role("button", name="Stop conversation").click()
+    deadline = time.monotonic() + 10
+    while httpx.get(cascade.url + "/api/sessions").json()["active_sessions"] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert httpx.get(cascade.url + "/api/sessions").json()["active_sessions"] == 0
 
 
 DENY_MICROPHONE = """
@@ -162,7 +194,7 @@ def reply(route, seconds: float = 4.0) -> None:
 
 def test_barge_in_drops_queued_reply_audio_at_once(echo, open_page, screenshot):
     server = ScriptedRealtime(behaviour=lambda route, n: reply(route))
-    page = open_page(echo.url + "/voice", route=server.install)
+    page = open_page(echo.url + "/voice", route=server.install, init_script=WEBSOCKET)
     start(page)
     expect(page.locator("#transcript .line.user")).to_contain_text("tell me a long story")
     expect(page.locator("#transcript .line.assistant")).to_contain_text("Once upon a time")
@@ -192,7 +224,11 @@ def test_capacity_refusal_is_explained(echo, open_page):
         ScriptedRealtime.send(route, "error", error=error)
         route.close(code=1008, reason="session_limit_reached")
 
-    page = open_page(echo.url + "/voice", route=lambda p: p.route_web_socket("**/v1/realtime", refuse))
+    page = open_page(
+        echo.url + "/voice",
+        route=lambda p: p.route_web_socket("**/v1/realtime", refuse),
+        init_script=WEBSOCKET,
+    )
     start(page)
     expect(page.get_by_role("alert")).to_contain_text("at capacity")
     expect(page.get_by_role("button", name="Reconnect")).to_be_visible()
@@ -205,7 +241,7 @@ def test_lost_connection_is_retried(echo, open_page):
             route.close(code=1011, reason="worker lost")
 
     server = ScriptedRealtime(behaviour=drop_first)
-    page = open_page(echo.url + "/voice", route=server.install)
+    page = open_page(echo.url + "/voice", route=server.install, init_script=WEBSOCKET)
     start(page)
     expect(page.locator("#transcript")).to_contain_text("connection lost")
     expect(page.locator("#voice-status")).to_contain_text("Listening", timeout=10_000)

@@ -6,6 +6,10 @@ synthesised by hibari, each after the previous reply has finished playing. For e
 voice-to-voice latency as a caller hears it: from the moment the last speech sample was captured
 (the chunk holding it is sent as soon as it is complete) to the arrival of the reply's first audio.
 
+With ``--transport webrtc`` the same callers call ``POST /v1/realtime/calls`` instead
+(``bench.realtime_webrtc``: Opus tracks, the data channel); "gateway CPU" is the gateway process's
+CPU per session over the run, which for WebRTC holds Opus both ways, SRTP and the bridging.
+
 The models are the embedded default (``--llm local``, ``--asr whisper``) unless told otherwise; turn
 detection is ``server_vad`` and/or ``semantic_vad`` at the eagerness levels given (``--detection``).
 "worker MB" is the resident memory of a worker process at the end of the run.
@@ -36,6 +40,7 @@ import websockets
 
 from omnivox.audio.pcm import to_pcm16
 from omnivox.bench.cluster import cluster
+from omnivox.bench.realtime_webrtc import LOOPBACK_ENV, WebRtcCaller, cpu_s
 from omnivox.bench.table import percentile, print_table, write_json
 from omnivox.protocol.realtime_events import ga_type
 
@@ -66,6 +71,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         nargs="+",
         default=["server_vad"],
         help="turn detection: server_vad and/or semantic_vad eagerness levels (low, medium, high, auto)",
+    )
+    parser.add_argument(
+        "--transport",
+        nargs="+",
+        default=["websocket"],
+        choices=["websocket", "webrtc"],
+        help="how callers call",
     )
     parser.add_argument("--log-dir", help="keep the server logs here")
 
@@ -112,11 +124,7 @@ class Caller:
         return self.stats
 
     def _session(self) -> dict:
-        if self.args.mode == "server_vad":
-            vad: dict = {"type": "server_vad", "silence_duration_ms": self.args.silence_ms}
-        else:
-            vad = {"type": "semantic_vad", "eagerness": self.args.mode}
-        return {"type": "realtime", "audio": {"input": {"turn_detection": vad}}}
+        return session_config(self.args)
 
     async def _talk(self, ws, turns: int) -> None:  # type: ignore[no-untyped-def]
         step = RATE * self.args.chunk_ms // 1000
@@ -177,6 +185,14 @@ class Caller:
                 self.stats.errors.append(event["error"].get("code") or "error")
 
 
+def session_config(args: argparse.Namespace) -> dict:
+    if args.mode == "server_vad":
+        vad: dict = {"type": "server_vad", "silence_duration_ms": args.silence_ms}
+    else:
+        vad = {"type": "semantic_vad", "eagerness": args.mode}
+    return {"type": "realtime", "audio": {"input": {"turn_detection": vad}}}
+
+
 def _b64(audio: np.ndarray) -> str:
     return base64.b64encode(to_pcm16(audio)).decode("ascii")
 
@@ -195,8 +211,12 @@ def _rtf(metrics_text: str) -> dict[str, float]:
     }
 
 
-async def _load(url: str, users: int, clips: list, args: argparse.Namespace) -> list[CallerStats]:
-    callers = [Caller(url, clips, args) for _ in range(users)]
+async def _load(base: str, users: int, clips: list, args: argparse.Namespace) -> list[CallerStats]:
+    if args.transport_now == "webrtc":
+        callers: list = [WebRtcCaller(base, clips, args) for _ in range(users)]
+    else:
+        url = base.replace("http://", "ws://") + "/v1/realtime"
+        callers = [Caller(url, clips, args) for _ in range(users)]
     # callers start spread over one turn's length, so they are at different points of their calls
     return await asyncio.gather(*(c.run(args.turns, SPREAD_S * i / users) for i, c in enumerate(callers)))
 
@@ -231,30 +251,18 @@ def _describe(args: argparse.Namespace) -> str:
 def run(args: argparse.Namespace) -> int:
     clips = [_clip(s) for s in SENTENCES]
     rows, results = [], {}
-    for mode in args.detection:
-        for users in args.users:
-            args.mode = mode
-            result = _one(args, users, clips)
-            results[f"{mode}/{users}"] = result
-            rows.append(
-                [
-                    mode,
-                    users,
-                    result["turns"],
-                    result["v2v_p50_ms"],
-                    result["v2v_p95_ms"],
-                    result["v2v_max_ms"],
-                    result["asr_rtf"],
-                    result["tts_rtf"],
-                    result["worker_rss_mb"],
-                    len(result["errors"]),
-                    "yes" if result["real_time"] else "no",
-                ]
-            )
+    for transport in args.transport:
+        for mode in args.detection:
+            for users in args.users:
+                args.mode, args.transport_now = mode, transport
+                result = _one(args, users, clips)
+                results[f"{transport}/{mode}/{users}"] = result
+                rows.append(_row(transport, mode, users, result))
     print_table(
         f"Realtime voice-to-voice, {args.turns} turns per caller, {_describe(args)}"
         f" (server_vad: silence_duration_ms={args.silence_ms})",
         [
+            "transport",
             "turn detection",
             "callers",
             "turns",
@@ -263,6 +271,7 @@ def run(args: argparse.Namespace) -> int:
             "v2v max ms",
             "ASR RTF",
             "TTS RTF",
+            "gateway CPU % per session",
             "worker MB",
             "errors",
             "real time",
@@ -284,15 +293,36 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _row(transport: str, mode: str, users: int, result: dict) -> list:
+    return [
+        transport,
+        mode,
+        users,
+        result["turns"],
+        result["v2v_p50_ms"],
+        result["v2v_p95_ms"],
+        result["v2v_max_ms"],
+        result["asr_rtf"],
+        result["tts_rtf"],
+        result["gateway_cpu_pct"],
+        result["worker_rss_mb"],
+        len(result["errors"]),
+        "yes" if result["real_time"] else "no",
+    ]
+
+
 def _one(args: argparse.Namespace, users: int, clips: list) -> dict:
     workers = args.workers or users
-    log_dir = Path(args.log_dir) / f"{args.mode}-n{users}" if args.log_dir else None
+    log_dir = Path(args.log_dir) / f"{args.transport_now}-{args.mode}-n{users}" if args.log_dir else None
     if log_dir:
         log_dir.mkdir(parents=True, exist_ok=True)
-    with cluster(workers=workers, engine="cascade", log_dir=log_dir, **_env(args)) as c:
-        began = time.monotonic()
-        stats = asyncio.run(_load(f"{c.ws}/v1/realtime", users, clips, args))
+    env = {**_env(args), **(LOOPBACK_ENV if args.transport_now == "webrtc" else {})}
+    with cluster(workers=workers, engine="cascade", log_dir=log_dir, **env) as c:
+        assert c.gateway is not None
+        began, cpu0 = time.monotonic(), cpu_s(c.gateway.pid)
+        stats = asyncio.run(_load(c.url, users, clips, args))
         wall = time.monotonic() - began
+        gateway_cpu = cpu_s(c.gateway.pid) - cpu0
         rtf = _rtf(httpx.get(c.url + "/metrics", timeout=5).text)
         rss = [_rss_mb(w.pid) for w in c.workers]
     v2v = [s for st in stats for s in st.v2v_s]
@@ -315,6 +345,7 @@ def _one(args: argparse.Namespace, users: int, clips: list) -> dict:
         "asr_rtf": rtf.get("asr", float("nan")),
         "tts_rtf": rtf.get("tts", float("nan")),
         "worker_rss_mb": statistics.fmean(rss) if rss else float("nan"),
+        "gateway_cpu_pct": 100 * gateway_cpu / wall / users,
         "errors": errors,
         "wall_s": wall,
         "real_time": held,

@@ -42,7 +42,8 @@ class ClipTrack(MediaStreamTrack):
         self._start: float | None = None
         self._pts = 0
         self.sent_samples = 0  # audio time of the track so far
-        self.clip_ends: list[float] = []  # when (monotonic) each clip's last sample went out
+        self.clip_ends: list[float] = []  # when (monotonic) the frame after each clip's last went out
+        self.clip_ended = asyncio.Event()  # set at each clip's end
 
     def play(self, audio: np.ndarray) -> None:
         pcm = (np.clip(audio, -1, 1) * 32767).astype("<i2")
@@ -65,6 +66,7 @@ class ClipTrack(MediaStreamTrack):
         while self._queue and not len(self._queue[0]):
             self._queue.popleft()
             self.clip_ends.append(time.monotonic())
+            self.clip_ended.set()
         if self._queue:
             piece = self._queue.popleft()
             pcm[: len(piece)] = piece

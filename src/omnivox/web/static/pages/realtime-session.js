@@ -13,8 +13,11 @@
 //                                   the page captured that sample
 //   "response-done" {status, itemIds}
 //   "queue" {position, queue_length, estimated_wait_s}
+//   "playback" {state, responseId}  WebRTC: the call's reply audio started | stopped | cleared
+//   "remote-stream" {stream}        WebRTC: the reply's audio track, to play
 //   "server-error" {code, message, type}
 //   "connection" {open, code, reason, retryInMs, byUser}
+import { sessionKey } from "../shared/client-secret.js";
 import { wsUrl } from "../shared/http.js";
 import { base64ToPcm16, pcm16ToBase64 } from "../shared/pcm.js";
 import { JsonSocket } from "../shared/ws-client.js";
@@ -32,13 +35,18 @@ const ALIASES = {
 };
 
 export class RealtimeSession extends EventTarget {
-  constructor({ voice = "", instructions = "", apiKey = "", retries = 2 } = {}) {
+  /** `socket`: a CallSocket for WebRTC; else a WebSocket, whose every connection offers a key of
+   * its own (an ephemeral key: a long-lived `apiKey` never goes on the connection itself). */
+  constructor({ voice = "", instructions = "", apiKey = "", retries = 2, socket = null } = {}) {
     super();
     this.voice = voice;
     this.instructions = instructions;
-    const protocols = ["realtime"];
-    if (apiKey) protocols.push(`openai-insecure-api-key.${apiKey}`);
-    this.socket = new JsonSocket(wsUrl("/v1/realtime"), { protocols, retries });
+    const protocols = async () => {
+      const key = await sessionKey(apiKey);
+      return key ? ["realtime", `openai-insecure-api-key.${key}`] : ["realtime"];
+    };
+    this.socket = socket || new JsonSocket(wsUrl("/v1/realtime"), { protocols, retries });
+    this.socket.addEventListener("remote-stream", (e) => this.emit("remote-stream", e.detail));
     this.socket.addEventListener("message", (e) => this.receive(e.detail));
     this.socket.addEventListener("open", () => this.setState("configuring"));
     this.socket.addEventListener("close", (e) => {
@@ -121,8 +129,10 @@ export class RealtimeSession extends EventTarget {
     for (const [pcm, capturedAt] of pending) this.appendAudio(pcm, capturedAt);
   }
 
-  /** When the page captured the sample at `ms` of the audio it sent (null if long forgotten). */
+  /** When the page captured the sample at `ms` of the audio it sent (null if long forgotten). Over
+   * WebRTC the audio clock starts when the call connected (jitter buffers add tens of ms). */
   capturedAt(ms) {
+    if (this.socket.audioClockStart != null) return this.socket.audioClockStart + ms;
     const sample = (ms * RATE) / 1000;
     const mark = this.captureMarks.find(([sent]) => sent >= sample);
     return mark ? mark[1] - ((mark[0] - sample) * 1000) / RATE : null;
@@ -183,6 +193,19 @@ export class RealtimeSession extends EventTarget {
     "response.done"(e) {
       const response = e.response || {};
       this.emit("response-done", { status: response.status, itemIds: [...this.assistantItems] });
+    },
+    "output_audio_buffer.started"(e) {
+      if (this.speechStoppedAt !== null) {
+        this.emit("latency", { ms: performance.now() - this.speechStoppedAt });
+        this.speechStoppedAt = null;
+      }
+      this.emit("playback", { state: "started", responseId: e.response_id });
+    },
+    "output_audio_buffer.stopped"(e) {
+      this.emit("playback", { state: "stopped", responseId: e.response_id });
+    },
+    "output_audio_buffer.cleared"(e) {
+      this.emit("playback", { state: "cleared", responseId: e.response_id });
     },
     "omnivox.queue"(e) {
       this.emit("queue", e);

@@ -1,10 +1,12 @@
 // The live voice page: microphone -> RealtimeSession -> player, transcript and latency figures.
 import { AudioPlayer } from "../shared/audio-player.js";
 import { el, eta, ms } from "../shared/format.js";
-import { apiKey, setApiKey } from "../shared/http.js";
+import { linkKey } from "../shared/client-secret.js";
+import { apiKey, loadSetting, saveSetting, setApiKey } from "../shared/http.js";
 import { Microphone, MicrophoneError } from "../shared/microphone.js";
 import { renderNav } from "../shared/nav.js";
 import { fillVoicePicker } from "../shared/voices.js";
+import { CallSocket } from "./realtime-call.js";
 import { RATE, RealtimeSession } from "./realtime-session.js";
 import { TranscriptView } from "./transcript-view.js";
 
@@ -17,7 +19,35 @@ let session = null;
 let mic = null;
 let running = false;
 
-globalThis.omnivox = { ...globalThis.omnivox, player, latencies, get session() { return session; } };
+const playback = []; // WebRTC: output_audio_buffer.* as they came, [state, responseId]
+
+globalThis.omnivox = {
+  ...globalThis.omnivox,
+  player,
+  latencies,
+  playback,
+  get session() {
+    return session;
+  },
+  /** WebRTC: what the reply track received so far ({packets, energy}); null over a WebSocket. */
+  async callStats() {
+    const pc = session?.socket?.pc;
+    if (!pc) return null;
+    let packets = 0;
+    let energy = 0;
+    (await pc.getStats()).forEach((r) => {
+      if (r.type === "inbound-rtp" && r.kind === "audio") {
+        packets += r.packetsReceived || 0;
+        energy += r.totalAudioEnergy || 0;
+      }
+    });
+    return { packets, energy };
+  },
+};
+
+const useWebRtc = () => $("transport").value === "webrtc" && "RTCPeerConnection" in globalThis;
+/** The key sessions offer: a one-use key from this page's link, else the one stored here. */
+const pageKey = () => linkKey() || $("api-key").value.trim();
 
 function status(text) {
   $("voice-status").textContent = text;
@@ -79,11 +109,22 @@ function onConnection({ code, byUser, wasOpen, retryInMs }) {
   end({ keepError: true });
 }
 
-function newSession() {
+function newSession(stream) {
+  const socket = stream ? new CallSocket({ stream, key: pageKey() }) : null;
   const s = new RealtimeSession({
     voice: $("voice-select").value,
     instructions: $("instructions").value.trim(),
-    apiKey: $("api-key").value.trim(),
+    apiKey: pageKey(),
+    socket,
+  });
+  s.addEventListener("remote-stream", (e) => {
+    const audio = $("remote-audio");
+    audio.srcObject = e.detail.stream;
+    audio.play().catch(() => {}); // started inside the click, so the browser lets it play
+  });
+  s.addEventListener("playback", (e) => {
+    playback.push([e.detail.state, e.detail.responseId]);
+    if (e.detail.state === "started") status("Speaking… (talk to interrupt)");
   });
   s.addEventListener("state", (e) => {
     const state = e.detail.state;
@@ -129,22 +170,29 @@ async function start() {
   status("Starting the microphone…");
   player.start(); // inside the click: browsers let audio start after a user gesture
   setApiKey($("api-key").value.trim());
-  const s = newSession();
-  session = s;
-  mic = new Microphone({
+  saveSetting("transport", $("transport").value);
+  const webrtc = useWebRtc();
+  let s = null;
+  const m = new Microphone({
     rate: RATE,
     chunkMs: 40,
-    onChunk: (pcm) => s.appendAudio(pcm),
+    onChunk: (pcm) => s?.appendAudio(pcm), // over WebRTC the track carries the audio: nothing to send
     onLevel: (peak) => ($("level").value = peak),
   });
+  mic = m;
+  if (!webrtc) s = session = newSession();
   try {
-    await mic.start();
+    await m.start();
   } catch (err) {
     showError(err instanceof MicrophoneError ? err.message : String(err));
     await end({ keepError: true });
     return;
   }
-  if (session !== s) return; // stopped while the microphone was starting
+  if (mic !== m) return; // stopped while the microphone was starting
+  if (webrtc) {
+    m.onChunk = () => {};
+    s = session = newSession(m.stream);
+  }
   await s.connect().catch(() => {}); // a failed connection is reported by onConnection
 }
 
@@ -156,6 +204,7 @@ async function end({ keepError = false } = {}) {
   const m = mic;
   mic = null;
   player.clear();
+  $("remote-audio").srcObject = null;
   await m?.stop();
   $("level").value = 0;
   if (!keepError) showError("");
@@ -164,6 +213,7 @@ async function end({ keepError = false } = {}) {
 
 renderNav();
 $("api-key").value = apiKey();
+$("transport").value = loadSetting("transport") || "webrtc";
 $("start").addEventListener("click", () => (running ? end() : start()));
 $("reconnect").addEventListener("click", () => {
   if (!running) start();

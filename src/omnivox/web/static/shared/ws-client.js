@@ -26,8 +26,32 @@ export class JsonSocket extends EventTarget {
     if (this.opening) return this.opening;
     clearTimeout(this.retryTimer);
     this.byUser = false;
-    this.opening = new Promise((resolve, reject) => {
-      const ws = new WebSocket(this.url, this.protocols);
+    this.opening = this.connect().catch((err) => {
+      this.opening = null;
+      throw err;
+    });
+    return this.opening;
+  }
+
+  /** The subprotocols of a new connection: fixed, or asked afresh each time (a one-use key). */
+  async connect() {
+    let protocols = this.protocols;
+    if (typeof protocols === "function") {
+      try {
+        protocols = await protocols();
+      } catch (err) {
+        // no key to connect with (the server refused to mint one): said as a refused connection
+        const detail = { code: 1008, reason: String(err.message || err), byUser: false, wasOpen: false, retryInMs: null };
+        this.dispatchEvent(new CustomEvent("close", { detail }));
+        throw err;
+      }
+    }
+    return this.socketOpen(protocols);
+  }
+
+  socketOpen(protocols) {
+    return new Promise((resolve, reject) => {
+      const ws = new WebSocket(this.url, protocols);
       this.ws = ws;
       let opened = false;
       ws.onopen = () => {
@@ -54,7 +78,6 @@ export class JsonSocket extends EventTarget {
       };
       ws.onerror = () => {}; // a close event with the details always follows
     });
-    return this.opening;
   }
 
   closed(event, opened) {

@@ -1,0 +1,90 @@
+"""``bench realtime --transport webrtc``: the same callers as over the WebSocket, calling over WebRTC.
+
+Each caller is an aiortc peer (``bench.webrtc_client``): its microphone is an Opus track that plays
+the turn's clip in real time (silence otherwise), the reply comes back on the call's track, the
+events on the data channel. Voice-to-voice is timed as a caller hears it: from the moment the last
+speech sample left the microphone to the first reply audio that is not silence arriving on the
+track (so it holds Opus both ways and the jitter buffer, which the WebSocket figures do not).
+A turn is over once the call says ``output_audio_buffer.stopped`` (or the reply was cut).
+
+Calls gather ICE candidates on 127.0.0.1 only, and the cluster is told to do the same.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from pathlib import Path
+
+import numpy as np
+
+from omnivox.bench.webrtc_client import WebRtcCall, loopback_only
+
+RATE = 24000
+LOOPBACK_ENV = {"OMNIVOX_WEBRTC_HOST_ADDRESSES": '["127.0.0.1"]'}
+CLK_TCK = 100  # Linux's USER_HZ
+
+
+class WebRtcCaller:
+    def __init__(
+        self, base_url: str, clips: list[tuple[np.ndarray, float]], args: argparse.Namespace
+    ) -> None:
+        from omnivox.bench.realtime import CallerStats
+
+        self.base_url = base_url
+        self.clips = clips
+        self.args = args
+        self.stats = CallerStats()
+
+    async def run(self, turns: int, offset_s: float) -> object:
+        from omnivox.bench.realtime import session_config
+
+        await asyncio.sleep(offset_s)
+        loopback_only()
+        try:
+            call = await WebRtcCall.open(self.base_url, None, session=session_config(self.args))
+        except Exception as exc:  # refused, or ICE/DTLS never came up: one error for this caller
+            self.stats.errors.append(f"connection: {type(exc).__name__}")
+            return self.stats
+        try:
+            await call.wait_for("session.updated")
+            for turn in range(turns):
+                await self._turn(call, *self.clips[turn % len(self.clips)])
+        except TimeoutError:
+            self.stats.errors.append("timeout: no reply within 20 s")
+        finally:
+            await call.close()
+        return self.stats
+
+    async def _turn(self, call: WebRtcCall, clip: np.ndarray, speech_end_s: float) -> None:
+        responses = len(call.of("response.done"))
+        call.mic.clip_ended.clear()
+        call.mic.play(clip)
+        await call.mic.clip_ended.wait()  # the clip played into the call
+        # the end marker is passed one frame after the clip's last frame left
+        speech_end = call.mic.clip_ends[-1] - 0.02 - (len(clip) / RATE - speech_end_s)
+        done = await call.wait_for("response.done", count=responses + 1)
+        rid = done["response"]["id"]
+        if done["response"]["status"] != "completed":
+            self.stats.errors.append(f"response {done['response']['status']}")
+        else:
+            await call.wait_for("output_audio_buffer.stopped", response_id=rid)
+        heard = [t for t in call.loud_at if t > speech_end]
+        if heard:
+            self.stats.v2v_s.append(heard[0] - speech_end)
+        await asyncio.sleep(0.5)  # a breath before the next sentence
+
+
+def cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) a process has used (Linux)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLK_TCK
+    except (OSError, IndexError, ValueError):
+        return float("nan")
+
+
+def timed_cpu(pid: int, began: float) -> tuple[float, float]:
+    """(CPU seconds of ``pid`` so far, wall seconds since ``began``)."""
+    return cpu_s(pid), time.monotonic() - began
