@@ -236,6 +236,34 @@ async def test_an_ephemeral_key_opens_one_session_then_is_spent(rtc_cluster):
         await call.close()
 
 
+async def test_the_openai_sdk_mints_keys_and_places_calls(rtc_cluster):
+    sdk = client(rtc_cluster.ws)
+    secret = await sdk.realtime.client_secrets.create(
+        expires_after={"anchor": "created_at", "seconds": 120},
+        session={"type": "realtime", "instructions": "Be kind.", "output_modalities": ["text"]},
+    )
+    assert secret.value.startswith("ek_") and secret.session.instructions == "Be kind."
+    call = WebRtcCall()
+    try:
+        await call.pc.setLocalDescription(await call.pc.createOffer())
+        keyed = client(rtc_cluster.ws, api_key=secret.value)
+        answer = await keyed.realtime.calls.create(
+            sdp=call.pc.localDescription.sdp, session={"type": "realtime", "max_output_tokens": 20}
+        )
+        from aiortc import RTCSessionDescription
+
+        await call.pc.setRemoteDescription(RTCSessionDescription(answer.text, "answer"))
+        updated = await call.wait_for("session.updated")
+        # the key's defaults, then the call's own session
+        assert (updated["session"]["instructions"], updated["session"]["max_output_tokens"]) == (
+            "Be kind.",
+            20,
+        )
+        assert updated["session"]["output_modalities"] == ["text"]
+    finally:
+        await call.close()
+
+
 async def test_an_expired_ephemeral_key_is_refused(rtc_cluster):
     secret = mint(rtc_cluster, seconds=10)
     bad = httpx.post(

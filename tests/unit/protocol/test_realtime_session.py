@@ -296,3 +296,53 @@ def test_a_bad_value_of_a_union_field_names_the_field():
     with pytest.raises(InvalidMessage) as err:
         apply_update(SessionConfig(), {"max_output_tokens": "lots"})
     assert err.value.details["param"] == "session.max_output_tokens"
+
+
+def test_tools_are_checked_and_go_to_chat_completions_as_functions() -> None:
+    from omnivox.core.errors import InvalidMessage
+    from omnivox.protocol.realtime_session import chat_tool_choice, check_tools
+
+    tool = {"type": "function", "name": "weather", "parameters": {"type": "object", "properties": {}}}
+    cfg = apply_update(
+        SessionConfig(), {"tools": [tool], "tool_choice": {"type": "function", "name": "weather"}}
+    )
+    assert cfg.tools[0].chat_tool()["function"]["name"] == "weather"
+    assert chat_tool_choice(cfg.tool_choice) == {"type": "function", "function": {"name": "weather"}}
+    for patch, param in [
+        ({"tools": [{**tool, "name": "two words"}]}, "session.tools.0.name"),
+        ({"tools": [{**tool, "parameters": {"type": "array"}}]}, "session.tools.0.parameters"),
+        ({"tools": [{**tool, "strict": "maybe", "extra": 1}]}, "session.tools.0.extra"),
+        ({"tool_choice": "sometimes"}, "session.tool_choice"),
+    ]:
+        with pytest.raises(InvalidMessage) as err:
+            apply_update(cfg, patch)
+        assert err.value.details["param"].startswith(param.rsplit(".", 1)[0]), (patch, err.value.details)
+    # a response's own tools replace the session's for that response only
+    tools, choice, parallel = check_tools(cfg, [{**tool, "name": "time"}], "required", False)
+    assert ([t.name for t in tools], choice, parallel) == (["time"], "required", False)
+    with pytest.raises(InvalidMessage) as err:
+        check_tools(cfg, [{"type": "function", "name": "a b"}], None, None)
+    assert err.value.details["param"] == "response.tools.0.name"
+
+
+def test_a_transcription_session_always_transcribes_and_reports_its_own_shape() -> None:
+    from omnivox.protocol.realtime_session import unserved
+
+    cfg = apply_update(
+        SessionConfig(), {"type": "transcription", "audio": {"input": {"transcription": None}}}
+    )
+    assert cfg.transcription_only and cfg.audio.input.transcription is not None
+    wire = cfg.wire()
+    assert (wire["type"], wire["object"], set(wire)) == (
+        "transcription",
+        "realtime.transcription_session",
+        {"type", "object", "id", "audio", "include"},
+    )
+    said = unserved(
+        {
+            "input_audio_noise_reduction": None,
+            "tracing": "auto",
+            "audio": {"input": {"noise_reduction": {"type": "far_field"}, "transcription": {"prompt": ""}}},
+        }
+    )
+    assert [p for p, _ in said] == ["session.audio.input.noise_reduction", "session.tracing"]

@@ -45,3 +45,19 @@ def test_expired_keys_are_refused_and_forgotten() -> None:
     clock.now += 11
     keys.mint(10)  # the expired ones made room
     assert len(keys) == 1
+
+
+def test_a_call_keeps_only_the_candidates_on_its_addresses() -> None:
+    from omnivox.gateway.edges.calls import keep_candidates
+
+    offer = "\r\n".join(
+        [
+            "v=0",
+            "a=candidate:1 1 udp 2130706431 127.0.0.1 5000 typ host",
+            "a=candidate:2 1 udp 2130706431 192.0.2.2 5001 typ host",
+            "a=candidate:3 1 udp 2130706431 abc.local 5002 typ host",
+            "a=end-of-candidates",
+        ]
+    )
+    kept = keep_candidates(offer, ["127.0.0.1"]).split("\r\n")
+    assert kept == ["v=0", "a=candidate:1 1 udp 2130706431 127.0.0.1 5000 typ host", "a=end-of-candidates"]

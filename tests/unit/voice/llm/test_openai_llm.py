@@ -329,3 +329,73 @@ def test_close_closes_the_client(canned_client) -> None:
     client = canned_client(lambda r: httpx.Response(200))
     OpenAIChatLlm("http://unused", model="m", client=client).close()
     assert client.is_closed
+
+
+def test_tools_go_out_and_calls_and_usage_come_back_as_events(canned_client) -> None:
+    from omnivox.protocol.chat import ToolCall
+    from omnivox.voice.llm.base import ToolCallDelta, Usage
+
+    calls = [
+        {
+            "choices": [
+                {
+                    "delta": {
+                        "tool_calls": [{"index": 0, "id": "c1", "function": {"name": "f", "arguments": ""}}]
+                    }
+                }
+            ]
+        },
+        {"choices": [{"delta": {"tool_calls": [{"index": 0, "function": {"arguments": '{"a"'}}]}}]},
+        {"choices": [{"delta": {"tool_calls": [{"index": 0, "function": {"arguments": ": 1}"}}]}}]},
+        {
+            "choices": [],
+            "usage": {
+                "prompt_tokens": 12,
+                "completion_tokens": 3,
+                "prompt_tokens_details": {"cached_tokens": 8},
+            },
+        },
+    ]
+    seen: list[dict] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(json.loads(request.content))
+        return httpx.Response(200, text=sse(*calls), headers={"content-type": "text/event-stream"})
+
+    llm = OpenAIChatLlm("http://unused", model="m", client=canned_client(answer))
+    tool = {
+        "type": "function",
+        "function": {"name": "f", "description": "", "parameters": {"type": "object"}},
+    }
+    params = LlmParams(tools=(tool,), tool_choice="required", parallel_tool_calls=False)
+    history = [
+        *HISTORY,
+        ChatMessage(role="assistant", content="", tool_calls=[ToolCall(id="c0", name="f", arguments="{}")]),
+        ChatMessage(role="tool", content="done", tool_call_id="c0"),
+    ]
+    events = list(llm.stream_events(history, params))
+    assert events == [
+        ToolCallDelta(0, "c1", "f", ""),
+        ToolCallDelta(0, None, None, '{"a"'),
+        ToolCallDelta(0, None, None, ": 1}"),
+        Usage(input_tokens=12, output_tokens=3, cached_tokens=8),
+    ]
+    body = seen[0]
+    assert (body["tools"], body["tool_choice"], body["parallel_tool_calls"]) == ([tool], "required", False)
+    assert body["stream_options"] == {"include_usage": True}
+    assert body["messages"][-2:] == [
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "c0", "type": "function", "function": {"name": "f", "arguments": "{}"}}],
+        },
+        {"role": "tool", "tool_call_id": "c0", "content": "done"},
+    ]
+    assert list(llm.stream(history, params)) == []  # text-only readers see no calls
+    assert "tools" not in llm.request_body(HISTORY, LlmParams())
+
+
+def test_a_malformed_tool_call_is_an_engine_failure(canned_client) -> None:
+    bad = {"choices": [{"delta": {"tool_calls": {"not": "a list"}}}]}
+    with pytest.raises(EngineFailure):
+        list(canned_sse(canned_client, sse(bad)).stream_events(HISTORY))
