@@ -4,7 +4,11 @@ Each caller connects to ``/v1/realtime``, keeps its "microphone" open (PCM16 24 
 ``--chunk-ms``, paced in real time, silence between turns) and speaks ``--turns`` sentences
 synthesised by hibari, each after the previous reply has finished playing. For every turn it times
 voice-to-voice latency as a caller hears it: from the moment the last speech sample was captured
-(the chunk holding it is sent as soon as it is complete) to the arrival of the reply's first audio.
+(the chunk holding it is sent as soon as it is complete) to the arrival of the reply's first audio
+("v2v", the first audio delta; over WebRTC the ``output_audio_buffer.started`` event, when the
+call's track begins to play it) and to its first sound ("heard": the first sample that is not
+silence reaching the caller's speaker, which also counts the quiet the TTS puts before a sentence
+and, over WebRTC, Opus and the caller's jitter buffer).
 
 With ``--transport webrtc`` the same callers call ``POST /v1/realtime/calls`` instead
 (``bench.realtime_webrtc``: Opus tracks, the data channel); "gateway CPU" is the gateway process's
@@ -42,6 +46,7 @@ from omnivox.audio.pcm import to_pcm16
 from omnivox.bench.cluster import cluster
 from omnivox.bench.realtime_webrtc import LOOPBACK_ENV, WebRtcCaller, cpu_s
 from omnivox.bench.table import percentile, print_table, write_json
+from omnivox.bench.webrtc_client import LOUD
 from omnivox.protocol.realtime_events import ga_type
 
 RATE = 24000
@@ -85,6 +90,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 @dataclass
 class CallerStats:
     v2v_s: list[float] = field(default_factory=list)
+    heard_s: list[float] = field(default_factory=list)  # to the reply's first sound
     errors: list[str] = field(default_factory=list)
 
 
@@ -161,6 +167,7 @@ class Caller:
 
     async def _read(self, ws) -> None:  # type: ignore[no-untyped-def]
         first_audio: float | None = None
+        heard_from: float | None = None  # the speech end a first sound is still to be timed from
         audio_s = 0.0
         async for raw in ws:
             event = json.loads(raw)
@@ -169,12 +176,17 @@ class Caller:
                 first_audio, audio_s = None, 0.0
             elif kind == "response.output_audio.delta":
                 now = time.monotonic()
+                pcm = np.frombuffer(base64.b64decode(event["delta"]), "<i2")
                 if first_audio is None:
-                    first_audio = now
+                    first_audio, heard_from = now, self._speech_end
                     if self._speech_end is not None:
                         self.stats.v2v_s.append(now - self._speech_end)
                         self._speech_end = None
-                audio_s += len(base64.b64decode(event["delta"])) / 2 / RATE
+                loud = np.nonzero(np.abs(pcm) > LOUD)[0]
+                if heard_from is not None and len(loud):  # played from the first delta in real time
+                    self.stats.heard_s.append(first_audio + audio_s + loud[0] / RATE - heard_from)
+                    heard_from = None
+                audio_s += len(pcm) / RATE
             elif kind == "response.done":
                 status = event["response"]["status"]
                 if status != "completed":
@@ -268,7 +280,8 @@ def run(args: argparse.Namespace) -> int:
             "turns",
             "v2v p50 ms",
             "v2v p95 ms",
-            "v2v max ms",
+            "heard p50 ms",
+            "heard p95 ms",
             "ASR RTF",
             "TTS RTF",
             "gateway CPU % per session",
@@ -301,7 +314,8 @@ def _row(transport: str, mode: str, users: int, result: dict) -> list:
         result["turns"],
         result["v2v_p50_ms"],
         result["v2v_p95_ms"],
-        result["v2v_max_ms"],
+        result["heard_p50_ms"],
+        result["heard_p95_ms"],
         result["asr_rtf"],
         result["tts_rtf"],
         result["gateway_cpu_pct"],
@@ -326,6 +340,7 @@ def _one(args: argparse.Namespace, users: int, clips: list) -> dict:
         rtf = _rtf(httpx.get(c.url + "/metrics", timeout=5).text)
         rss = [_rss_mb(w.pid) for w in c.workers]
     v2v = [s for st in stats for s in st.v2v_s]
+    heard = [s for st in stats for s in st.heard_s]
     errors = [e for st in stats for e in st.errors]
     p95 = percentile(v2v, 95)
     # a reply later than the longest the turn detection may wait plus the headroom is not real time
@@ -342,6 +357,8 @@ def _one(args: argparse.Namespace, users: int, clips: list) -> dict:
         "v2v_p50_ms": percentile(v2v, 50) * 1000,
         "v2v_p95_ms": p95 * 1000,
         "v2v_max_ms": max(v2v) * 1000 if v2v else float("nan"),
+        "heard_p50_ms": percentile(heard, 50) * 1000,
+        "heard_p95_ms": percentile(heard, 95) * 1000,
         "asr_rtf": rtf.get("asr", float("nan")),
         "tts_rtf": rtf.get("tts", float("nan")),
         "worker_rss_mb": statistics.fmean(rss) if rss else float("nan"),

@@ -2,9 +2,10 @@
 
 Each caller is an aiortc peer (``bench.webrtc_client``): its microphone is an Opus track that plays
 the turn's clip in real time (silence otherwise), the reply comes back on the call's track, the
-events on the data channel. Voice-to-voice is timed as a caller hears it: from the moment the last
-speech sample left the microphone to the first reply audio that is not silence arriving on the
-track (so it holds Opus both ways and the jitter buffer, which the WebSocket figures do not).
+events on the data channel. Voice-to-voice is timed from the moment the last speech sample left the
+microphone to ``output_audio_buffer.started`` (the call's track begins to play the reply: "v2v")
+and to the first reply audio that is not silence arriving on the track ("heard": it holds the TTS's
+quiet before the first word, Opus and the caller's jitter buffer).
 A turn is over once the call says ``output_audio_buffer.stopped`` (or the reply was cut).
 
 Calls gather ICE candidates on 127.0.0.1 only, and the cluster is told to do the same.
@@ -64,15 +65,18 @@ class WebRtcCaller:
         await call.mic.clip_ended.wait()  # the clip played into the call
         # the end marker is passed one frame after the clip's last frame left
         speech_end = call.mic.clip_ends[-1] - 0.02 - (len(clip) / RATE - speech_end_s)
+        started = len(call.of("output_audio_buffer.started"))
         done = await call.wait_for("response.done", count=responses + 1)
         rid = done["response"]["id"]
         if done["response"]["status"] != "completed":
             self.stats.errors.append(f"response {done['response']['status']}")
         else:
             await call.wait_for("output_audio_buffer.stopped", response_id=rid)
+        if len(call.of("output_audio_buffer.started")) > started:
+            self.stats.v2v_s.append(call.times("output_audio_buffer.started")[started] - speech_end)
         heard = [t for t in call.loud_at if t > speech_end]
         if heard:
-            self.stats.v2v_s.append(heard[0] - speech_end)
+            self.stats.heard_s.append(heard[0] - speech_end)
         await asyncio.sleep(0.5)  # a breath before the next sentence
 
 

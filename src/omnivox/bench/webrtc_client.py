@@ -23,6 +23,7 @@ from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
 RATE = 24000
 FRAME = RATE // 50  # 20 ms
+LOUD = 300  # PCM16: a sample past this is sound, not silence (about -40 dBFS)
 
 
 def loopback_only() -> None:
@@ -141,7 +142,7 @@ class WebRtcCall:
             for out in resampler.resample(frame):
                 pcm = out.to_ndarray().astype("<i2").reshape(-1)
                 self.heard += pcm.tobytes()
-                if np.abs(pcm).max(initial=0) > 300:
+                if np.abs(pcm).max(initial=0) > LOUD:
                     self.loud_at.append(time.monotonic())
 
     def send(self, event: dict[str, Any]) -> None:

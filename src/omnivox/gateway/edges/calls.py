@@ -28,6 +28,7 @@ from typing import Any
 
 import aioice.ice
 from aiortc import RTCConfiguration, RTCPeerConnection, RTCSessionDescription
+from aiortc.jitterbuffer import JitterBuffer
 from aiortc.mediastreams import MediaStreamTrack
 
 from omnivox.core.errors import InvalidMessage, NotFound
@@ -41,6 +42,9 @@ log = logging.getLogger(__name__)
 
 _MAX_INBOUND = 500  # frames waiting for the session (12 s of microphone audio); more audio is dropped
 _SIDEBAND_QUEUE = 1000
+# aiortc holds 4 audio packets (80 ms) before it decodes the first: a cushion for speakers. The
+# caller's audio goes to speech recognition, which wants it soon rather than smooth: hold 2 (40 ms).
+RECEIVE_PREFETCH = 2
 
 
 class CallState(StrEnum):
@@ -225,8 +229,13 @@ class Call:
             self._deliver(frame)
 
     def _on_track(self, track: MediaStreamTrack) -> None:
-        if track.kind == "audio":
-            self._spawn(hear(track, self.bridge.input_rate, self._on_audio))
+        if track.kind != "audio":
+            return
+        for transceiver in self.pc.getTransceivers():
+            receiver = transceiver.receiver
+            if receiver.track is track and hasattr(receiver, "_RTCRtpReceiver__jitter_buffer"):
+                receiver._RTCRtpReceiver__jitter_buffer = JitterBuffer(capacity=16, prefetch=RECEIVE_PREFETCH)
+        self._spawn(hear(track, self.bridge.input_rate, self._on_audio))
 
     def _on_audio(self, pcm: bytes) -> None:
         if self._inbound.qsize() < _MAX_INBOUND:  # past that the session is not reading: drop audio
