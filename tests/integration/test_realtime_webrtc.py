@@ -189,8 +189,13 @@ async def test_a_data_channel_closing_mid_response_ends_the_call_cleanly(rtc_clu
         )
         call.send({"type": "response.create"})
         await call.wait_for("output_audio_buffer.started", timeout=20)
+        side = await websockets.connect(
+            f"{rtc_cluster.ws}/v1/realtime?call_id={call.call_id}", additional_headers=AUTH
+        )
         call.channel.close()
         await until(lambda: not sessions(rtc_cluster))
+        await asyncio.wait_for(side.wait_closed(), 10)  # the call's sideband ends with it
+        assert side.close_code == 1000
     finally:
         await call.close()
     rtc_cluster.wait_idle(1, timeout=15)

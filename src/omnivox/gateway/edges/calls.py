@@ -108,6 +108,7 @@ class Call:
         self._pending: list[str] = []  # events for the data channel before it opens
         self._opened = asyncio.Event()
         self._connected = asyncio.Event()
+        self._ended = asyncio.Event()
         self._sidebands: set[asyncio.Queue[str | None]] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self.pc.on("datachannel", self._on_channel)
@@ -182,14 +183,24 @@ class Call:
                 await socket.send(event)
 
         sender = asyncio.create_task(forward())
+        ended = asyncio.create_task(self._ended.wait())
         try:
-            while self.state is not _S.ENDED and (frame := await socket.receive()) is not None:
+            while True:
+                receiving = asyncio.ensure_future(socket.receive())
+                await asyncio.wait({receiving, ended}, return_when=asyncio.FIRST_COMPLETED)
+                if not receiving.done():  # the call ended first
+                    receiving.cancel()
+                    break
+                frame = receiving.result()
+                if frame is None:
+                    break
                 if isinstance(frame, str) and (out := self.bridge.client_frame(frame)) is not None:
                     self._deliver(out)
         finally:
             self._sidebands.discard(queue)
-            sender.cancel()
-            await asyncio.gather(sender, return_exceptions=True)
+            for task in (sender, ended):
+                task.cancel()
+            await asyncio.gather(sender, ended, return_exceptions=True)
             await socket.close(1000)
 
     # ---- ending
@@ -200,6 +211,7 @@ class Call:
             return
         self.machine.move(_S.ENDED)
         self.end_reason = reason
+        self._ended.set()
         log.info("call %s ended: %s", self.id, reason)
         self._inbound.put_nowait(None)
         for queue in list(self._sidebands):
@@ -266,7 +278,10 @@ class Call:
     def _event(self, event: str) -> None:
         channel = self.channel
         if channel is not None and channel.readyState == "open":
-            channel.send(event)
+            try:
+                channel.send(event)
+            except ValueError as exc:  # larger than the caller's data channel takes (its max-message-size)
+                log.warning("call %s: an event was not sent: %s", self.id, exc)
         elif channel is None:
             self._pending.append(event)
         for queue in self._sidebands:

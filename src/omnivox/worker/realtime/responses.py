@@ -157,8 +157,8 @@ class Responses:
     def cut_playback(self) -> None:
         """Barge-in after a response finished but while its audio still plays: keep what was heard."""
         last = self.last
-        if last is None or not last.plan.audio:
-            return
+        if last is None or not last.plan.audio or last.plan.item.audio_ms <= 0:
+            return  # nothing of it was said (a reply that only called functions has no audio)
         self.conversation.truncate(last.plan.item, last.played_ms())
         self.last = None
 
