@@ -225,7 +225,7 @@ def _rtf(metrics_text: str) -> dict[str, float]:
 
 async def _load(base: str, users: int, clips: list, args: argparse.Namespace) -> list[CallerStats]:
     if args.transport_now == "webrtc":
-        callers: list = [WebRtcCaller(base, clips, args) for _ in range(users)]
+        callers: list = [WebRtcCaller(base, clips, session_config(args), CallerStats()) for _ in range(users)]
     else:
         url = base.replace("http://", "ws://") + "/v1/realtime"
         callers = [Caller(url, clips, args) for _ in range(users)]

@@ -13,10 +13,10 @@ Calls gather ICE candidates on 127.0.0.1 only, and the cluster is told to do the
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -29,22 +29,18 @@ CLK_TCK = 100  # Linux's USER_HZ
 
 class WebRtcCaller:
     def __init__(
-        self, base_url: str, clips: list[tuple[np.ndarray, float]], args: argparse.Namespace
+        self, base_url: str, clips: list[tuple[np.ndarray, float]], session: dict[str, Any], stats: Any
     ) -> None:
-        from omnivox.bench.realtime import CallerStats
-
         self.base_url = base_url
         self.clips = clips
-        self.args = args
-        self.stats = CallerStats()
+        self.session = session  # the session the call asks for
+        self.stats = stats  # bench.realtime.CallerStats: v2v_s, heard_s, errors
 
-    async def run(self, turns: int, offset_s: float) -> object:
-        from omnivox.bench.realtime import session_config
-
+    async def run(self, turns: int, offset_s: float) -> Any:
         await asyncio.sleep(offset_s)
         loopback_only()
         try:
-            call = await WebRtcCall.open(self.base_url, None, session=session_config(self.args))
+            call = await WebRtcCall.open(self.base_url, None, session=self.session)
         except Exception as exc:  # refused, or ICE/DTLS never came up: one error for this caller
             self.stats.errors.append(f"connection: {type(exc).__name__}")
             return self.stats
