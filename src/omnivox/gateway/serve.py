@@ -66,7 +66,10 @@ def serve(settings: Settings) -> None:
         # a worker, and the workers take sessions from this gateway only
         key = secrets.token_urlsafe(32)
         log.info("local workers use a generated worker key; set OMNIVOX_WORKER_KEY to let remote ones join")
-    settings = settings.model_copy(update={"worker_key": key})  # handed to the local workers
+    update: dict[str, object] = {"worker_key": key}  # handed to the local workers
+    if settings.record_sessions is None:  # the embedded default records (a bare gateway does not)
+        update["record_sessions"] = True
+    settings = settings.model_copy(update=update)
     host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host
     gateway_url = f"http://{host}:{settings.port}"
     hooks = (
