@@ -279,9 +279,9 @@ class SessionRecording:
                 name = self._file(_FOLDERS[event.kind], ext, event.data)
                 self._journal_line({"t": round(t, 3), "type": event.kind, "file": name})
             return
-        if isinstance(event, TurnStart | TurnEnd) and event.role == "user":
-            # the user's turn ends with the audio heard so far: write it before the marker
-            for chunk in self.tracks["user"].flush():
+        if isinstance(event, TurnStart | TurnEnd):
+            # a turn's audio is journaled inside it: what is buffered goes before the marker
+            for chunk in self.tracks[event.role].flush():
                 self._write_chunk(chunk)
         self._journal_line({"t": round(t, 3), **_describe(event)})
 

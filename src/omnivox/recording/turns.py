@@ -7,9 +7,10 @@ player's position is a place on the timeline.
 - Audio chunks have a place (``start``, ``duration``); an assistant chunk heard only in part (a
   barge-in cut the playback) has a shorter ``heard`` end.
 - A user turn's ends are where the protocol put them: positions in the user's audio stream (realtime
-  server VAD, mapped onto the clock through the chunks' stream positions), the extent of the audio
-  of a message (turn-based), or, where the protocol does not say (full duplex), the stretches where
-  the user's audio is loud enough to be speech.
+  server VAD, mapped onto the clock through the chunks' stream positions; the start moved to where
+  the speech is loud, past VAD's padding), the extent of the audio of a message (turn-based), or,
+  where the protocol does not say (full duplex), the stretches where the user's audio is loud
+  enough to be speech.
 - An assistant turn spans its audio as played (or, without audio, its first to its last event).
   ``latency_s`` is from the end of the user turn before it to its start, as a listener heard it.
 """
@@ -172,8 +173,13 @@ def build_turns(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if turn is not None:
             turn.status = "unfinished"
             done.append(turn)
-    if not protocol_user_turns:
-        done += _loud_turns(events)
+    loud = _loud_spans(events)
+    if protocol_user_turns:
+        for turn in done:
+            if turn.role == "user" and turn.start is not None:
+                _snap(turn, loud)
+    else:
+        done += _loud_turns(loud)
     turns = sorted((turn.view() for turn in done), key=lambda v: (v["start"], v["role"] != "user"))
     _latencies(turns)
     for i, turn in enumerate(turns):
@@ -181,16 +187,30 @@ def build_turns(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return turns
 
 
-def _loud_turns(events: list[dict[str, Any]]) -> list[_Turn]:
-    """User turns where the protocol gives none: the loud stretches of the user's live audio."""
-    spans = sorted(
+def _loud_spans(events: list[dict[str, Any]]) -> list[tuple[float, float]]:
+    """Where the user's live audio is loud enough to be speech, on the clock."""
+    return sorted(
         (e["start"] + a, e["start"] + b)
         for e in events
         if e["type"] == "audio" and e["role"] == "user" and "stream_pos" in e
         for a, b in e.get("voiced", [])
     )
+
+
+def _snap(turn: _Turn, loud: list[tuple[float, float]]) -> None:
+    """A turn the protocol placed starts where its speech does: server VAD pads the start
+    (``prefix_padding_ms``), and the padding may reach back across a pause in the stream."""
+    assert turn.start is not None
+    end = turn.end if turn.end is not None else float("inf")
+    onset = next((a for a, b in loud if b > turn.start and a < end), None)
+    if onset is not None and onset > turn.start:
+        turn.start = round(onset, 4)
+
+
+def _loud_turns(loud: list[tuple[float, float]]) -> list[_Turn]:
+    """User turns where the protocol gives none: the loud stretches of the user's live audio."""
     merged: list[list[float]] = []
-    for a, b in spans:
+    for a, b in loud:
         if merged and a - merged[-1][1] < _GAP_S:
             merged[-1][1] = max(merged[-1][1], b)
         else:
