@@ -164,7 +164,7 @@ def b64(text: object) -> bytes:
     """Base64 text -> bytes (``binascii.Error`` or ``TypeError`` on anything else)."""
     if not isinstance(text, str):
         raise TypeError("not base64 text")
-    return base64.b64decode(text, validate=False)
+    return base64.b64decode(text, validate=True)  # as strict as the workers are
 
 
 def record_choice(value: object) -> list[Event]:

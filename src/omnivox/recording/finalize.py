@@ -18,6 +18,7 @@ from omnivox.recording.replay import build_mp4, build_wav
 from omnivox.recording.store import (
     FOLDERS,
     JOURNAL,
+    LOCK,
     META,
     REPLAY_MP4,
     REPLAY_WAV,
@@ -123,5 +124,7 @@ def recover(store: RecordingStore, now: float, grace_s: float = RECOVER_AFTER_S)
         except Exception:
             log.exception("recording %s could not be recovered", entry.recording_id)
         finally:
+            with contextlib.suppress(OSError):
+                (entry.path / LOCK).unlink()
             os.close(fd)
     return done

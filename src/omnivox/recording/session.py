@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from omnivox.audio.wav import write_wav
+from omnivox.core.errors import NotFound
 from omnivox.protocol.timeline import (
     Audio,
     BargeIn,
@@ -45,6 +46,7 @@ from omnivox.protocol.timeline import (
 from omnivox.recording.finalize import finalize
 from omnivox.recording.store import (
     JOURNAL,
+    LOCK,
     META,
     RecordingStore,
     check_recording_id,
@@ -187,6 +189,9 @@ class SessionRecording:
         except Exception as exc:
             self._fail(exc)
         finally:
+            if self.directory is not None:  # still held: nobody can take it in between
+                with contextlib.suppress(OSError):
+                    (self.directory / LOCK).unlink()
             self._release()
 
     # ---- choices
@@ -232,7 +237,7 @@ class SessionRecording:
             self._lock_fd = hold_lock(self.directory)
             self._write_meta()
             self._journal = open(self.directory / JOURNAL, "a", encoding="utf-8")
-        except OSError as exc:
+        except (OSError, NotFound) as exc:  # NotFound: an id no recording may have (never a path)
             self._fail(exc)
             return False
         return True
