@@ -21,9 +21,11 @@ import base64
 import json
 import re
 import statistics
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
@@ -31,6 +33,7 @@ import websockets
 
 from omnivox.audio.pcm import to_pcm16
 from omnivox.bench.cluster import cluster
+from omnivox.bench.recording import add_record_argument, cpu_seconds, record_env, recorded, wait_finished
 from omnivox.bench.table import percentile, print_table, write_json
 from omnivox.protocol.realtime_events import ga_type
 
@@ -55,6 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=int, help="worker processes (default: one per caller)")
     parser.add_argument("--llm-url", help="an OpenAI-compatible LLM server (default: the echo LLM)")
     parser.add_argument("--log-dir", help="keep the server logs here")
+    add_record_argument(parser)
 
 
 @dataclass
@@ -187,78 +191,100 @@ async def _load(url: str, users: int, clips: list, args: argparse.Namespace) -> 
 def run(args: argparse.Namespace) -> int:
     clips = [_clip(s) for s in SENTENCES]
     rows, results = [], {}
-    for users in args.users:
-        env = dict(PRODUCTION_INTERVALS)
-        if args.llm_url:
-            env["OMNIVOX_LLM_URL"] = args.llm_url
-        workers = args.workers or users
-        log_dir = Path(args.log_dir) / f"n{users}" if args.log_dir else None
-        if log_dir:
-            log_dir.mkdir(parents=True, exist_ok=True)
-        with cluster(workers=workers, engine="cascade", log_dir=log_dir, **env) as c:
-            began = time.monotonic()
-            stats = asyncio.run(_load(f"{c.ws}/v1/realtime", users, clips, args))
-            wall = time.monotonic() - began
-            rtf = _rtf(httpx.get(c.url + "/metrics", timeout=5).text)
-        v2v = [s for st in stats for s in st.v2v_s]
-        errors = [e for st in stats for e in st.errors]
-        p95 = percentile(v2v, 95)
-        held = (
-            bool(v2v)
-            and not errors
-            and all(r < 1.0 for r in rtf.values())
-            and p95 < args.silence_ms / 1000 + HEADROOM_S
-        )
-        results[users] = {
-            "workers": workers,
-            "turns": len(v2v),
-            "v2v_p50_ms": percentile(v2v, 50) * 1000,
-            "v2v_p95_ms": p95 * 1000,
-            "v2v_max_ms": max(v2v) * 1000 if v2v else float("nan"),
-            "asr_rtf": rtf.get("asr", float("nan")),
-            "tts_rtf": rtf.get("tts", float("nan")),
-            "errors": errors,
-            "wall_s": wall,
-            "real_time": held,
-        }
-        r = results[users]
-        rows.append(
-            [
-                users,
-                workers,
-                r["turns"],
-                r["v2v_p50_ms"],
-                r["v2v_p95_ms"],
-                r["v2v_max_ms"],
-                r["asr_rtf"],
-                r["tts_rtf"],
-                len(errors),
-                "yes" if held else "no",
-            ]
-        )
+    with tempfile.TemporaryDirectory(prefix="omnivox-bench-") as scratch:
+        for record in args.record:
+            for users in args.users:
+                data_dir = Path(scratch) / f"{record}-n{users}"
+                r = _one(users, clips, args, record_env(record, data_dir))
+                r["recorded"] = recorded(data_dir) if record == "on" else None
+                results[users if record == "off" else f"{users}/record"] = r
+                rows.append(_row(users, record, r))
+    _print(args, rows, results)
+    write_json(args.json, {"realtime": results, "turns": args.turns, "silence_ms": args.silence_ms})
+    return 0
+
+
+def _one(users: int, clips: list, args: argparse.Namespace, extra_env: dict[str, str]) -> dict[str, Any]:
+    env = {**PRODUCTION_INTERVALS, **extra_env}
+    if args.llm_url:
+        env["OMNIVOX_LLM_URL"] = args.llm_url
+    workers = args.workers or users
+    log_dir = Path(args.log_dir) / f"n{users}" if args.log_dir else None
+    if log_dir:
+        log_dir.mkdir(parents=True, exist_ok=True)
+    with cluster(workers=workers, engine="cascade", log_dir=log_dir, **env) as c:
+        assert c.gateway is not None
+        began, cpu0 = time.monotonic(), cpu_seconds(c.gateway.pid)
+        stats = asyncio.run(_load(f"{c.ws}/v1/realtime", users, clips, args))
+        wall = time.monotonic() - began
+        rtf = _rtf(httpx.get(c.url + "/metrics", timeout=5).text)
+        wait_finished(Path(env["OMNIVOX_DATA_DIR"]))
+        gateway_cpu = cpu_seconds(c.gateway.pid) - cpu0  # the recorder's work included, replays too
+    v2v = [s for st in stats for s in st.v2v_s]
+    errors = [e for st in stats for e in st.errors]
+    p95 = percentile(v2v, 95)
+    held = bool(v2v) and not errors and all(r < 1.0 for r in rtf.values())
+    return {
+        "workers": workers,
+        "turns": len(v2v),
+        "v2v_p50_ms": percentile(v2v, 50) * 1000,
+        "v2v_p95_ms": p95 * 1000,
+        "v2v_max_ms": max(v2v) * 1000 if v2v else float("nan"),
+        "asr_rtf": rtf.get("asr", float("nan")),
+        "tts_rtf": rtf.get("tts", float("nan")),
+        "errors": errors,
+        "wall_s": wall,
+        "gateway_cpu_pct": 100 * gateway_cpu / wall,
+        "real_time": held and p95 < args.silence_ms / 1000 + HEADROOM_S,
+    }
+
+
+COLUMNS = [
+    "callers",
+    "record",
+    "workers",
+    "turns",
+    "v2v p50 ms",
+    "v2v p95 ms",
+    "v2v max ms",
+    "ASR RTF",
+    "TTS RTF",
+    "errors",
+    "real time",
+    "gateway CPU %",
+    "rec MB/min",
+]
+
+
+def _row(users: int, record: str, r: dict[str, Any]) -> list[Any]:
+    rec = r.get("recorded")
+    return [
+        users,
+        record,
+        r["workers"],
+        r["turns"],
+        r["v2v_p50_ms"],
+        r["v2v_p95_ms"],
+        r["v2v_max_ms"],
+        r["asr_rtf"],
+        r["tts_rtf"],
+        len(r["errors"]),
+        "yes" if r["real_time"] else "no",
+        r["gateway_cpu_pct"],
+        rec["mb_per_min"] if rec else "-",
+    ]
+
+
+def _print(args: argparse.Namespace, rows: list[list[Any]], results: dict[Any, dict[str, Any]]) -> None:
     print_table(
         f"Realtime voice-to-voice, {args.turns} turns per caller, silence_duration_ms={args.silence_ms}"
         + (f", LLM {args.llm_url}" if args.llm_url else ", echo LLM"),
-        [
-            "callers",
-            "workers",
-            "turns",
-            "v2v p50 ms",
-            "v2v p95 ms",
-            "v2v max ms",
-            "ASR RTF",
-            "TTS RTF",
-            "errors",
-            "real time",
-        ],
+        COLUMNS,
         rows,
     )
-    for users, r in results.items():
+    for key, r in results.items():
         if r["errors"]:
-            print(
-                f"  {users} callers, errors: {statistics.multimode(r['errors'])} ({len(r['errors'])} in all)"
-            )
-    write_json(
-        args.json, {"realtime": results, "turns_per_caller": args.turns, "silence_ms": args.silence_ms}
-    )
-    return 0
+            print(f"  {key} callers, errors: {statistics.multimode(r['errors'])} ({len(r['errors'])} in all)")
+        rec = r.get("recorded")
+        if rec and (rec["dropped_frames"] or rec["complete"] != rec["sessions"]):
+            print(f"  {key} callers, recorder: {rec}")
