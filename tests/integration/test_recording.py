@@ -80,6 +80,7 @@ async def test_a_streaming_session_is_recorded_with_its_spoken_question_and_repl
     meta = detail["meta"]
     assert (meta["kind"], meta["turns"], meta["engine"]) == ("streaming", 2, "cascade")
     assert meta["outcome"]["reason"] == "client_left" and meta["incomplete"] is False
+    assert "client_address" not in meta  # kept only with record_client_address
     turns = detail["timeline"]["turns"]
     assert [t["role"] for t in turns] == ["user", "assistant", "user", "assistant"]
     assert word_error_rate(WEATHER, turns[0]["text"]) <= 0.1
@@ -252,7 +253,9 @@ async def test_opting_out_leaves_nothing_on_any_protocol(rec, data_dir):
 
 
 async def test_the_server_may_forbid_opting_out_and_allow_opting_in(tmp_path):
-    forced = recording_env(tmp_path / "forced", OMNIVOX_RECORD_ALLOW_OPT_OUT="false")
+    forced = recording_env(
+        tmp_path / "forced", OMNIVOX_RECORD_ALLOW_OPT_OUT="false", OMNIVOX_RECORD_CLIENT_ADDRESS="true"
+    )
     with cluster(workers=1, engine="echo", **forced) as c:
         async with StreamingClient(c.ws, "kept") as cl:
             await cl.send("prefill", messages=[{"role": "user", "content": "hello"}], record=False)
@@ -261,6 +264,7 @@ async def test_the_server_may_forbid_opting_out_and_allow_opting_in(tmp_path):
             await cl.until("done")
         detail = finished(c.url, "kept", {})
         assert detail["meta"]["record_refused"] == ["opt_out"]
+        assert detail["meta"]["client_address"] == "127.0.0.1"
         assert detail["timeline"]["turns"][0]["text"] == "hello"
     optional = recording_env(
         tmp_path / "optional", OMNIVOX_RECORD_SESSIONS="false", OMNIVOX_RECORD_ALLOW_OPT_IN="true"

@@ -122,6 +122,10 @@ async def test_cleanup_from_the_command_line_leaves_a_live_session_alone(tmp_pat
             messages = [{"role": "user", "content": "still talking"}]
             await cl.turn(messages)
             assert (data / "sessions" / "live").is_dir()
+            now = httpx.get(c.url + "/api/recordings/live").json()  # what it holds so far
+            assert now["live"] and now["meta"]["status"] == "recording" and now["media"]["wav"] is None
+            assert [t["text"] for t in now["timeline"]["turns"]][:1] == ["still talking"]
+            assert httpx.delete(c.url + "/api/recordings/live").status_code == 409
             dry = cleanup_cli(data, "--retention-days", "0", "--dry-run")
             assert "would remove old (age;" in dry and "live" not in dry.split("\n")[0]
             assert "1 being recorded" in dry and (data / "sessions" / "old").is_dir()

@@ -186,3 +186,11 @@ def test_a_recording_whose_process_died_is_finished_later(store):
     turns = json.loads((store.root / "orphan" / "recording.json").read_text())["turns"]
     assert [t["text"] for t in turns if t["role"] == "assistant"] == ["left behind"]
     assert (store.root / "orphan" / "merged_replay.wav").is_file()
+
+
+def test_the_client_address_is_kept_only_when_asked(store):
+    info = SessionInfo("addr", "duplex", "audio_duplex", time.time(), 100.0, client_address="203.0.113.9")
+    rec = SessionRecording(store, info, by_name("duplex").timeline_reader(), Policy(True))
+    send(rec, 1.0, True, chunk())
+    rec.finish(Outcome(1000))
+    assert json.loads((store.root / "addr" / "meta.json").read_text())["client_address"] == "203.0.113.9"
