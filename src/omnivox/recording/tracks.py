@@ -91,7 +91,9 @@ class Track:
             return None
         if not len(samples) or not 8000 <= rate <= 48000:
             return None
-        samples = np.clip(np.nan_to_num(np.asarray(samples, np.float32).reshape(-1)), -1.0, 1.0)
+        samples = np.asarray(samples, np.float32).reshape(-1)
+        if audio.encoding == "float32":  # (finite: the decoder refuses NaN) the only one past full scale
+            samples = np.clip(samples, -1.0, 1.0)
         return samples, rate
 
     def add(self, t: float, audio: Audio) -> list[Chunk]:
