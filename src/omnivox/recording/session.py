@@ -22,7 +22,6 @@ import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -34,9 +33,7 @@ from omnivox.protocol.timeline import (
     Config,
     ErrorEvent,
     Event,
-    Figures,
     Image,
-    Marker,
     RecordChoice,
     Text,
     TimelineReader,
@@ -44,6 +41,7 @@ from omnivox.protocol.timeline import (
     TurnStart,
 )
 from omnivox.recording.finalize import finalize
+from omnivox.recording.journal import describe, iso
 from omnivox.recording.store import (
     JOURNAL,
     LOCK,
@@ -288,7 +286,7 @@ class SessionRecording:
             # a turn's audio is journaled inside it: what is buffered goes before the marker
             for chunk in self.tracks[event.role].flush():
                 self._write_chunk(chunk)
-        self._journal_line({"t": round(t, 3), **_describe(event)})
+        self._journal_line({"t": round(t, 3), **describe(event)})
 
     def _write_chunk(self, chunk: Chunk) -> None:
         name = self._file(_FOLDERS[chunk.role], "wav", write_wav(chunk.samples, chunk.sample_rate))
@@ -344,7 +342,7 @@ class SessionRecording:
             "task_type": info.task_type,
             "status": "recording",
             "started_at": round(info.started_at, 3),
-            "created_at": _iso(info.started_at),
+            "created_at": iso(info.started_at),
             "workers": self.workers,
             "engine": self.workers[-1]["engine"] if self.workers else None,
             "config": self.config,
@@ -366,7 +364,7 @@ class SessionRecording:
         self._write_meta()  # the latest config and workers
         return {
             "ended_at": round(ended, 3),
-            "ended": _iso(ended),
+            "ended": iso(ended),
             "outcome": {
                 "reason": reason,
                 "close_code": outcome.close_code,
@@ -400,44 +398,3 @@ class SessionRecording:
             with contextlib.suppress(OSError):
                 os.close(self._lock_fd)
             self._lock_fd = None
-
-
-def _describe(event: Event) -> dict[str, Any]:
-    """A timeline event as its journal line (without its time)."""
-    if isinstance(event, Text):
-        return {
-            "type": "text",
-            "role": event.role,
-            "text": event.text,
-            "final": event.final,
-            "source": event.source,
-        }
-    if isinstance(event, TurnStart | TurnEnd):
-        line: dict[str, Any] = {
-            "type": "turn_start" if isinstance(event, TurnStart) else "turn_end",
-            "role": event.role,
-        }
-        if event.audio_ms is not None:
-            line["audio_ms"] = event.audio_ms
-        if isinstance(event, TurnStart) and event.ref is not None:
-            line["ref"] = event.ref
-        if isinstance(event, TurnEnd):
-            line["status"] = event.status
-        return line
-    if isinstance(event, ErrorEvent):
-        return {"type": "error", "code": event.code, "message": event.message}
-    if isinstance(event, Figures):
-        return {"type": "figures", "values": event.values, "next_turn": event.next_turn}
-    if isinstance(event, Marker):
-        return {"type": "marker", "name": event.name, **({"detail": event.detail} if event.detail else {})}
-    return {"type": type(event).__name__.lower()}
-
-
-def _image_ext(data: bytes) -> str | None:
-    if data[:8] == b"\x89PNG\r\n\x1a\n":
-        return "png"
-    return "jpg" if data[:2] == b"\xff\xd8" else None
-
-
-def _iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds")
