@@ -33,7 +33,7 @@ import websockets
 
 from omnivox.audio.pcm import to_pcm16
 from omnivox.bench.cluster import cluster
-from omnivox.bench.recording import add_record_argument, cpu_seconds, record_env, recorded, wait_finished
+from omnivox.bench.record_flag import add_record_argument, cpu_seconds, record_env, recorded, wait_finished
 from omnivox.bench.table import percentile, print_table, write_json
 from omnivox.protocol.realtime_events import ga_type
 
