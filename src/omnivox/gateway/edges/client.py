@@ -115,9 +115,11 @@ async def _serve(
             try:
                 await conn.run(edge.on_frame, edge.main())
             finally:
-                await taps.close()
-                if recorder is not None:  # however it ended (a lost worker too): finished off the loop
-                    recorder.finish(conn.close_code, client_left=conn.gone.is_set())
+                try:
+                    await taps.close()
+                finally:  # however it ended (a lost worker, a shutdown): finished off the loop
+                    if recorder is not None:
+                        recorder.finish(conn.close_code, client_left=conn.gone.is_set())
     finally:
         active.dec()
 
