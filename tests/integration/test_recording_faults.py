@@ -148,19 +148,20 @@ async def test_cleanup_from_the_command_line_leaves_a_live_session_alone(tmp_pat
 
 async def test_the_gateway_cleans_up_in_the_background_but_never_a_live_session(tmp_path):
     data = tmp_path / "data"
-    env = recording_env(data, OMNIVOX_RETENTION_DAYS="0", OMNIVOX_CLEANUP_INTERVAL_S="0.3")
+    # kept two seconds after it ends (long enough to read it here); cleaned every 0.3 s
+    env = recording_env(data, OMNIVOX_RETENTION_DAYS=str(2 / 86400), OMNIVOX_CLEANUP_INTERVAL_S="0.3")
     with cluster(workers=1, engine="echo", **env) as c:
         async with StreamingClient(c.ws, "long") as cl:
             messages: list[dict] = []
-            for n in range(8):  # about 2.5 s of turns: cleanup runs several times meanwhile
+            for n in range(10):  # over 3 s of turns, longer than the retention: cleanup runs meanwhile
                 messages.append({"role": "user", "content": f"turn {n}"})
                 reply = await cl.turn(messages)
                 messages.append({"role": "assistant", "content": reply["text"]})
                 await asyncio.sleep(0.3)
                 assert (data / "sessions" / "long" / "meta.json").is_file()
         detail = finished(c.url, "long", {}, timeout=5)  # finished whole...
-        assert len([t for t in detail["timeline"]["turns"] if t["role"] == "user"]) == 8
-        for _ in range(50):  # ...then removed by the next run
+        assert len([t for t in detail["timeline"]["turns"] if t["role"] == "user"]) == 10
+        for _ in range(100):  # ...then removed once two seconds old
             if not (data / "sessions" / "long").exists():
                 break
             await asyncio.sleep(0.1)
