@@ -12,4 +12,5 @@ BENCHES = {
     "realtime": "N concurrent realtime callers: voice-to-voice latency, ASR/TTS real-time factors, errors",
     "duplex": "N concurrent duplex callers: unit wall-clock (listen/speak), lagging, speech end to speech",
     "fuzz": "seeded hostile frames per protocol; the server must keep serving with no worker lost",
+    "recording": "the session recorder's CPU and bytes per session-minute of each kind, in process",
 }

@@ -34,9 +34,11 @@ import base64
 import json
 import re
 import statistics
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
@@ -44,7 +46,8 @@ import websockets
 
 from omnivox.audio.pcm import to_pcm16
 from omnivox.bench.cluster import cluster
-from omnivox.bench.realtime_webrtc import LOOPBACK_ENV, WebRtcCaller, cpu_s
+from omnivox.bench.realtime_webrtc import LOOPBACK_ENV, WebRtcCaller
+from omnivox.bench.record_flag import add_record_argument, cpu_seconds, record_env, recorded, wait_finished
 from omnivox.bench.table import percentile, print_table, write_json
 from omnivox.bench.webrtc_client import LOUD
 from omnivox.protocol.realtime_events import ga_type
@@ -85,6 +88,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="how callers call",
     )
     parser.add_argument("--log-dir", help="keep the server logs here")
+    add_record_argument(parser)
 
 
 @dataclass
@@ -260,38 +264,52 @@ def _describe(args: argparse.Namespace) -> str:
     return f"{llm}, {args.asr} ASR"
 
 
+COLUMNS = [
+    "transport",
+    "turn detection",
+    "callers",
+    "record",
+    "turns",
+    "v2v p50 ms",
+    "v2v p95 ms",
+    "heard p50 ms",
+    "heard p95 ms",
+    "ASR RTF",
+    "TTS RTF",
+    "gateway CPU % per session",
+    "worker MB",
+    "rec MB/min",
+    "errors",
+    "real time",
+]
+
+
 def run(args: argparse.Namespace) -> int:
     clips = [_clip(s) for s in SENTENCES]
-    rows, results = [], {}
-    for transport in args.transport:
-        for mode in args.detection:
-            for users in args.users:
-                args.mode, args.transport_now = mode, transport
-                result = _one(args, users, clips)
-                results[f"{transport}/{mode}/{users}"] = result
-                rows.append(_row(transport, mode, users, result))
+    rows: list[list[Any]] = []
+    results: dict[str, dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory(prefix="omnivox-bench-") as scratch:
+        for transport in args.transport:
+            for mode in args.detection:
+                for record in args.record:
+                    for users in args.users:
+                        args.mode, args.transport_now = mode, transport
+                        data_dir = Path(scratch) / f"{transport}-{mode}-{record}-n{users}"
+                        r = _one(args, users, clips, record_env(record, data_dir))
+                        r["recorded"] = recorded(data_dir) if record == "on" else None
+                        key = f"{transport}/{mode}/{users}" + ("/record" if record == "on" else "")
+                        results[key] = r
+                        rows.append(_row(transport, mode, users, record, r))
     print_table(
         f"Realtime voice-to-voice, {args.turns} turns per caller, {_describe(args)}"
         f" (server_vad: silence_duration_ms={args.silence_ms})",
-        [
-            "transport",
-            "turn detection",
-            "callers",
-            "turns",
-            "v2v p50 ms",
-            "v2v p95 ms",
-            "heard p50 ms",
-            "heard p95 ms",
-            "ASR RTF",
-            "TTS RTF",
-            "gateway CPU % per session",
-            "worker MB",
-            "errors",
-            "real time",
-        ],
+        COLUMNS,
         rows,
     )
     for key, r in results.items():
+        rec = r.get("recorded")
+        if rec and (rec["dropped_frames"] or rec["complete"] != rec["sessions"]):
+            print(f"  {key}: recorder {rec}")
         if r["errors"]:
             print(f"  {key}: errors {statistics.multimode(r['errors'])} ({len(r['errors'])} in all)")
     write_json(
@@ -306,11 +324,13 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _row(transport: str, mode: str, users: int, result: dict) -> list:
+def _row(transport: str, mode: str, users: int, record: str, result: dict[str, Any]) -> list[Any]:
+    rec = result.get("recorded")
     return [
         transport,
         mode,
         users,
+        record,
         result["turns"],
         result["v2v_p50_ms"],
         result["v2v_p95_ms"],
@@ -320,25 +340,27 @@ def _row(transport: str, mode: str, users: int, result: dict) -> list:
         result["tts_rtf"],
         result["gateway_cpu_pct"],
         result["worker_rss_mb"],
+        rec["mb_per_min"] if rec else "-",
         len(result["errors"]),
         "yes" if result["real_time"] else "no",
     ]
 
 
-def _one(args: argparse.Namespace, users: int, clips: list) -> dict:
+def _one(args: argparse.Namespace, users: int, clips: list, extra_env: dict[str, str]) -> dict[str, Any]:
     workers = args.workers or users
     log_dir = Path(args.log_dir) / f"{args.transport_now}-{args.mode}-n{users}" if args.log_dir else None
     if log_dir:
         log_dir.mkdir(parents=True, exist_ok=True)
-    env = {**_env(args), **(LOOPBACK_ENV if args.transport_now == "webrtc" else {})}
+    env = {**_env(args), **extra_env, **(LOOPBACK_ENV if args.transport_now == "webrtc" else {})}
     with cluster(workers=workers, engine="cascade", log_dir=log_dir, **env) as c:
         assert c.gateway is not None
-        began, cpu0 = time.monotonic(), cpu_s(c.gateway.pid)
+        began, cpu0 = time.monotonic(), cpu_seconds(c.gateway.pid)
         stats = asyncio.run(_load(c.url, users, clips, args))
         wall = time.monotonic() - began
-        gateway_cpu = cpu_s(c.gateway.pid) - cpu0
         rtf = _rtf(httpx.get(c.url + "/metrics", timeout=5).text)
         rss = [_rss_mb(w.pid) for w in c.workers]
+        wait_finished(Path(env["OMNIVOX_DATA_DIR"]))
+        gateway_cpu = cpu_seconds(c.gateway.pid) - cpu0  # the recorder's work included, replays too
     v2v = [s for st in stats for s in st.v2v_s]
     heard = [s for st in stats for s in st.heard_s]
     errors = [e for st in stats for e in st.errors]

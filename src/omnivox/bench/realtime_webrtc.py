@@ -14,8 +14,6 @@ Calls gather ICE candidates on 127.0.0.1 only, and the cluster is told to do the
 from __future__ import annotations
 
 import asyncio
-import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -24,7 +22,6 @@ from omnivox.bench.webrtc_client import WebRtcCall, loopback_only
 
 RATE = 24000
 LOOPBACK_ENV = {"OMNIVOX_WEBRTC_HOST_ADDRESSES": '["127.0.0.1"]'}
-CLK_TCK = 100  # Linux's USER_HZ
 
 
 class WebRtcCaller:
@@ -74,17 +71,3 @@ class WebRtcCaller:
         if heard:
             self.stats.heard_s.append(heard[0] - speech_end)
         await asyncio.sleep(0.5)  # a breath before the next sentence
-
-
-def cpu_s(pid: int) -> float:
-    """CPU seconds (user + system) a process has used (Linux)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLK_TCK
-    except (OSError, IndexError, ValueError):
-        return float("nan")
-
-
-def timed_cpu(pid: int, began: float) -> tuple[float, float]:
-    """(CPU seconds of ``pid`` so far, wall seconds since ``began``)."""
-    return cpu_s(pid), time.monotonic() - began

@@ -173,10 +173,11 @@ async def _call(request: Request, protocol: WireProtocol, ctx: GatewayContext) -
     defaults = {**((grant.session if grant else None) or {}), **(session or {})}
     preamble = protocol.media.preamble(defaults)
     headers = dict(request.headers)
+    host = request.client.host if request.client else None
 
     async def run_session(c: Call) -> None:
         with held:
-            await serve_session(c, protocol, ctx, c.id, {}, headers, preamble)
+            await serve_session(c, protocol, ctx, c.id, {}, headers, preamble, host)
 
     ctx.calls.start(call, run_session)
     location = f"{protocol.path}/calls/{call.id}"

@@ -52,11 +52,13 @@ from omnivox.gateway.scheduling.pool import WorkerRecord
 from omnivox.protocol.internal import PauseReport, TurnEnd, parse_internal
 from omnivox.protocol.queue import QueueNotice
 from omnivox.protocol.spec import WireProtocol
+from omnivox.recording.service import SessionRecorder
+from omnivox.recording.session import SessionInfo
 from omnivox.session.inbox import Inbox
 from omnivox.session.relay import Inbound, Relay, RelayEnd
 from omnivox.session.runtime import Connection
 from omnivox.session.sockets import AsgiSocket, Socket
-from omnivox.session.taps import Taps
+from omnivox.session.taps import Direction, Frame, Taps
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +91,8 @@ async def serve_client(ws: WebSocket, protocol: WireProtocol, ctx: GatewayContex
             await call.attach(socket)  # a sideband: the call's events, and a say in it
             return
         preamble = protocol.defaults_frames(grant.session) if grant and grant.session else []
-        await serve_session(socket, protocol, ctx, session_id, query, ws.headers, preamble)
+        host = ws.client.host if ws.client else None
+        await serve_session(socket, protocol, ctx, session_id, query, ws.headers, preamble, host)
 
 
 def authorize(ctx: GatewayContext, key: str | None) -> Grant | None:
@@ -111,26 +114,29 @@ async def serve_session(
     query: dict[str, str],
     headers: Mapping[str, str],
     preamble: list[str] | None = None,
+    client_host: str | None = None,
 ) -> None:
     """Serve one admitted connection (a WebSocket, or a WebRTC call) until it ends. ``preamble``:
-    client frames the worker gets before any the client sends (session defaults)."""
+    client frames the worker gets before any the client sends (session defaults); ``client_host``: the
+    peer's address (recorded when ``record_client_address`` is on)."""
     metrics = ctx.metrics
     metrics.sessions.labels(protocol.name).inc()
     active = metrics.active_sessions.labels(protocol.name)
     active.inc()
+    recorder = _recorder(ctx, protocol, session_id, query, client_host)
     try:
         with ctx.sessions.track(protocol.name, session_id) as record:
             conn = Connection(
                 socket,
                 protocol,
-                on_error=metrics.error,
+                on_error=_on_error(metrics.error, recorder),
                 outbox_limit_bytes=ctx.settings.max_outbox_bytes,
                 slow_peer_s=ctx.settings.slow_client_timeout_s,
             )
-            taps = Taps([MetricsTap(metrics, record)])
+            taps = Taps([MetricsTap(metrics, record), *([recorder] if recorder is not None else [])])
             edge_cls = SessionEdge if protocol.scope == "session" else TurnEdge
             request = Request(session_id, query, protocol.worker_params(headers, query))
-            edge = edge_cls(conn, protocol, ctx, record, request, taps)
+            edge = edge_cls(conn, protocol, ctx, record, request, taps, recorder=recorder)
             for frame in preamble or []:
                 item = Inbound(frame)
                 edge.inbox.offer(item, item.size, budget=None)
@@ -138,9 +144,46 @@ async def serve_session(
             try:
                 await conn.run(edge.on_frame, edge.main())
             finally:
-                await taps.close()
+                try:
+                    await taps.close()
+                finally:  # however it ended (a lost worker, a shutdown): finished off the loop
+                    if recorder is not None:
+                        recorder.finish(conn.close_code, client_left=conn.gone.is_set())
     finally:
         active.dec()
+
+
+def _recorder(
+    ctx: GatewayContext,
+    protocol: WireProtocol,
+    session_id: str,
+    query: dict[str, str],
+    client_host: str | None,
+) -> SessionRecorder | None:
+    """The session's recording tap (None: nothing of it is recorded)."""
+    if ctx.recordings is None or not ctx.recordings.records_anything:
+        return None
+    address = client_host if ctx.settings.record_client_address else None
+    info = SessionInfo(
+        session_id=session_id,
+        kind=protocol.name,
+        task_type=protocol.task_type(session_id, query),
+        started_at=time.time(),
+        t0=time.monotonic(),
+        client_address=address,
+    )
+    return ctx.recordings.recorder(info, protocol.timeline_reader())
+
+
+def _on_error(count: Callable[[str], None], recorder: SessionRecorder | None) -> Callable[[str], None]:
+    if recorder is None:
+        return count
+
+    def both(code: str) -> None:
+        count(code)
+        recorder.error(code)
+
+    return both
 
 
 async def refuse(socket: Socket, protocol: WireProtocol, err: OmnivoxError) -> None:
@@ -170,8 +213,10 @@ class _Edge:
         record: SessionRecord,
         request: Request,
         taps: Taps,
+        recorder: SessionRecorder | None = None,
     ) -> None:
         self.conn = conn
+        self.recorder = recorder
         self.protocol = protocol
         self.ctx = ctx
         self.settings: Settings = ctx.settings
@@ -198,6 +243,8 @@ class _Edge:
             max_wait_s=self.protocol.max_wait_s(self.settings),
         )
         self.ticket_id = ticket.ticket_id
+        if self.recorder is not None:
+            self.recorder.assigned(worker.worker_id, worker.engine)
         return worker
 
     def release(self, worker: WorkerRecord, *, confirmed: bool = True, **cache: str | None) -> None:
@@ -348,7 +395,8 @@ class TurnEdge(_Edge):
         try:
             socket = await self.open(worker)
             try:
-                self.taps.see_sent = None
+                # the turn's opening message goes to the worker outside the relay: taps see it here
+                self.taps.see(Frame(Direction.TO_WORKER, time.monotonic(), opening.raw))
                 await socket.send(opening.raw)
                 end = await self.relay(socket, self._control).run()
             finally:
