@@ -76,8 +76,9 @@ class _Turn:
         return "".join(self.deltas).strip()
 
     def extent(self) -> tuple[float, float]:
-        if self.role == "assistant" and self.clips:
-            return min(c["start"] for c in self.clips), max(c["end"] for c in self.clips)
+        heard = [c for c in self.clips if c["end"] > c["start"]]  # not queued wholly past a barge-in
+        if self.role == "assistant" and heard:
+            return min(c["start"] for c in heard), max(c["end"] for c in heard)
         start = self.start
         end = self.end
         if self.clips:

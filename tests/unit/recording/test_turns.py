@@ -30,6 +30,19 @@ def test_a_barge_in_cuts_only_the_chunks_placed_before_it():
     assert [e["end"] for e in events if e["type"] == "audio"] == [1.5, 2.0, 2.6]
 
 
+def test_audio_queued_wholly_past_a_barge_in_does_not_lengthen_the_reply():
+    events = [
+        {"type": "turn_start", "role": "assistant", "t": 1.0, "ref": "r1"},
+        audio("assistant", 1.0, 0.5, 1),
+        audio("assistant", 1.5, 0.2, 2),  # sent ahead of playback: placed after the cut
+        {"type": "barge_in", "t": 1.4, "cut_seq": 2},
+        {"type": "turn_end", "role": "assistant", "t": 1.4, "status": "cancelled"},
+    ]
+    heard_ends(events)
+    (reply,) = build_turns(events)
+    assert (reply["start"], reply["end"]) == (1.0, 1.4)
+
+
 def test_realtime_turns_are_mapped_from_stream_positions_and_snap_to_the_speech():
     events = [
         audio("user", 0.2, 1.0, 1, stream_pos=0.0, voiced=[[0.2, 0.5]]),
