@@ -1,0 +1,274 @@
+"""The two scopes a client session is relayed in (``edges.client`` picks one per protocol).
+
+- ``SessionEdge`` (realtime, duplex): one worker for the session's whole life, frames relayed
+  unparsed; frames sent while waiting are held (up to the protocol's bound) and delivered in order.
+- ``TurnEdge`` (streaming): each turn waits for a worker routed by the history it continues, then
+  relays until the worker reports the turn over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from omnivox.core.config import Settings
+from omnivox.core.errors import (
+    WS_SERVER_ERROR,
+    OmnivoxError,
+    QueuedInputDropped,
+    SessionIdle,
+    WorkerLost,
+)
+from omnivox.gateway.context import GatewayContext
+from omnivox.gateway.edges.sessions import SessionRecord
+from omnivox.gateway.edges.worker_link import CONNECT_FAILURES, connect_worker
+from omnivox.gateway.scheduling.admission import ClientGone
+from omnivox.gateway.scheduling.pool import WorkerRecord
+from omnivox.protocol.internal import PauseReport, TurnEnd, parse_internal
+from omnivox.protocol.queue import QueueNotice
+from omnivox.protocol.spec import WireProtocol
+from omnivox.recording.service import SessionRecorder
+from omnivox.session.inbox import Inbox
+from omnivox.session.relay import Inbound, Relay, RelayEnd
+from omnivox.session.runtime import Connection
+from omnivox.session.sockets import Socket
+from omnivox.session.taps import Direction, Frame, Taps
+
+log = logging.getLogger(__name__)
+
+_CLOSE_CODES = (1000, 1008, 1011)  # what a worker's close may be passed on as (else 1011)
+
+
+@dataclass(frozen=True)
+class Request:
+    """What the edge keeps of the client's request."""
+
+    session_id: str
+    query: dict[str, str]
+    worker_params: dict[str, str]  # what the worker must know of it (protocol.worker_params)
+
+
+class _Edge:
+    """What both scopes share: the inbox, admission, the worker link and the relay."""
+
+    def __init__(
+        self,
+        conn: Connection,
+        protocol: WireProtocol,
+        ctx: GatewayContext,
+        record: SessionRecord,
+        request: Request,
+        taps: Taps,
+        recorder: SessionRecorder | None = None,
+    ) -> None:
+        self.conn = conn
+        self.recorder = recorder
+        self.protocol = protocol
+        self.ctx = ctx
+        self.settings: Settings = ctx.settings
+        self.record = record
+        self.session_id = request.session_id
+        self.worker_params = request.worker_params
+        self.taps = taps
+        self.inbox: Inbox[Inbound] = Inbox(self.settings.max_message_bytes * 2)
+        self.task_type = protocol.task_type(request.session_id, request.query)
+        self.ticket_id: str | None = None
+
+    def notify(self, notice: QueueNotice) -> None:
+        frame = self.protocol.notice_frame(notice)
+        if frame is not None:
+            self.conn.send(frame)
+
+    async def admit(self, history_hash: str | None = None) -> WorkerRecord:
+        worker, ticket = await self.ctx.admission.acquire(
+            self.task_type,
+            self.conn.gone,
+            self.notify,
+            history_hash=history_hash,
+            record=self.record,
+            max_wait_s=self.protocol.max_wait_s(self.settings),
+        )
+        self.ticket_id = ticket.ticket_id
+        if self.recorder is not None:
+            self.recorder.assigned(worker.worker_id, worker.engine)
+        return worker
+
+    def release(self, worker: WorkerRecord, *, confirmed: bool = True, **cache: str | None) -> None:
+        """End this session's assignment of ``worker`` (never a later one's). Unconfirmed (the
+        worker did not say it was done): it is handed out again once it says it is free."""
+        self.ctx.pool.release(worker, ticket_id=self.ticket_id, confirmed=confirmed, **cache)
+        if not confirmed:
+            self.ctx.health.confirm(worker)
+
+    async def open(self, worker: WorkerRecord) -> Socket:
+        params = {**self.worker_params, "worker_id": worker.worker_id}
+        url = self.protocol.worker_url(worker.url, self.session_id, params)
+        return await connect_worker(url, self.settings)
+
+    def relay(self, socket: Socket, control: Callable[[str], bool] = lambda frame: False) -> Relay:
+        return Relay(self.inbox, self.conn, socket, see=self.taps.see, control=control)
+
+    def lost(self, worker: WorkerRecord, why: object) -> WorkerLost:
+        log.warning("worker %s lost mid-%s: %s", worker.worker_id, self.protocol.scope, why)
+        self.ctx.pool.mark_offline(worker)
+        return WorkerLost(f"worker {worker.worker_id} was lost; " + self._after_loss)
+
+    _after_loss = "start a new session"
+
+
+class SessionEdge(_Edge):
+    """One worker for the session's whole life; frames relayed unparsed."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.connected = False
+        self.dropped = 0
+        self.heard_at = time.monotonic()  # the client's last frame
+
+    async def on_frame(self, raw: str | bytes) -> None:
+        self.heard_at = time.monotonic()
+        item = Inbound(raw)
+        if self.connected:
+            await self.inbox.put(item, item.size)
+            return
+        limit = self.protocol.held_bytes(self.settings)
+        if not self.inbox.offer(item, item.size, budget=limit):
+            self.dropped += 1
+            if self.dropped == 1:  # said once; the session starts without what was dropped
+                raise QueuedInputDropped(
+                    f"more than {limit} bytes of events arrived while waiting for a worker; "
+                    "later ones are dropped until the session starts"
+                )
+
+    async def main(self) -> None:
+        try:
+            worker = await self.admit()
+        except ClientGone:
+            return
+        except OmnivoxError as err:
+            refusal = self.protocol.refusal(err)
+            self.conn.error(refusal)
+            self.conn.end(refusal.close_code)
+            return
+        end: RelayEnd | None = None
+        failure: object = None
+        try:
+            socket = await self.open(worker)
+            try:
+                self.connected = True
+                self.heard_at = time.monotonic()
+                await self.conn.units.start("idle", self._watch_idle())
+                end = await self.relay(socket, lambda frame: self._control(worker, frame)).run()
+            finally:
+                await socket.close()
+        except CONNECT_FAILURES as exc:
+            failure = exc
+        finally:
+            if failure is None and end is not None and end.worker_dropped:
+                failure = "its connection dropped"
+            if failure is not None:
+                self.conn.error(self.lost(worker, failure))
+                self.conn.end(WS_SERVER_ERROR)
+            # no-op once marked offline; when the client went first, the worker is still winding down
+            self.release(worker, confirmed=end is not None and end.side == "worker")
+            self.record.idle()
+        if end is not None and end.side == "worker":  # the worker ended the session: so does the client
+            code = end.worker_code or 1000
+            self.conn.end(code if code in _CLOSE_CODES else WS_SERVER_ERROR)
+
+    async def _watch_idle(self) -> None:
+        """A session holds a worker: one whose client says nothing for too long gives it back (a
+        paused duplex session is not idle: its own pause timeout watches it)."""
+        limit = self.settings.session_idle_limit_s
+        while True:
+            await asyncio.sleep(min(1.0, limit / 4))
+            now = time.monotonic()
+            if self.record.paused:
+                self.heard_at = now
+            elif now - self.heard_at > limit:
+                self.conn.error(SessionIdle(f"nothing was heard from the client for {limit:g} s"))
+                return
+
+    def _control(self, worker: WorkerRecord, frame: str) -> bool:
+        """The worker's state changed within the session (a duplex pause): the pool follows."""
+        report = parse_internal(frame)
+        if isinstance(report, PauseReport):
+            self.ctx.pool.set_paused(worker, report.paused)
+            self.record.paused = report.paused
+        return False
+
+
+class TurnEdge(_Edge):
+    """A worker per turn, routed by the history the turn continues; messages parsed here."""
+
+    _after_loss = "send the turn again"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._turn_end: TurnEnd | None = None
+
+    async def on_frame(self, raw: str | bytes) -> None:
+        msg = self.protocol.parser(raw, self.settings.max_message_bytes)
+        if self.protocol.ends_session(msg):
+            self.inbox.close()
+            self.conn.end()
+            return
+        item = Inbound(raw, msg)
+        await self.inbox.put(item, item.size)
+
+    async def main(self) -> None:
+        while (item := await self.inbox.get()) is not None:
+            start = self.protocol.turn_start(item.msg)
+            if start is None:
+                if (err := self.protocol.between_turns(item.msg)) is not None:
+                    self.conn.error(err)
+                continue
+            try:
+                worker = await self.admit(start.history_hash)
+            except ClientGone:
+                return
+            except OmnivoxError as err:
+                self.conn.error(self.protocol.refusal(err))
+                if err.fatal:
+                    return
+                continue
+            await self.turn(worker, item)
+
+    async def turn(self, worker: WorkerRecord, opening: Inbound) -> None:
+        self._turn_end = None
+        end: RelayEnd | None = None
+        failure: object = None
+        try:
+            socket = await self.open(worker)
+            try:
+                # the turn's opening message goes to the worker outside the relay: taps see it here
+                self.taps.see(Frame(Direction.TO_WORKER, time.monotonic(), opening.raw))
+                await socket.send(opening.raw)
+                end = await self.relay(socket, self._control).run()
+            finally:
+                await socket.close()
+        except CONNECT_FAILURES as exc:
+            failure = exc
+        finally:
+            if failure is None and end is not None and end.worker_dropped and not end.held:
+                failure = "its connection dropped"
+            if failure is not None:
+                self.conn.error(self.lost(worker, failure))  # marked offline: nothing to release
+            elif self._turn_end is not None:
+                self.release(worker, cached_hash=self._turn_end.cached_hash)
+            else:
+                # the turn did not end (its client left mid-turn): the worker is interrupted and
+                # winds down; it takes the next turn once it says it is free (the cache is kept)
+                self.release(worker, confirmed=False)
+            self.record.idle()
+
+    def _control(self, frame: str) -> bool:
+        report = parse_internal(frame)
+        if isinstance(report, TurnEnd):
+            self._turn_end = report
+            return True
+        return False
