@@ -1,0 +1,188 @@
+"""Admission: a session gets a worker at once or waits hearing its place; a client that leaves, a
+ticket cancelled, a wait that runs out, and a waiter cancelled as it is served all give back what
+they hold; one notifier round tells each waiter its place only when it moved or went quiet."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from omnivox.core.errors import QueueFull, SessionLimitReached, TicketCancelled, WorkerUnavailable
+from omnivox.gateway.edges.sessions import SessionRecord, SessionState
+from omnivox.gateway.metrics import GatewayMetrics
+from omnivox.gateway.scheduling.admission import Admission, ClientGone
+from omnivox.gateway.scheduling.states import WorkerState
+from omnivox.protocol.queue import QueueNotice
+
+
+class Notices(list):
+    def __call__(self, notice: QueueNotice) -> None:
+        self.append(notice)
+
+    @property
+    def kinds(self) -> list[str]:
+        return [n.kind for n in self]
+
+
+def record() -> SessionRecord:
+    return SessionRecord(kind="streaming", client_session_id="c", started_at=0.0)
+
+
+async def settle() -> None:
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+async def test_a_free_worker_is_had_at_once(make_pool):
+    pool, (w,) = make_pool(1)
+    admission = Admission(pool, GatewayMetrics())
+    notes, rec = Notices(), record()
+    worker, ticket = await admission.acquire("streaming", asyncio.Event(), notes, record=rec)
+    assert worker is w and ticket.worker_id == w.worker_id
+    (done,) = notes
+    assert done.kind == "queue_done" and done.worker_id == w.worker_id and done.was_queued is False
+    assert done.waited_s == 0.0
+    assert (
+        rec.state is SessionState.ACTIVE
+        and rec.worker_id == w.worker_id
+        and rec.ticket_id == ticket.ticket_id
+    )
+
+
+async def test_the_queue_wait_is_observed_in_the_metrics(make_pool):
+    pool, _ = make_pool(1)
+    metrics = GatewayMetrics()
+    await Admission(pool, metrics).acquire("streaming", asyncio.Event(), Notices())
+    text = metrics.render().decode()
+    assert 'omnivox_queue_wait_seconds_count{task_type="streaming"} 1.0' in text
+
+
+async def test_a_waiter_hears_its_place_then_gets_the_freed_worker(make_pool, clock):
+    pool, (w,) = make_pool(1)
+    admission = Admission(pool, GatewayMetrics())
+    holder, _ = await admission.acquire("streaming", asyncio.Event(), Notices())
+    notes, rec = Notices(), record()
+    task = asyncio.ensure_future(admission.acquire("streaming", asyncio.Event(), notes, record=rec))
+    await settle()
+    (queued,) = notes
+    assert queued.kind == "queued" and queued.position == 1 and queued.queue_length == 1
+    assert queued.estimated_wait_s == 20.0 and rec.state is SessionState.QUEUED
+    clock.now += 3.0
+    pool.release(holder)
+    worker, _ = await asyncio.wait_for(task, 5)
+    assert worker is w and notes.kinds == ["queued", "queue_done"]
+    assert notes[-1].was_queued is True and notes[-1].waited_s == 3.0 and rec.state is SessionState.ACTIVE
+
+
+async def test_a_client_that_leaves_while_queued_gives_its_place_up(make_pool):
+    pool, _ = make_pool(1)
+    admission = Admission(pool, GatewayMetrics())
+    await admission.acquire("streaming", asyncio.Event(), Notices())
+    gone, rec = asyncio.Event(), record()
+    task = asyncio.ensure_future(admission.acquire("streaming", gone, Notices(), record=rec))
+    await settle()
+    assert pool.queue_length == 1
+    gone.set()
+    with pytest.raises(ClientGone):
+        await asyncio.wait_for(task, 5)
+    assert pool.queue_length == 0 and rec.state is SessionState.IDLE and admission._watching == {}
+
+
+async def test_a_wait_that_runs_out_is_a_session_limit(make_pool):
+    pool, _ = make_pool(1)
+    admission = Admission(pool, GatewayMetrics())
+    await admission.acquire("streaming", asyncio.Event(), Notices())
+    with pytest.raises(SessionLimitReached) as caught:
+        await admission.acquire("streaming", asyncio.Event(), Notices(), max_wait_s=0.01)
+    assert caught.value.details == {"waited_s": 0.01} and pool.queue_length == 0
+
+
+async def test_a_cancelled_ticket_reaches_its_waiter(make_pool):
+    pool, _ = make_pool(1)
+    admission = Admission(pool, GatewayMetrics())
+    await admission.acquire("streaming", asyncio.Event(), Notices())
+    notes, rec = Notices(), record()
+    task = asyncio.ensure_future(admission.acquire("streaming", asyncio.Event(), notes, record=rec))
+    await settle()
+    pool.cancel(notes[0].ticket_id)
+    with pytest.raises(TicketCancelled):
+        await asyncio.wait_for(task, 5)
+    assert rec.state is SessionState.IDLE
+
+
+async def test_refusals_at_the_door_leave_the_record_idle(make_pool):
+    pool, _ = make_pool(1, max_queue=0)
+    admission = Admission(pool, GatewayMetrics())
+    await admission.acquire("streaming", asyncio.Event(), Notices())
+    rec = record()
+    with pytest.raises(QueueFull):
+        await admission.acquire("streaming", asyncio.Event(), Notices(), record=rec)
+    assert rec.state is SessionState.IDLE
+    with pytest.raises(WorkerUnavailable):
+        await admission.acquire("audio_duplex", asyncio.Event(), Notices(), record=rec)
+    assert rec.state is SessionState.IDLE
+
+
+async def test_a_waiter_cancelled_while_queued_cancels_its_ticket(make_pool):
+    pool, _ = make_pool(1)
+    admission = Admission(pool, GatewayMetrics())
+    await admission.acquire("streaming", asyncio.Event(), Notices())
+    task = asyncio.ensure_future(admission.acquire("streaming", asyncio.Event(), Notices()))
+    await settle()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert pool.queue_length == 0 and admission._watching == {}
+
+
+async def test_a_waiter_cancelled_in_the_step_it_was_served_gives_the_worker_back(make_pool):
+    pool, (w,) = make_pool(1)
+    admission = Admission(pool, GatewayMetrics())
+    holder, _ = await admission.acquire("streaming", asyncio.Event(), Notices())
+    task = asyncio.ensure_future(admission.acquire("streaming", asyncio.Event(), Notices()))
+    await settle()
+    pool.release(holder)  # the ticket is assigned now ...
+    assert w.state is WorkerState.BUSY_STREAMING
+    task.cancel()  # ... and its waiter goes before it could take the worker
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert w.state is WorkerState.IDLE and w.ticket_id is None
+
+
+async def test_a_notifier_round_tells_only_those_who_moved(make_pool):
+    pool, _ = make_pool(1)
+    admission = Admission(pool, GatewayMetrics(), interval_s=1000.0)
+    await admission.acquire("streaming", asyncio.Event(), Notices())
+    first, second = Notices(), Notices()
+    tasks = [
+        asyncio.ensure_future(admission.acquire("streaming", asyncio.Event(), n)) for n in (first, second)
+    ]
+    await settle()
+    assert first.kinds == second.kinds == ["queued"] and second[0].position == 2
+    admission.notify_round()  # nobody moved, nobody went quiet long enough
+    assert len(first) == len(second) == 1
+    pool.cancel(first[0].ticket_id)
+    admission.notify_round()
+    assert second.kinds == ["queued", "queue_update"]
+    assert second[-1].position == 1 and second[-1].queue_length == 1
+    admission.notify_round()  # said once
+    assert len(second) == 2
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def test_a_quiet_waiter_hears_again_after_the_interval(make_pool):
+    pool, _ = make_pool(1)
+    admission = Admission(pool, GatewayMetrics(), interval_s=0.0)
+    await admission.acquire("streaming", asyncio.Event(), Notices())
+    notes = Notices()
+    task = asyncio.ensure_future(admission.acquire("streaming", asyncio.Event(), notes))
+    await settle()
+    admission.notify_round()
+    admission.notify_round()
+    assert notes.kinds == ["queued", "queue_update", "queue_update"]
+    assert all(n.position == 1 for n in notes)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
