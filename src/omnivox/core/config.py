@@ -20,6 +20,31 @@ from pydantic_settings import (
 )
 
 MiB = 1024 * 1024
+# acknowledgements that do not interrupt the assistant (the sessions' default; voice.turn.interruption)
+BACKCHANNELS = (
+    "mhm",
+    "mm",
+    "mmm",
+    "hmm",
+    "mm hmm",
+    "uh huh",
+    "uh",
+    "um",
+    "ah",
+    "oh",
+    "yeah",
+    "yes",
+    "yep",
+    "yup",
+    "ok",
+    "okay",
+    "right",
+    "sure",
+    "i see",
+    "got it",
+    "alright",
+    "all right",
+)
 R = TypeVar("R", bound=BaseModel)
 
 
@@ -180,6 +205,27 @@ class RealtimeSettings(BaseModel):
     )
     audio_lead_ms: int = Field(
         300, ge=40, le=5000, description="how far ahead of real time reply audio is sent to the client"
+    )
+    # conversation quality: each session's defaults (session.update's "omnivox" object changes them)
+    echo_guard: bool = Field(
+        True, description="cancel the assistant's own echo from the input and ignore its words heard back"
+    )
+    false_interruption_ms: int = Field(
+        1500,
+        ge=0,
+        le=10000,
+        description="speech over the reply pauses it; with no words heard in this long it resumes "
+        "(0: speech over the reply cancels it at once)",
+    )
+    backchannel_max_ms: int = Field(
+        1000,
+        ge=0,
+        le=5000,
+        description="utterances up to this long made only of backchannels do not interrupt",
+    )
+    backchannels: list[str] = Field(
+        default_factory=lambda: list(BACKCHANNELS),
+        description="acknowledgements that do not interrupt the assistant",
     )
 
 

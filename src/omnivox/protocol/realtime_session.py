@@ -8,14 +8,18 @@ effective configuration is always reported in the GA form (``session.created`` /
 Audio formats: ``audio/pcm`` (PCM16 mono, 24 kHz; other rates from 8 to 48 kHz as an omnivox
 extension), ``audio/pcmu`` and ``audio/pcma`` (G.711 at 8 kHz), and ``audio/opus`` (Ogg-Opus at 24 kHz,
 an omnivox extension; Unmute's wire format).
+
+``omnivox`` (an extension object, defaults from the worker's settings) holds the conversation-quality
+settings: ``echo_guard``, ``false_interruption_ms``, ``backchannels`` and ``backchannel_max_ms``.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from omnivox.core.config import BACKCHANNELS
 from omnivox.core.errors import InvalidMessage
 from omnivox.core.ids import new_id
 from omnivox.protocol.wire import error_path
@@ -86,6 +90,17 @@ class Audio(_Strict):
     output: AudioOutput = Field(default_factory=AudioOutput)
 
 
+class OmnivoxOptions(_Strict):
+    """omnivox's extension settings of a session: how speech over the assistant is judged."""
+
+    echo_guard: bool = True  # cancel the assistant's echo from the input; its own words do not interrupt
+    false_interruption_ms: int = Field(1500, ge=0, le=10000)  # resume a paused reply (0: cut at once)
+    backchannels: list[Annotated[str, Field(max_length=64)]] = Field(
+        default_factory=lambda: list(BACKCHANNELS), max_length=200
+    )
+    backchannel_max_ms: int = Field(1000, ge=0, le=5000)
+
+
 class SessionConfig(_Strict):
     type: Literal["realtime"] = "realtime"
     object: Literal["realtime.session"] = "realtime.session"
@@ -97,6 +112,7 @@ class SessionConfig(_Strict):
     audio: Audio = Field(default_factory=Audio)
     tools: list[dict[str, Any]] = Field(default_factory=list)
     tool_choice: str = "auto"
+    omnivox: OmnivoxOptions = Field(default_factory=OmnivoxOptions)
 
     @property
     def audio_out(self) -> bool:

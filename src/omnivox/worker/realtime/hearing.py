@@ -4,6 +4,9 @@ Appends, commits, clears and turn-detection changes must reach the listener in t
 sent them (a commit covers exactly the audio appended before it), so they share one queue of typed
 jobs. The listener's work (VAD + ASR) blocks, so it runs in the session's input thread; the time it
 takes and the audio it covers are counted for the real-time factor the gateway reports.
+
+With the echo guard on, each chunk is heard together with the reply audio that was playing while it
+was recorded (``voice.echo.reference``), so the listener hears the microphone without that echo.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from omnivox.voice.echo.reference import EchoReference
 from omnivox.voice.listener import Heard, Listener
 from omnivox.voice.stack import ASR_RATE
 from omnivox.voice.vad.turn import TurnParams
@@ -49,9 +53,13 @@ Job = Feed | Commit | Clear | Configure
 
 
 class Hearing:
-    def __init__(self, listener: Listener, executor: Executor) -> None:
+    def __init__(
+        self, listener: Listener, executor: Executor, reference: EchoReference | None = None
+    ) -> None:
         self.listener = listener
         self.executor = executor
+        self.reference = reference  # what the assistant played, for the echo guard
+        self.echo_guard = reference is not None
         self.jobs: asyncio.Queue[Job] = asyncio.Queue()
         self.busy_s = 0.0  # hearing work since the last take, and the audio it covered
         self.audio_s = 0.0
@@ -66,7 +74,10 @@ class Hearing:
 
     async def feed(self, job: Feed) -> list[Heard]:
         began = time.monotonic()
-        heard = await self.run(self.listener.feed, job.audio)
+        reference = None
+        if self.echo_guard and self.reference is not None:
+            reference = self.reference.take(job.arrival, len(job.audio))
+        heard = await self.run(self.listener.feed, job.audio, reference)
         self.busy_s += time.monotonic() - began
         self.audio_s += len(job.audio) / ASR_RATE
         return heard

@@ -24,7 +24,9 @@ from omnivox.protocol import realtime as rt
 from omnivox.protocol import realtime_events as ev
 from omnivox.protocol.chat import ChatMessage
 from omnivox.protocol.internal import Metrics
-from omnivox.protocol.realtime_session import SessionConfig, TurnDetection, apply_update
+from omnivox.protocol.realtime_session import OmnivoxOptions, SessionConfig, TurnDetection, apply_update
+from omnivox.voice.echo.reference import EchoReference
+from omnivox.voice.turn.interruption import InterruptionPolicy
 from omnivox.voice.vad.turn import TurnParams
 from omnivox.worker.handler import SessionHandler
 from omnivox.worker.realtime.audio_io import InputDecoder, OutputEncoder
@@ -40,7 +42,9 @@ from omnivox.worker.realtime.turns import (
     DropPrepared,
     Emit,
     Floor,
+    PauseReply,
     Prepare,
+    ResumeReply,
     StopIdle,
     TurnTaking,
 )
@@ -61,6 +65,15 @@ def turn_params(vad: TurnDetection | None) -> TurnParams | None:
     )
 
 
+def interruption_policy(options: OmnivoxOptions) -> InterruptionPolicy:
+    return InterruptionPolicy(
+        resume_ms=options.false_interruption_ms,
+        backchannels=tuple(options.backchannels),
+        backchannel_max_ms=options.backchannel_max_ms,
+        echo_words=options.echo_guard,
+    )
+
+
 class RealtimeSession(SessionHandler):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -68,6 +81,14 @@ class RealtimeSession(SessionHandler):
         self.profile = engine.voice_profile()
         self.config = SessionConfig(instructions=self.profile.system_prompt)
         self.config.audio.output.voice = self.profile.default_voice
+        settings = self.settings
+        self.config.omnivox = OmnivoxOptions(
+            echo_guard=settings.echo_guard,
+            false_interruption_ms=settings.false_interruption_ms,
+            backchannels=settings.backchannels,
+            backchannel_max_ms=settings.backchannel_max_ms,
+        )
+        self.reference = EchoReference()  # the reply audio as it plays, for the echo guard
         self.events = Events(self.conn, beta=self.info.query.get("beta") in ("1", "true"))
         self.conversation = Conversation(self.events.put)
         self.input_thread = ThreadPoolExecutor(1, thread_name_prefix="rt-input")
@@ -76,8 +97,13 @@ class RealtimeSession(SessionHandler):
         self.encoder = OutputEncoder(self.config.audio.output.format)
         vad = self.config.audio.input.turn_detection
         listener = engine.open_listener(turn_params(vad), self.settings.barge_in_min_ms)
-        self.hearing = Hearing(listener, self.input_thread)
-        self.turns = TurnTaking(vad, transcribe=self.config.audio.input.transcription is not None)
+        self.hearing = Hearing(listener, self.input_thread, self.reference)
+        self.hearing.echo_guard = self.config.omnivox.echo_guard
+        self.turns = TurnTaking(
+            vad,
+            transcribe=self.config.audio.input.transcription is not None,
+            policy=interruption_policy(self.config.omnivox),
+        )
         self.conversation.transcribing = self.turns.transcribe
         self.responses = Responses(
             engine=engine,
@@ -90,6 +116,7 @@ class RealtimeSession(SessionHandler):
             config=lambda: self.config,
             encoder=lambda: self.encoder,
             on_finished=self._finished,
+            reference=self.reference,
         )
         self.events.put(ev.SessionCreated(session=self.config.wire()))
 
@@ -154,6 +181,9 @@ class RealtimeSession(SessionHandler):
         self.turns.transcribe = self.conversation.transcribing = new.audio.input.transcription is not None
         if vad != old.audio.input.turn_detection:
             self.hearing.submit(Configure(turn_params(vad)))
+        if new.omnivox != old.omnivox:
+            self.turns.interruption.policy = interruption_policy(new.omnivox)
+            self.hearing.echo_guard = new.omnivox.echo_guard
         self.events.put(ev.SessionUpdated(session=new.wire()))
 
     async def _create_item(self, event: rt.ConversationItemCreate) -> None:
@@ -192,6 +222,8 @@ class RealtimeSession(SessionHandler):
             if isinstance(job, Feed):
                 for heard in await hearing.feed(job):
                     await self.execute(self.turns.heard(heard, job.arrival, self._floor()))
+                if self.turns.interruption.due(hearing.listener.audio_ms):
+                    await self._expire()
             elif isinstance(job, Commit):
                 await self._commit(job.event_id)
             elif isinstance(job, Clear):
@@ -211,8 +243,19 @@ class RealtimeSession(SessionHandler):
         heard = await self.hearing.run(self.hearing.listener.commit)
         await self.execute(self.turns.commit(heard.text, keep_empty=True))
 
+    async def _expire(self) -> None:
+        """The reply has been paused for speech with no words settled: decode what was said so far."""
+        listener = self.hearing.listener
+        text = await self.hearing.run(listener.peek)
+        await self.execute(self.turns.expire(text, listener.audio_ms, self._floor()))
+
     def _floor(self) -> Floor:
-        return Floor(speaking=self.responses.speaking(), responding=self.responses.active is not None)
+        responses = self.responses
+        return Floor(
+            speaking=responses.speaking(),
+            responding=responses.active is not None,
+            spoken=responses.spoken_recently() if self.config.omnivox.echo_guard else "",
+        )
 
     async def execute(self, actions: list[Action]) -> None:
         """Carry out what turn-taking decided, in order."""
@@ -223,6 +266,10 @@ class RealtimeSession(SessionHandler):
                 await self.conn.units.cancel("idle")
             elif isinstance(action, BargeIn):
                 self.responses.interrupt(action.reason)
+            elif isinstance(action, PauseReply):
+                self.responses.pause()
+            elif isinstance(action, ResumeReply):
+                self.responses.resume(action.reason)
             elif isinstance(action, Prepare):
                 await self.responses.speculate(action.text)
             elif isinstance(action, DropPrepared):
