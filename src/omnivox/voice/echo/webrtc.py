@@ -23,6 +23,7 @@ from omnivox.voice.echo.base import EchoCanceller
 
 FRAME = 160  # 10 ms at 16 kHz
 _SILENT = 1e-7  # mean square below this is no sound (about -70 dBFS)
+_RESIDUE = 0.125  # a frame the canceller took 9 dB or more out of is echo
 
 
 class WebRtcEchoCanceller(EchoCanceller):
@@ -64,7 +65,12 @@ class WebRtcEchoCanceller(EchoCanceller):
         self._apm.set_stream_delay_ms(0)  # the reference is aligned to play time (it leads the echo)
         self._apm.process_stream(frame)
         self.frames += 1
-        return np.frombuffer(bytes(frame.data), np.int16).astype(np.float32) / 32768.0
+        out = np.frombuffer(bytes(frame.data), np.int16).astype(np.float32) / 32768.0
+        # what is left of a frame the canceller took most of is the echo's residue: the VAD hears
+        # speech at any level, so it is silenced (speech over the echo keeps most of its energy)
+        if float(np.mean(out * out)) < _RESIDUE * float(np.mean(near * near)):
+            return np.zeros(FRAME, np.float32)
+        return out
 
     def close(self) -> None:
         self._apm = None  # type: ignore[assignment]

@@ -142,6 +142,7 @@ class Interruption:
     started_ms: float = 0.0  # audio time the user's speech began
     paused_ms: float | None = None  # audio time the reply was paused
     verdict: Verdict | None = None  # the last judgement of this turn
+    heard_text: str = ""  # the words it was made on
 
     def __post_init__(self) -> None:
         self._machine = Machine(TRANSITIONS, P.NONE, "interruption")
@@ -174,6 +175,7 @@ class Interruption:
         if self.phase is not P.PAUSED:
             return None
         verdict = self.policy.judge(text, audio_ms - self.started_ms, spoken)
+        self.heard_text = text
         if verdict is Verdict.WORDS:
             return self._cut(verdict)
         if settled:
@@ -193,6 +195,7 @@ class Interruption:
         if self.phase is not P.PAUSED:
             return None
         verdict = self.policy.judge(text, audio_ms - self.started_ms, spoken)
+        self.heard_text = text
         return self._cut(verdict) if verdict is Verdict.WORDS else self._resume(verdict)
 
     def turn_ended(self) -> Verdict | None:

@@ -14,6 +14,7 @@ so hearing a barge-in never waits for speech synthesis, and the event loop never
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -48,6 +49,8 @@ from omnivox.worker.realtime.turns import (
     StopIdle,
     TurnTaking,
 )
+
+log = logging.getLogger(__name__)
 
 MIN_COMMIT_MS = 100  # less audio than this cannot be a turn (OpenAI's rule too)
 SILENCE_MARKER = "..."  # what the user "said" when the idle timeout prompts them
@@ -265,10 +268,15 @@ class RealtimeSession(SessionHandler):
             elif isinstance(action, StopIdle):
                 await self.conn.units.cancel("idle")
             elif isinstance(action, BargeIn):
+                log.info(
+                    "barge-in (%s): %r", self.turns.interruption.verdict, self.turns.interruption.heard_text
+                )
                 self.responses.interrupt(action.reason)
             elif isinstance(action, PauseReply):
+                log.info("speech over the reply: paused")
                 self.responses.pause()
             elif isinstance(action, ResumeReply):
+                log.info("resumed (%s): %r", action.reason, self.turns.interruption.heard_text)
                 self.responses.resume(action.reason)
             elif isinstance(action, Prepare):
                 await self.responses.speculate(action.text)
