@@ -207,8 +207,11 @@ class RealtimeSettings(BaseModel):
         300, ge=40, le=5000, description="how far ahead of real time reply audio is sent to the client"
     )
     # conversation quality: each session's defaults (session.update's "omnivox" object changes them)
-    echo_guard: bool = Field(
-        True, description="cancel the assistant's own echo from the input and ignore its words heard back"
+    echo_guard: bool = Field(True, description="the assistant's own words heard back do not interrupt it")
+    echo_cancellation: bool = Field(
+        False,
+        description="cancel the assistant's echo from the input (WebRTC AEC3; off: it hid speech over "
+        "replies when no echo came back)",
     )
     false_interruption_ms: int = Field(
         1500,

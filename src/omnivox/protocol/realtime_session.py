@@ -10,7 +10,8 @@ extension), ``audio/pcmu`` and ``audio/pcma`` (G.711 at 8 kHz), and ``audio/opus
 an omnivox extension; Unmute's wire format).
 
 ``omnivox`` (an extension object, defaults from the worker's settings) holds the conversation-quality
-settings: ``echo_guard``, ``false_interruption_ms``, ``backchannels`` and ``backchannel_max_ms``.
+settings: ``echo_guard``, ``echo_cancellation``, ``false_interruption_ms``, ``backchannels`` and
+``backchannel_max_ms``.
 """
 
 from __future__ import annotations
@@ -93,12 +94,13 @@ class Audio(_Strict):
 class OmnivoxOptions(_Strict):
     """omnivox's extension settings of a session: how speech over the assistant is judged."""
 
-    echo_guard: bool = True  # cancel the assistant's echo from the input; its own words do not interrupt
+    echo_guard: bool = True  # the assistant's own words heard back do not interrupt it
+    echo_cancellation: bool = False  # cancel its echo from the input (WebRTC AEC3; see the README)
     false_interruption_ms: int = Field(1500, ge=0, le=10000)  # resume a paused reply (0: cut at once)
     backchannels: list[Annotated[str, Field(max_length=64)]] = Field(
         default_factory=lambda: list(BACKCHANNELS), max_length=200
     )
-    backchannel_max_ms: int = Field(1000, ge=0, le=5000)
+    backchannel_max_ms: int = Field(1500, ge=0, le=5000)
 
 
 class SessionConfig(_Strict):

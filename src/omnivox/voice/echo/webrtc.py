@@ -24,6 +24,7 @@ from omnivox.voice.echo.base import EchoCanceller
 FRAME = 160  # 10 ms at 16 kHz
 _SILENT = 1e-7  # mean square below this is no sound (about -70 dBFS)
 _RESIDUE = 0.125  # a frame the canceller took 9 dB or more out of is echo
+_ECHO_PATH = 4.0  # gating starts once the canceller removes 6 dB on average (there is an echo)
 
 
 class WebRtcEchoCanceller(EchoCanceller):
@@ -38,6 +39,7 @@ class WebRtcEchoCanceller(EchoCanceller):
         self._idle_frames = int(idle_ms / 10)
         self._quiet = self._idle_frames  # frames since the reference last had sound
         self.frames = 0  # frames that went through the module
+        self._erle = 1.0  # running ratio of near-end to output energy
 
     def process(self, near: np.ndarray, reference: np.ndarray) -> np.ndarray:
         if len(near) != len(reference):
@@ -66,9 +68,13 @@ class WebRtcEchoCanceller(EchoCanceller):
         self._apm.process_stream(frame)
         self.frames += 1
         out = np.frombuffer(bytes(frame.data), np.int16).astype(np.float32) / 32768.0
-        # what is left of a frame the canceller took most of is the echo's residue: the VAD hears
-        # speech at any level, so it is silenced (speech over the echo keeps most of its energy)
-        if float(np.mean(out * out)) < _RESIDUE * float(np.mean(near * near)):
+        near_e, out_e = float(np.mean(near * near)), float(np.mean(out * out))
+        if near_e > _SILENT:  # how much the canceller takes out over the last second or so
+            self._erle = 0.97 * self._erle + 0.03 * min(near_e / max(out_e, 1e-12), 1000.0)
+        # once there is an echo to take out, what is left of a frame the canceller took most of is
+        # the echo's residue: the VAD hears speech at any level, so it is silenced (speech over the
+        # echo keeps most of its energy; with no echo at all, e.g. headphones, nothing is gated)
+        if self._erle > _ECHO_PATH and out_e < _RESIDUE * near_e:
             return np.zeros(FRAME, np.float32)
         return out
 

@@ -54,7 +54,7 @@ class InterruptionPolicy:
 
     resume_ms: int = 1500  # a pause with no words settled this long resumes; 0: no recovery
     backchannels: tuple[str, ...] = BACKCHANNELS
-    backchannel_max_ms: int = 1000  # longer utterances are never backchannels
+    backchannel_max_ms: int = 1500  # longer utterances (to their first pause) are never backchannels
     echo_words: bool = True  # words the assistant has just said do not interrupt it
 
     def __post_init__(self) -> None:

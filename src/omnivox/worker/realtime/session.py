@@ -87,6 +87,7 @@ class RealtimeSession(SessionHandler):
         settings = self.settings
         self.config.omnivox = OmnivoxOptions(
             echo_guard=settings.echo_guard,
+            echo_cancellation=settings.echo_cancellation,
             false_interruption_ms=settings.false_interruption_ms,
             backchannels=settings.backchannels,
             backchannel_max_ms=settings.backchannel_max_ms,
@@ -101,7 +102,7 @@ class RealtimeSession(SessionHandler):
         vad = self.config.audio.input.turn_detection
         listener = engine.open_listener(turn_params(vad), self.settings.barge_in_min_ms)
         self.hearing = Hearing(listener, self.input_thread, self.reference)
-        self.hearing.echo_guard = self.config.omnivox.echo_guard
+        self.hearing.echo_guard = self.config.omnivox.echo_cancellation
         self.turns = TurnTaking(
             vad,
             transcribe=self.config.audio.input.transcription is not None,
@@ -186,7 +187,7 @@ class RealtimeSession(SessionHandler):
             self.hearing.submit(Configure(turn_params(vad)))
         if new.omnivox != old.omnivox:
             self.turns.interruption.policy = interruption_policy(new.omnivox)
-            self.hearing.echo_guard = new.omnivox.echo_guard
+            self.hearing.echo_guard = new.omnivox.echo_cancellation
         self.events.put(ev.SessionUpdated(session=new.wire()))
 
     async def _create_item(self, event: rt.ConversationItemCreate) -> None:
