@@ -116,6 +116,11 @@ def _whole(events: Events, done) -> None:  # type: ignore[no-untyped-def]
     assert transcript == f"You said: {heard}"
 
 
+@pytest.mark.xfail(
+    reason="issue 13 open: live, AEC3 lets the echo through (offline on the same audio it removes it); "
+    "the word check catches the echo only when Whisper hears the assistant's words",
+    strict=False,
+)
 async def test_the_assistants_own_echo_does_not_interrupt_it(quality_cluster):
     async with client(quality_cluster.ws).realtime.connect(model="omnivox") as conn:
         events = Events(conn)
