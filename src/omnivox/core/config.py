@@ -226,9 +226,9 @@ class RealtimeSettings(BaseModel):
         le=5000,
         description="utterances up to this long made only of backchannels do not interrupt",
     )
-    backchannels: list[str] = Field(
-        default_factory=lambda: list(BACKCHANNELS),
-        description="acknowledgements that do not interrupt the assistant",
+    backchannels: str = Field(
+        ",".join(BACKCHANNELS),
+        description="acknowledgements that do not interrupt the assistant (comma-separated)",
     )
 
 

@@ -89,7 +89,7 @@ class RealtimeSession(SessionHandler):
             echo_guard=settings.echo_guard,
             echo_cancellation=settings.echo_cancellation,
             false_interruption_ms=settings.false_interruption_ms,
-            backchannels=settings.backchannels,
+            backchannels=[b.strip() for b in settings.backchannels.split(",") if b.strip()],
             backchannel_max_ms=settings.backchannel_max_ms,
         )
         self.reference = EchoReference()  # the reply audio as it plays, for the echo guard
