@@ -20,6 +20,9 @@ from pydantic_settings import (
 )
 
 MiB = 1024 * 1024
+# what a realtime session hears its microphone through, against the assistant's own echo
+# (voice.echo): an energy gate (default), WebRTC's AEC3, or nothing
+EchoKind = Literal["none", "gate", "aec3"]
 # acknowledgements that do not interrupt the assistant (the sessions' default; voice.turn.interruption)
 BACKCHANNELS = (
     "mhm",
@@ -208,10 +211,17 @@ class RealtimeSettings(BaseModel):
     )
     # conversation quality: each session's defaults (session.update's "omnivox" object changes them)
     echo_guard: bool = Field(True, description="the assistant's own words heard back do not interrupt it")
-    echo_cancellation: bool = Field(
-        False,
-        description="cancel the assistant's echo from the input (WebRTC AEC3; off: it hid speech over "
-        "replies when no echo came back)",
+    echo_canceller: EchoKind = Field(
+        "gate",
+        description="the input against the assistant's echo: gate (input quieter than echo_gate_factor "
+        "of the reply playing is silenced), aec3 (WebRTC's echo canceller), none",
+    )
+    echo_gate_factor: float = Field(
+        0.7,
+        gt=0,
+        le=4,
+        description="the gate: input under this share of the reply's recent loudest level is echo (at "
+        "most: the gate lowers it to what the echo is heard to be)",
     )
     false_interruption_ms: int = Field(
         1500,

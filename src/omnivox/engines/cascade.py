@@ -26,7 +26,6 @@ from omnivox.engines.cascade_duplex import CascadeDuplex
 from omnivox.engines.duplex import DuplexParams, DuplexReady, DuplexUnit
 from omnivox.protocol.chat import AudioPart, ChatMessage, ImagePart, TextPart
 from omnivox.protocol.workers import Capabilities
-from omnivox.voice.echo.webrtc import WebRtcEchoCanceller
 from omnivox.voice.listener import Listener
 from omnivox.voice.llm.base import LlmParams
 from omnivox.voice.llm.history import history_tokens, trim_history
@@ -84,7 +83,6 @@ class CascadeEngine(Engine):
             params,
             confirm_ms,
             end_of_turn=self.voice.turn,
-            echo=WebRtcEchoCanceller(),  # used while the session's echo guard is on
         )
 
     def reply(self, request: ReplyRequest, stop: threading.Event) -> Iterator[ReplyPiece]:

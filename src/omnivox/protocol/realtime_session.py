@@ -10,8 +10,8 @@ extension), ``audio/pcmu`` and ``audio/pcma`` (G.711 at 8 kHz), and ``audio/opus
 an omnivox extension; Unmute's wire format).
 
 ``omnivox`` (an extension object, defaults from the worker's settings) holds the conversation-quality
-settings: ``echo_guard``, ``echo_cancellation``, ``false_interruption_ms``, ``backchannels`` and
-``backchannel_max_ms``.
+settings: ``echo_guard``, ``echo_canceller`` (``gate``, ``aec3``, ``none``), ``echo_gate_factor``,
+``false_interruption_ms``, ``backchannels`` and ``backchannel_max_ms``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from omnivox.core.config import BACKCHANNELS
+from omnivox.core.config import BACKCHANNELS, EchoKind
 from omnivox.core.errors import InvalidMessage
 from omnivox.core.ids import new_id
 from omnivox.protocol.wire import error_path
@@ -95,7 +95,8 @@ class OmnivoxOptions(_Strict):
     """omnivox's extension settings of a session: how speech over the assistant is judged."""
 
     echo_guard: bool = True  # the assistant's own words heard back do not interrupt it
-    echo_cancellation: bool = False  # cancel its echo from the input (WebRTC AEC3; see the README)
+    echo_canceller: EchoKind = "gate"  # the input against its echo: gate, aec3 or none (see the README)
+    echo_gate_factor: float = Field(0.7, gt=0, le=4)  # the gate: input under this share of the reply is echo
     false_interruption_ms: int = Field(1500, ge=0, le=10000)  # resume a paused reply (0: cut at once)
     backchannels: list[Annotated[str, Field(max_length=64)]] = Field(
         default_factory=lambda: list(BACKCHANNELS), max_length=200

@@ -33,7 +33,7 @@ from omnivox.worker.handler import SessionHandler
 from omnivox.worker.realtime.audio_io import InputDecoder, OutputEncoder
 from omnivox.worker.realtime.conversation import Conversation, Item, item_id, item_text
 from omnivox.worker.realtime.events import Events
-from omnivox.worker.realtime.hearing import ASR_RATE, Clear, Commit, Configure, Feed, Hearing
+from omnivox.worker.realtime.hearing import ASR_RATE, Clear, Commit, Configure, Echo, Feed, Hearing
 from omnivox.worker.realtime.response import Response, ResponseState
 from omnivox.worker.realtime.responses import Responses
 from omnivox.worker.realtime.turns import (
@@ -77,6 +77,10 @@ def interruption_policy(options: OmnivoxOptions) -> InterruptionPolicy:
     )
 
 
+def echo_job(options: OmnivoxOptions) -> Echo:
+    return Echo(options.echo_canceller, options.echo_gate_factor)
+
+
 class RealtimeSession(SessionHandler):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -87,7 +91,8 @@ class RealtimeSession(SessionHandler):
         settings = self.settings
         self.config.omnivox = OmnivoxOptions(
             echo_guard=settings.echo_guard,
-            echo_cancellation=settings.echo_cancellation,
+            echo_canceller=settings.echo_canceller,
+            echo_gate_factor=settings.echo_gate_factor,
             false_interruption_ms=settings.false_interruption_ms,
             backchannels=[b.strip() for b in settings.backchannels.split(",") if b.strip()],
             backchannel_max_ms=settings.backchannel_max_ms,
@@ -102,7 +107,7 @@ class RealtimeSession(SessionHandler):
         vad = self.config.audio.input.turn_detection
         listener = engine.open_listener(turn_params(vad), self.settings.barge_in_min_ms)
         self.hearing = Hearing(listener, self.input_thread, self.reference)
-        self.hearing.echo_guard = self.config.omnivox.echo_cancellation
+        self.hearing.set_echo(echo_job(self.config.omnivox))
         self.turns = TurnTaking(
             vad,
             transcribe=self.config.audio.input.transcription is not None,
@@ -187,7 +192,8 @@ class RealtimeSession(SessionHandler):
             self.hearing.submit(Configure(turn_params(vad)))
         if new.omnivox != old.omnivox:
             self.turns.interruption.policy = interruption_policy(new.omnivox)
-            self.hearing.echo_guard = new.omnivox.echo_cancellation
+            if echo_job(new.omnivox) != echo_job(old.omnivox):
+                self.hearing.submit(echo_job(new.omnivox))
         self.events.put(ev.SessionUpdated(session=new.wire()))
 
     async def _create_item(self, event: rt.ConversationItemCreate) -> None:
@@ -233,6 +239,8 @@ class RealtimeSession(SessionHandler):
             elif isinstance(job, Clear):
                 await hearing.run(hearing.listener.clear)
                 self.events.put(ev.Cleared())
+            elif isinstance(job, Echo):
+                await hearing.run(hearing.set_echo, job)
             else:
                 await hearing.run(hearing.listener.configure, job.params)
 
