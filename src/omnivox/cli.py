@@ -1,4 +1,5 @@
-"""Command line: ``omnivox serve | gateway | worker | bench NAME``. ``--help`` works everywhere."""
+"""Command line: ``omnivox serve | gateway | worker | recordings cleanup | bench NAME``. ``--help``
+works everywhere."""
 
 from __future__ import annotations
 
@@ -62,6 +63,12 @@ def _gateway_flags(p: argparse.ArgumentParser) -> None:
         const=True,
         help="listen beyond loopback even without keys (keys: OMNIVOX_API_KEY, _CLIENT_KEY, _ADMIN_KEY)",
     )
+    p.add_argument(
+        "--record",
+        dest="record_sessions",
+        action=argparse.BooleanOptionalAction,
+        help="record sessions under DATA_DIR/sessions (default: on for serve, off for gateway)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -88,6 +95,18 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument(
         "--worker-key", dest="worker_key", help="the gateway's worker key (better: OMNIVOX_WORKER_KEY)"
     )
+
+    recordings = sub.add_parser("recordings", help="session recordings on disk")
+    rec_sub = recordings.add_subparsers(dest="recordings", required=True)
+    clean = rec_sub.add_parser(
+        "cleanup", help="remove recordings past the retention rules; prints what it removes (or would)"
+    )
+    _common(clean)
+    clean.add_argument("--retention-days", dest="retention_days", type=float, help="remove those older")
+    clean.add_argument(
+        "--max-storage-gb", dest="max_storage_gb", type=float, help="then the least recently used above this"
+    )
+    clean.add_argument("--dry-run", action="store_true", help="only say what would be removed")
 
     bench = sub.add_parser("bench", help="benchmarks that print a table")
     bench_sub = bench.add_subparsers(dest="bench", required=True)
@@ -151,3 +170,22 @@ def main(argv: Sequence[str] | None = None) -> None:
         from omnivox.worker.serve import run_worker
 
         run_worker(settings)
+    elif args.command == "recordings":
+        sys.exit(run_cleanup(settings, dry_run=args.dry_run))
+
+
+def run_cleanup(settings: Settings, *, dry_run: bool) -> int:
+    """``omnivox recordings cleanup``: the gateway's retention rules, once, from the command line."""
+    from omnivox.recording.cleanup import cleanup
+    from omnivox.recording.store import RecordingStore
+
+    store = RecordingStore.under(settings.data_dir)
+    report = cleanup(
+        store,
+        retention_days=settings.retention_days,
+        max_storage_gb=settings.max_storage_gb,
+        dry_run=dry_run,
+    )
+    for line in report.lines():
+        print(line)
+    return 0

@@ -14,4 +14,5 @@ BENCHES = {
     "conversation": "scripted callers over a speakerphone: false barge-ins (echo, backchannel, noise), "
     "missed barge-ins and reaction, end of turn, voice-to-voice",
     "fuzz": "seeded hostile frames per protocol; the server must keep serving with no worker lost",
+    "recording": "the session recorder's CPU and bytes per session-minute of each kind, in process",
 }

@@ -11,6 +11,7 @@ from omnivox.gateway.metrics import GatewayMetrics
 from omnivox.gateway.scheduling.admission import Admission
 from omnivox.gateway.scheduling.health import HealthMonitor
 from omnivox.gateway.scheduling.pool import WorkerPool
+from omnivox.recording.service import RecordingService
 
 
 @dataclass
@@ -20,6 +21,7 @@ class GatewayContext:
     metrics: GatewayMetrics
     admission: Admission
     health: HealthMonitor
+    recordings: RecordingService | None = None  # None: this gateway records nothing (tests)
     sessions: SessionRegistry = field(default_factory=SessionRegistry)
     limits: ClientLimits = field(init=False)
 
