@@ -9,7 +9,9 @@ burst, or a real barge-in (a sentence, which becomes the next question's answer)
 ``omnivox.interruption.paused`` / ``.resumed`` and drops a cancelled reply's unplayed audio.
 
 Counted per turn:
-- false barge-ins: a reply cancelled by its own echo, a backchannel or a noise burst;
+- false barge-ins: a reply cancelled by its own echo, a backchannel or a noise burst. Every reply
+  plays into the microphone, so every reply counts for the echo: a cancel (or a pause) is the echo's
+  when the speech the server heard began while the caller was saying nothing;
 - noise bursts: paused then resumed (or never paused: silero heard no speech in them);
 - missed barge-ins: a real barge-in after which the reply played on; reaction: from the barge-in's
   first voiced sample to the player stopping (the pause event, or the cancel);
@@ -25,7 +27,6 @@ import asyncio
 import base64
 import json
 import time
-from dataclasses import dataclass, field
 from itertools import cycle
 from typing import Any
 
@@ -35,8 +36,9 @@ from omnivox.audio.pcm import b64_to_pcm16
 from omnivox.audio.resample import resample
 from omnivox.bench import realtime
 from omnivox.bench.cluster import cluster
+from omnivox.bench.conversation_tally import COLUMNS, EVENTS, Tally, row
 from omnivox.bench.speakerphone import Speakerphone
-from omnivox.bench.table import percentile, print_table, write_json
+from omnivox.bench.table import print_table, write_json
 from omnivox.protocol.realtime_events import ga_type
 
 RATE = 24000
@@ -51,7 +53,6 @@ QUESTIONS = (
 BACKCHANNELS = ("yeah", "okay", "right", "mm hmm", "i see")
 NOISES = ("[[h@@]]", "[[hV]]", "[[h@@ h@@]]")  # breathy coughs (espeak-ng phonemes: no words)
 BARGE_INS = ("wait, stop, what about tomorrow", "actually, tell me about the train instead")
-EVENTS = ("echo", "backchannel", "noise", "barge_in")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -66,22 +67,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--llm", default="local", help="local (default), echo")
     parser.add_argument("--llm-url", help="an OpenAI-compatible LLM server instead")
     parser.add_argument("--asr", default="whisper", help="whisper (default), pocketsphinx")
-    parser.add_argument("--echo-guard", default="on", choices=["on", "off"])
+    parser.add_argument("--echo-guard", default="on", choices=["on", "off"], help="the word check")
+    parser.add_argument("--echo-canceller", default="gate", choices=["gate", "aec3", "none"])
     parser.add_argument("--log-dir", help="keep the server logs here")
-
-
-@dataclass
-class Tally:
-    false: dict[str, int] = field(default_factory=lambda: {"echo": 0, "backchannel": 0, "noise": 0})
-    tried: dict[str, int] = field(default_factory=lambda: dict.fromkeys(EVENTS, 0))
-    noise_resumed: int = 0
-    noise_unheard: int = 0
-    missed: int = 0
-    reaction_s: list[float] = field(default_factory=list)
-    eot: dict[str, int] = field(default_factory=lambda: {"right": 0, "early": 0, "late": 0})
-    v2v_s: list[float] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-    trace: list[dict[str, Any]] = field(default_factory=list)  # per turn, for --json
 
 
 def _onsets(audio: np.ndarray) -> tuple[int, int]:
@@ -103,12 +91,16 @@ class ConversationCaller(realtime.Caller):
         self._marks: list[tuple[int, str]] = []  # (sample index of the stream, what happens there)
         self._sent = 0
         self._start = 0.0
+        self._said: list[list[int]] = []  # [first, end) samples of the stream the caller spoke in
         self._log: list[tuple[float, str, dict]] = []  # (time, event type, event)
         self._wake = asyncio.Event()
 
     def _session(self) -> dict:
         session = super()._session()
-        session["omnivox"] = {"echo_guard": self.args.echo_guard == "on"}
+        session["omnivox"] = {
+            "echo_guard": self.args.echo_guard == "on",
+            "echo_canceller": self.args.echo_canceller,
+        }
         return session
 
     async def _talk(self, ws, turns: int) -> None:  # type: ignore[no-untyped-def]
@@ -132,8 +124,8 @@ class ConversationCaller(realtime.Caller):
         _, hi = _onsets(clip)
         mark = len(self._log)
         end_at = await self._say(clip, until=hi)  # returns when its last voiced sample was recorded
-        reply = await self._until("response.output_audio.delta", mark, 12.0)
-        committed = self._first("input_audio_buffer.committed", mark)
+        committed = await self._until("input_audio_buffer.committed", mark, 12.0)
+        reply = await self._reply_to(committed, 12.0)
         if committed is not None and committed[0] < end_at:
             self.tally.eot["early"] += 1
         elif reply is None or reply[0] - end_at > self.args.late_s:
@@ -145,7 +137,12 @@ class ConversationCaller(realtime.Caller):
             return
         self.tally.v2v_s.append(reply[0] - end_at)
         rid = reply[2]["response_id"]
+        self.tally.replies += 1
         await self._played(rid, 1.0)  # one second into the reply
+        if self._first("response.done", 0, rid) is not None:  # over before anything was said
+            await self._quiet()
+            self._settle(turn, event, rid, mark)
+            return
         self.tally.tried[event] += 1
         if event == "echo":
             pass
@@ -159,7 +156,7 @@ class ConversationCaller(realtime.Caller):
             stop = self._first("omnivox.interruption.paused", mark2, rid) or self._first(
                 "response.done", 0, rid
             )
-            if stop is None or not self._cancelled(rid):
+            if stop is None or self._cause(rid) != "caller":
                 self.tally.missed += 1
             else:
                 self.tally.reaction_s.append(stop[0] - onset_at)
@@ -171,21 +168,47 @@ class ConversationCaller(realtime.Caller):
             mark2 = len(self._log)
             await self._say(clip2)
             await self._until("response.done", 0, 25.0, rid)
-            if self._cancelled(rid):
+            if self._cause(rid) == "caller":
                 self.tally.false[event] += 1
-            elif event == "noise":
+            elif event == "noise" and not self._cancelled(rid):
                 paused = self._first("omnivox.interruption.paused", mark2, rid)
                 resumed = self._first("omnivox.interruption.resumed", mark2, rid)
                 self.tally.noise_resumed += resumed is not None
                 self.tally.noise_unheard += paused is None
         await self._quiet()
-        if event == "echo" and self._cancelled(rid):
+        self._settle(turn, event, rid, mark)
+
+    def _settle(self, turn: int, event: str, rid: str, mark: int) -> None:
+        """The echo's share of the turn, and its trace."""
+        if self._cause(rid) == "echo":
             self.tally.false["echo"] += 1
+        for i, (_, kind, e) in enumerate(self._log[mark:], mark):
+            if kind == "omnivox.interruption.paused" and e.get("response_id") == rid:
+                self.tally.echo_pauses += self._speech_before(i) == "echo"
         kinds = [k for _, k, e in self._log[mark:] if k.startswith(("omnivox.", "input_audio_buffer.speech"))]
         done = self._first("response.done", 0, rid)
         self.tally.trace.append(
             {"turn": turn, "event": event, "status": done and done[2]["response"]["status"], "events": kinds}
         )
+
+    def _cause(self, rid: str) -> str | None:
+        """Who cancelled the reply: the ``caller`` or its ``echo`` (None: it was not cancelled)."""
+        done = self._first("response.done", 0, rid)
+        if done is None or done[2]["response"]["status"] != "cancelled":
+            return None
+        return self._speech_before(self._log.index(done))
+
+    def _speech_before(self, index: int) -> str:
+        """Whether the last speech the server heard before log entry ``index`` began while the caller
+        was talking (``caller``) or silent (``echo``)."""
+        for _, kind, e in reversed(self._log[:index]):
+            if kind == "input_audio_buffer.speech_started":
+                # the server pads the start by prefix_padding_ms (300): the speech is within 0.5 s after
+                lo = e["audio_start_ms"] * RATE // 1000
+                hi = lo + RATE // 2
+                spoke = any(a < hi and b > lo for a, b in self._said)
+                return "caller" if spoke else "echo"
+        return "echo"
 
     # ---- the microphone and the speaker
 
@@ -202,6 +225,11 @@ class ConversationCaller(realtime.Caller):
                 if not len(self._voice[0]):
                     self._voice.pop(0)
             chunk = self.phone.record(voice)
+            if got:
+                if self._said and self._said[-1][1] == self._sent:
+                    self._said[-1][1] = self._sent + got
+                else:
+                    self._said.append([self._sent, self._sent + got])
             self._sent += step
             due = self._start + self._sent / RATE
             await asyncio.sleep(max(0.0, due - time.monotonic()))
@@ -279,6 +307,21 @@ class ConversationCaller(realtime.Caller):
         done = self._first("response.done", 0, rid)
         return done is not None and done[2]["response"]["status"] == "cancelled"
 
+    async def _reply_to(self, committed, wait_s: float):  # type: ignore[no-untyped-def]
+        """The first audio of a response created after ``committed`` (a reply still under way from an
+        earlier turn is not this question's)."""
+        if committed is None:
+            return None
+        after = self._log.index(committed)
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            ids = {e["response"]["id"] for _, k, e in self._log[after:] if k == "response.created"}
+            for entry in self._log[after:]:
+                if entry[1] == "response.output_audio.delta" and entry[2]["response_id"] in ids:
+                    return entry
+            await self._tick()
+        return None
+
     async def _until(self, kind: str, mark: int, wait_s: float, rid: str | None = None):  # type: ignore[no-untyped-def]
         return await self._until_any((kind,), mark, wait_s, rid)
 
@@ -298,7 +341,7 @@ def _rid(event: dict) -> str | None:
 
 def _speakers(names: list[str]) -> dict[str, Any]:
     from omnivox.bench.turns import RATE as TURNS_RATE
-    from omnivox.bench.turns import _voices
+    from omnivox.bench.turns import _trim, _voices
 
     voices = _voices()
     out = {}
@@ -308,8 +351,10 @@ def _speakers(names: list[str]) -> dict[str, Any]:
         cache: dict[str, np.ndarray] = {}
 
         def speak(text: str, fn: Any = voices[name], cache: dict = cache) -> np.ndarray:
+            # trimmed to its voiced extent: hibari opens with ~320 ms of breath and ends with ~450 ms
+            # of near silence, which made a question's mid-sentence pause 1.1 s, not --mid-pause-ms
             if text not in cache:
-                cache[text] = resample(fn(text), TURNS_RATE, RATE)
+                cache[text] = _trim(resample(fn(text), TURNS_RATE, RATE))
             return cache[text]
 
         out[name] = speak
@@ -340,46 +385,15 @@ def run(args: argparse.Namespace) -> int:
         t = caller.tally
         t.errors += caller.stats.errors
         results[name] = t.__dict__
-        rows.append(_row(name, t))
+        rows.append(row(name, t))
     print_table(
         f"Scripted conversations, {args.turns} turns per voice over a speakerphone "
         f"({args.delay_ms:.0f} ms, {args.gain_db:.0f} dB), {realtime._describe(args)}, "
-        f"echo guard {args.echo_guard}",
-        [
-            "voice",
-            "false: echo",
-            "false: backchannel",
-            "false: noise",
-            "noise resumed",
-            "barge-ins missed",
-            "reaction p50 ms",
-            "reaction p95 ms",
-            "EOT right/early/late",
-            "v2v p50 ms",
-            "v2v p95 ms",
-            "errors",
-        ],
+        f"echo canceller {args.echo_canceller}, word check {args.echo_guard}",
+        COLUMNS,
         rows,
     )
     write_json(
         args.json, {"conversation": results, "args": {k: v for k, v in vars(args).items() if k != "json"}}
     )
     return 0
-
-
-def _row(name: str, t: Tally) -> list[Any]:
-    noise_paused = t.tried["noise"] - t.noise_unheard
-    return [
-        name,
-        f"{t.false['echo']}/{t.tried['echo']}",
-        f"{t.false['backchannel']}/{t.tried['backchannel']}",
-        f"{t.false['noise']}/{t.tried['noise']}",
-        f"{t.noise_resumed}/{noise_paused} ({t.noise_unheard} unheard)",
-        f"{t.missed}/{t.tried['barge_in']}",
-        percentile(t.reaction_s, 50) * 1000,
-        percentile(t.reaction_s, 95) * 1000,
-        f"{t.eot['right']}/{t.eot['early']}/{t.eot['late']}",
-        percentile(t.v2v_s, 50) * 1000,
-        percentile(t.v2v_s, 95) * 1000,
-        len(t.errors),
-    ]
