@@ -34,6 +34,7 @@ from omnivox.core.config import BACKCHANNELS
 from omnivox.session.transitions import Machine
 
 _WORD = re.compile(r"[a-z0-9']+")
+_ONE_LETTER_WORDS = frozenset("ai0123456789")
 
 
 def words(text: str) -> list[str]:
@@ -63,7 +64,9 @@ class InterruptionPolicy:
     def judge(self, text: str, speech_ms: float, spoken: str = "") -> Verdict:
         """What ``text`` (heard over ``speech_ms`` of the user's turn) is, given the assistant's
         recently ``spoken`` words."""
-        heard = words(text)
+        # a lone letter is a fragment the recogniser made of a sound ("W-" for a cut-off "yeah", "x"
+        # for a click), not a word anyone interrupts with
+        heard = [w for w in words(text) if len(w) > 1 or w in _ONE_LETTER_WORDS]
         if not heard:
             return Verdict.NO_WORDS
         if speech_ms <= self.backchannel_max_ms and self._covered(heard):

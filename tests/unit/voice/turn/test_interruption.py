@@ -39,6 +39,9 @@ def test_words_are_lower_case_and_split_on_hyphens() -> None:
         ("sunny with a light breeze", 900, Verdict.ECHO),  # its own words, in its order
         ("breeze light a with sunny", 900, Verdict.WORDS),  # not in its order
         ("stop", 300, Verdict.WORDS),
+        ("W-", 400, Verdict.NO_WORDS),  # a fragment (Whisper on a cut-off "yeah")
+        ("x", 300, Verdict.NO_WORDS),
+        ("I", 300, Verdict.WORDS),
     ],
 )
 def test_judge(text: str, ms: float, verdict: Verdict) -> None:
