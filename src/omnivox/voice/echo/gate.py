@@ -34,7 +34,7 @@ FRAME = 320  # 20 ms at 16 kHz
 _SILENT = 3e-4  # RMS below this is no sound (about -70 dBFS)
 _AUDIBLE = 0.01  # a reply at least this loud (RMS) is heard well enough to learn its echo from
 _LEARN = 150  # frames of it the coupling is learnt over (3 s)
-_LEARNT = 50  # frames needed before the learnt threshold is used (1 s)
+_LEARNT = 25  # frames needed before the learnt threshold is used (0.5 s)
 _FLOOR = 0.1  # the learnt threshold's least (-20 dB under the reply)
 _GREW = 50, 0.75  # this share of this many frames passing: the echo grew louder (a user's barge-in
 # pauses the reply within about 300 ms, so a user rarely passes this long over an audible reply)
