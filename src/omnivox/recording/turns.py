@@ -77,7 +77,11 @@ class _Turn:
 
     def extent(self) -> tuple[float, float]:
         if self.role == "assistant" and self.clips:
-            return min(c["start"] for c in self.clips), max(c["end"] for c in self.clips)
+            # a chunk queued to play after the barge-in that cut it was never heard: it does not
+            # stretch the turn (a reply paused for speech over it is cut a moment later, its last
+            # chunks still queued ahead of real time)
+            heard = [c for c in self.clips if c["end"] > c["start"]] or self.clips
+            return min(c["start"] for c in heard), max(c["end"] for c in heard)
         start = self.start
         end = self.end
         if self.clips:
