@@ -26,15 +26,21 @@ class ScriptedListener:
         self.committed_text = "typed by hand"
         self.cleared = 0
         self.background_s = 0.0  # no recogniser threads here
+        self.references: list[np.ndarray | None] = []  # the echo reference each feed was given
+        self.peeked = ""  # what ``peek`` says was heard so far
 
     @property
     def audio_ms(self) -> float:
         return self.samples / 16
 
-    def feed(self, audio: np.ndarray) -> list[Heard]:
+    def feed(self, audio: np.ndarray, reference: np.ndarray | None = None) -> list[Heard]:
+        self.references.append(reference)
         self.samples += len(audio)
         self.pending_samples += len(audio)
         return self.script.pop(0) if self.script else []
+
+    def peek(self) -> str:
+        return self.peeked
 
     def commit(self) -> Heard:
         self.pending_samples = 0

@@ -11,6 +11,8 @@ BENCHES = {
     "turns": "end-of-turn decisions on a scripted set: semantic_vad per eagerness vs server_vad",
     "realtime": "N concurrent realtime callers: voice-to-voice latency, ASR/TTS real-time factors, errors",
     "duplex": "N concurrent duplex callers: unit wall-clock (listen/speak), lagging, speech end to speech",
+    "conversation": "scripted callers over a speakerphone: false barge-ins (echo, backchannel, noise), "
+    "missed barge-ins and reaction, end of turn, voice-to-voice",
     "fuzz": "seeded hostile frames per protocol; the server must keep serving with no worker lost",
     "recording": "the session recorder's CPU and bytes per session-minute of each kind, in process",
 }

@@ -20,6 +20,34 @@ from pydantic_settings import (
 )
 
 MiB = 1024 * 1024
+# what a realtime session hears its microphone through, against the assistant's own echo
+# (voice.echo): an energy gate (default), WebRTC's AEC3, or nothing
+EchoKind = Literal["none", "gate", "aec3"]
+# acknowledgements that do not interrupt the assistant (the sessions' default; voice.turn.interruption)
+BACKCHANNELS = (
+    "mhm",
+    "mm",
+    "mmm",
+    "hmm",
+    "mm hmm",
+    "uh huh",
+    "uh",
+    "um",
+    "ah",
+    "oh",
+    "yeah",
+    "yes",
+    "yep",
+    "yup",
+    "ok",
+    "okay",
+    "right",
+    "sure",
+    "i see",
+    "got it",
+    "alright",
+    "all right",
+)
 R = TypeVar("R", bound=BaseModel)
 
 
@@ -223,6 +251,37 @@ class RealtimeSettings(BaseModel):
     )
     audio_lead_ms: int = Field(
         300, ge=40, le=5000, description="how far ahead of real time reply audio is sent to the client"
+    )
+    # conversation quality: each session's defaults (session.update's "omnivox" object changes them)
+    echo_guard: bool = Field(True, description="the assistant's own words heard back do not interrupt it")
+    echo_canceller: EchoKind = Field(
+        "gate",
+        description="the input against the assistant's echo: gate (input quieter than echo_gate_factor "
+        "of the reply playing is silenced), aec3 (WebRTC's echo canceller), none",
+    )
+    echo_gate_factor: float = Field(
+        0.7,
+        gt=0,
+        le=4,
+        description="the gate: input under this share of the reply's recent loudest level is echo (at "
+        "most: the gate lowers it to what the echo is heard to be)",
+    )
+    false_interruption_ms: int = Field(
+        1500,
+        ge=0,
+        le=10000,
+        description="speech over the reply pauses it; with no words heard in this long it resumes "
+        "(0: speech over the reply cancels it at once)",
+    )
+    backchannel_max_ms: int = Field(
+        1500,
+        ge=0,
+        le=5000,
+        description="utterances up to this long made only of backchannels do not interrupt",
+    )
+    backchannels: str = Field(
+        ",".join(BACKCHANNELS),
+        description="acknowledgements that do not interrupt the assistant (comma-separated)",
     )
 
 

@@ -80,7 +80,13 @@ class CascadeEngine(Engine):
         )
 
     def open_listener(self, params: TurnParams | None, confirm_ms: float) -> Listener:
-        return Listener(self.voice.vad, self.voice.asr, params, confirm_ms, end_of_turn=self.voice.turn)
+        return Listener(
+            self.voice.vad,
+            self.voice.asr,
+            params,
+            confirm_ms,
+            end_of_turn=self.voice.turn,
+        )
 
     def reply(self, request: ReplyRequest, stop: threading.Event) -> Iterator[ReplyPiece]:
         return produce_reply(self.voice.llm, self.voice.tts, request, stop)

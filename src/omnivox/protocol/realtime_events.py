@@ -1,6 +1,7 @@
 """Server events of the OpenAI Realtime API (``WS /v1/realtime``), GA names; beta names for clients
 that ask for them (``BETA_SERVER_TYPES``). ``omnivox.queue`` is omnivox's extension event for a session
-waiting for a worker.
+waiting for a worker; ``omnivox.interruption.paused`` / ``.resumed`` tell a client that a reply's audio
+stopped for speech over it and plays on after all (it was a cough, a backchannel or its own echo).
 """
 
 from __future__ import annotations
@@ -281,6 +282,27 @@ class QueueStatus(ServerEvent):
     position: int = 0
     queue_length: int = 0
     estimated_wait_s: float = 0.0
+
+
+class InterruptionPaused(ServerEvent):
+    """omnivox extension: speech over the reply paused its audio at ``audio_end_ms`` of the item's
+    audio (a client may pause its player there); a ``response.done`` or ``.resumed`` follows."""
+
+    type: Literal["omnivox.interruption.paused"] = "omnivox.interruption.paused"
+    response_id: str
+    item_id: str
+    audio_end_ms: int
+
+
+class InterruptionResumed(ServerEvent):
+    """omnivox extension: the speech was not an interruption; the reply plays on from
+    ``audio_start_ms`` (nothing was truncated)."""
+
+    type: Literal["omnivox.interruption.resumed"] = "omnivox.interruption.resumed"
+    response_id: str
+    item_id: str
+    audio_start_ms: int
+    reason: Literal["no_words", "backchannel", "echo"]
 
 
 # GA -> beta names, for clients connecting with "OpenAI-Beta: realtime=v1"

@@ -8,15 +8,20 @@ effective configuration is always reported in the GA form (``session.created`` /
 Audio formats: ``audio/pcm`` (PCM16 mono, 24 kHz; other rates from 8 to 48 kHz as an omnivox
 extension), ``audio/pcmu`` and ``audio/pcma`` (G.711 at 8 kHz), and ``audio/opus`` (Ogg-Opus at 24 kHz,
 an omnivox extension; Unmute's wire format).
+
+``omnivox`` (an extension object, defaults from the worker's settings) holds the conversation-quality
+settings: ``echo_guard``, ``echo_canceller`` (``gate``, ``aec3``, ``none``), ``echo_gate_factor``,
+``false_interruption_ms``, ``backchannels`` and ``backchannel_max_ms``.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from omnivox.core.config import BACKCHANNELS, EchoKind
 from omnivox.core.errors import InvalidMessage
 from omnivox.core.ids import new_id
 from omnivox.protocol.wire import error_path
@@ -138,6 +143,19 @@ def chat_tool_choice(choice: ToolChoice) -> str | dict[str, Any]:
     return {"type": "function", "function": {"name": choice.name}}
 
 
+class OmnivoxOptions(_Strict):
+    """omnivox's extension settings of a session: how speech over the assistant is judged."""
+
+    echo_guard: bool = True  # the assistant's own words heard back do not interrupt it
+    echo_canceller: EchoKind = "gate"  # the input against its echo: gate, aec3 or none (see the README)
+    echo_gate_factor: float = Field(0.7, gt=0, le=4)  # the gate: input under this share of the reply is echo
+    false_interruption_ms: int = Field(1500, ge=0, le=10000)  # resume a paused reply (0: cut at once)
+    backchannels: list[Annotated[str, Field(max_length=64)]] = Field(
+        default_factory=lambda: list(BACKCHANNELS), max_length=200
+    )
+    backchannel_max_ms: int = Field(1500, ge=0, le=5000)
+
+
 class SessionConfig(_Strict):
     """A session's effective configuration. ``type: "transcription"`` sessions only hear: audio in,
     transcripts out per turn, never a response."""
@@ -153,6 +171,7 @@ class SessionConfig(_Strict):
     tools: list[FunctionTool] = Field(default_factory=list, max_length=128)
     tool_choice: ToolChoice = "auto"
     parallel_tool_calls: bool = True
+    omnivox: OmnivoxOptions = Field(default_factory=OmnivoxOptions)
 
     @model_validator(mode="after")
     def _choice(self) -> SessionConfig:

@@ -5,8 +5,10 @@ is ``response.output_audio.delta`` in its output format; both formats are taken 
 says is in effect (``session.created`` / ``session.updated``), never from what a client asked for.
 Server VAD says where the user's turns are (``speech_started`` / ``speech_stopped``, positions in the
 user's audio stream); a response is the assistant's turn, and one cancelled because the user spoke
-(``turn_detected``) is a barge-in. Beta event names read as their GA names. ``session.record``
-(an omnivox extension of ``session.update``) is the client's recording choice.
+(``turn_detected``) is a barge-in; a reply paused for speech over it and played on
+(``omnivox.interruption.paused`` / ``.resumed``) is marked, not cut. Beta event names read as their
+GA names. ``session.record`` (an omnivox extension of ``session.update``) is the client's recording
+choice.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ _CLIENT_MARKERS = {
     "output_audio_buffer.clear",
 }
 _TEXT_DELTAS = ("response.output_audio_transcript.delta", "response.output_text.delta")
+_INTERRUPTION = {"omnivox.interruption.paused": "paused", "omnivox.interruption.resumed": "resumed"}
 _TEXT_DONE = {"response.output_audio_transcript.done": "transcript", "response.output_text.done": "text"}
 
 
@@ -125,6 +128,9 @@ class RealtimeTimeline(TimelineReader):
         if kind == "conversation.item.truncated":
             heard = {"item_id": msg.get("item_id"), "audio_end_ms": msg.get("audio_end_ms")}
             return [Marker("truncated", heard)]
+        if kind in _INTERRUPTION:  # speech over the reply paused it; it played on (not a barge-in)
+            keep = ("response_id", "item_id", "audio_end_ms", "audio_start_ms", "reason")
+            return [Marker(_INTERRUPTION[kind], {k: msg[k] for k in keep if k in msg})]
         if kind == "error":
             return error_event(msg)
         return []

@@ -76,8 +76,11 @@ class _Turn:
         return "".join(self.deltas).strip()
 
     def extent(self) -> tuple[float, float]:
-        heard = [c for c in self.clips if c["end"] > c["start"]]  # not queued wholly past a barge-in
-        if self.role == "assistant" and heard:
+        if self.role == "assistant" and self.clips:
+            # a chunk queued to play after the barge-in that cut it was never heard: it does not
+            # stretch the turn (a reply paused for speech over it is cut a moment later, its last
+            # chunks still queued ahead of real time)
+            heard = [c for c in self.clips if c["end"] > c["start"]] or self.clips
             return min(c["start"] for c in heard), max(c["end"] for c in heard)
         start = self.start
         end = self.end

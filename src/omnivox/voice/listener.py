@@ -22,6 +22,11 @@ The ``Listener`` runs in the session's input thread (model work blocks) and turn
   long this pause must last to end the turn: short when the words sound finished, up to the
   eagerness's longest wait when they do not. ``semantic.scores`` keeps every judgement.
 - without turn detection (manual turns): every sample goes to the ASR; ``commit`` ends the utterance.
+
+With an echo canceller (``echo``), ``feed`` takes the assistant's audio that was playing while the
+chunk was recorded (``reference``) and everything above hears the microphone with that echo removed:
+the assistant's own voice coming back through a speaker does not start a turn or a barge-in.
+``peek`` decodes the utterance so far now (a barge-in decision that cannot wait for the next partial).
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from typing import Literal
 import numpy as np
 
 from omnivox.voice.asr.base import StreamingAsr
+from omnivox.voice.echo.base import EchoCanceller
 from omnivox.voice.turn.base import EndOfTurnModel
 from omnivox.voice.turn.semantic import SemanticTurn
 from omnivox.voice.vad.base import VoiceActivityDetector
@@ -62,8 +68,10 @@ class Listener:
         confirm_ms: float,
         speculate_at: float | None = 0.3,
         end_of_turn: EndOfTurnModel | None = None,
+        echo: EchoCanceller | None = None,
     ) -> None:
         self.vad = vad
+        self.echo = echo
         self.asr = asr
         self.end_of_turn = end_of_turn
         self.semantic: SemanticTurn | None = None  # semantic_vad's judge of pauses
@@ -111,8 +119,11 @@ class Listener:
         detector.audio_ms = self.vad.audio_ms  # continue on the stream clock
         self.detector = detector
 
-    def feed(self, audio: np.ndarray) -> list[Heard]:
-        """Hear the next chunk (float32 at the VAD rate)."""
+    def feed(self, audio: np.ndarray, reference: np.ndarray | None = None) -> list[Heard]:
+        """Hear the next chunk (float32 at the VAD rate); ``reference``: the assistant's audio that
+        played meanwhile (same length), whose echo is removed first (None: no echo guard)."""
+        if reference is not None and self.echo is not None:
+            audio = self.echo.process(audio, reference)
         self._remember(audio)
         self.samples += len(audio)
         self.pending_samples += len(audio)
@@ -192,6 +203,13 @@ class Listener:
             and d.state is TurnState.SPEECH
             and d.pause_prediction >= self.speculate_at
         )
+
+    def peek(self) -> str:
+        """The words of the utterance in progress, decoded now ("" outside one)."""
+        if self._asr_from is not None:
+            self._hear([])
+        words = self.asr.peek().text if self.asr.in_utterance else ""
+        return " ".join(t for t in (self._early, words) if t)
 
     def commit(self) -> Heard:
         """End the user's utterance now (manual turns, or a client commit mid-speech)."""

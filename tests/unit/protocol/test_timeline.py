@@ -338,3 +338,33 @@ def test_realtime_turns_transcripts_barge_in_and_the_record_choice():
         ErrorEvent("invalid_event", "bad"),
         Marker("response.cancel"),
     ]
+
+
+def test_realtime_speech_over_the_reply_that_did_not_cut_it_is_marked_not_a_barge_in():
+    reader = by_name("realtime").timeline_reader()
+    paused = {
+        "type": "omnivox.interruption.paused",
+        "response_id": "r1",
+        "item_id": "b",
+        "audio_end_ms": 1200,
+    }
+    resumed = {
+        "type": "omnivox.interruption.resumed",
+        "response_id": "r1",
+        "item_id": "b",
+        "audio_start_ms": 1200,
+        "reason": "no_words",
+    }
+    events = frames(
+        reader,
+        (False, paused),
+        (False, resumed),
+        (False, {"type": "response.done", "response": {"id": "r1", "status": "completed"}}),
+    )
+    assert events == [
+        Marker("paused", {"response_id": "r1", "item_id": "b", "audio_end_ms": 1200}),
+        Marker(
+            "resumed", {"response_id": "r1", "item_id": "b", "audio_start_ms": 1200, "reason": "no_words"}
+        ),
+        TurnEnd("assistant", status="completed"),
+    ]

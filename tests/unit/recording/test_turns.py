@@ -54,7 +54,8 @@ def test_realtime_turns_are_mapped_from_stream_positions_and_snap_to_the_speech(
         {"type": "turn_start", "role": "assistant", "t": 4.1, "ref": "r1"},
         {"type": "text", "role": "assistant", "t": 4.1, "text": "Hi", "final": False},
         audio("assistant", 4.3, 2.0, 1),
-        {"type": "barge_in", "t": 5.0, "cut_seq": 1},
+        audio("assistant", 6.3, 0.1, 2, t=4.9),  # sent ahead, queued to play after the cut
+        {"type": "barge_in", "t": 5.0, "cut_seq": 2},
         {"type": "turn_end", "role": "assistant", "t": 5.0, "status": "cancelled"},
         {"type": "figures", "t": 5.1, "values": {"voice_to_voice_s": 0.5}, "next_turn": False},
     ]
@@ -62,7 +63,7 @@ def test_realtime_turns_are_mapped_from_stream_positions_and_snap_to_the_speech(
     user, reply = build_turns(events)
     # 800 ms falls in the first stretch (0.2 + 0.8 = 1.0), but the speech starts at 3.0 + 0.1
     assert (user["start"], user["end"], user["text"]) == (3.1, 3.8, "hello")
-    assert reply["start"] == 4.3 and reply["end"] == 5.0  # heard until the barge-in
+    assert reply["start"] == 4.3 and reply["end"] == 5.0  # heard until the barge-in, not its queue
     assert reply["interrupted"] and reply["status"] == "cancelled" and reply["text"] == "Hi"
     assert reply["figures"] == {"voice_to_voice_s": 0.5} and reply["latency_s"] == pytest.approx(0.5)
     assert [t["index"] for t in (user, reply)] == [0, 1]

@@ -92,6 +92,17 @@ class StreamingAsr(ABC):
             self._utterance_start = None
             self._last_partial = ""
 
+    def peek(self) -> Transcript:
+        """The utterance so far, as well as the backend can tell now without ending it (a streaming
+        backend: its latest partial; one that decodes whole utterances decodes what it has)."""
+        if self._utterance_start is None:
+            return Transcript("", (), final=False, start_ms=self.audio_ms)
+        hyp = self._peek()
+        return self._transcript(hyp, final=False)
+
+    def _peek(self) -> Hypothesis:
+        return (self._last_partial, ())
+
     def reset(self) -> None:
         """Abandon any utterance in flight and start a new session; the model stays loaded."""
         if self._utterance_start is not None:

@@ -188,6 +188,10 @@ class WhisperAsr(StreamingAsr):
         if self._pending is not None:
             self._pending.exception(timeout)
 
+    def _peek(self) -> Hypothesis:
+        audio = self._audio()
+        return self._partial(audio, False) if len(audio) else ("", ())
+
     def _end(self) -> Hypothesis:
         audio = self._audio()
         self._chunks = []

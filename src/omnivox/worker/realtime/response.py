@@ -3,6 +3,10 @@
 A response's life is an explicit state machine (``ResponseState``):
 
     HELD ──release──> SPEAKING ──> DONE | CANCELLED | FAILED
+      │                 │  ^
+      │            pause│  │resume
+      │                 v  │
+      │                PAUSED ──> CANCELLED | FAILED
       └───discard───> DISCARDED
 
 A response prepared during the user's pause starts HELD: the engine already writes and speaks it in
@@ -11,6 +15,13 @@ Any other response starts SPEAKING. ``cancel`` (a barge-in, or the client) stops
 the thread at its next check, the event side immediately; unsent audio is dropped from the outbox
 and the assistant item keeps only the words the user heard (whole sentences played, plus the played
 share of the sentence that was cut).
+
+``pause`` (speech over the reply, not yet judged) stops its audio at once without ending it: no
+more deltas go out (the engine goes on writing), ``omnivox.interruption.paused`` says where it
+stopped, and playback is modelled as stopped there. ``resume`` plays on from that point
+(``omnivox.interruption.resumed``): nothing was truncated and the client gets every sample once.
+``cancel`` from a pause truncates the item to where it paused. A client that knows nothing of the
+extension sees a reply whose audio stalls a moment, and ``response.done`` only at its real end.
 
 Audio is paced at most ``lead_ms`` ahead of real time, so an interruption leaves little stale audio
 in the client. A response's output items open as they begin: the message (text or audio) at its
@@ -32,16 +43,18 @@ from typing import Any
 
 import numpy as np
 
-from omnivox.core.errors import OmnivoxError, as_omnivox_error
+from omnivox.core.errors import as_omnivox_error
 from omnivox.protocol import realtime_events as ev
 from omnivox.session.transitions import Machine
+from omnivox.voice.echo.reference import EchoReference, PlayClock
 from omnivox.voice.llm.base import ToolCallDelta, Usage
 from omnivox.voice.reply import FirstToken, ReplyPiece, ReplyRequest, Spoken, Word
 from omnivox.worker.realtime.audio_io import TTS_RATE, OutputEncoder
 from omnivox.worker.realtime.calls import ResponseCalls
 from omnivox.worker.realtime.conversation import Conversation, Item
 from omnivox.worker.realtime.events import Events
-from omnivox.worker.realtime.usage import rate_limits, usage
+from omnivox.worker.realtime.response_wire import Figures, ResponsePlan, response_object
+from omnivox.worker.realtime.usage import rate_limits
 
 FRAME_MS = 100  # audio per delta
 
@@ -49,6 +62,7 @@ FRAME_MS = 100  # audio per delta
 class ResponseState(StrEnum):
     HELD = "held"  # prepared during the user's pause; nothing said yet
     SPEAKING = "speaking"  # its events and audio are going out
+    PAUSED = "paused"  # speech over it: no audio goes out until it resumes or is cancelled
     DONE = "done"  # said to the end
     CANCELLED = "cancelled"  # cut short (barge-in, client)
     FAILED = "failed"  # the engine failed
@@ -58,28 +72,14 @@ class ResponseState(StrEnum):
 R = ResponseState
 TRANSITIONS: dict[ResponseState, frozenset[ResponseState]] = {
     R.HELD: frozenset({R.SPEAKING, R.DISCARDED}),
-    R.SPEAKING: frozenset({R.DONE, R.CANCELLED, R.FAILED}),
+    R.SPEAKING: frozenset({R.PAUSED, R.DONE, R.CANCELLED, R.FAILED}),
+    R.PAUSED: frozenset({R.SPEAKING, R.CANCELLED, R.FAILED}),
     R.DONE: frozenset(),
     R.CANCELLED: frozenset(),
     R.FAILED: frozenset(),
     R.DISCARDED: frozenset(),
 }
 WIRE_STATUS = {R.DONE: "completed", R.CANCELLED: "cancelled", R.FAILED: "failed"}
-
-
-@dataclass
-class ResponsePlan:
-    response_id: str
-    item: Item  # the assistant item this response fills
-    request: ReplyRequest  # what the engine is asked (messages, LLM parameters, voice)
-    in_conversation: bool = True  # False: an out-of-band response ("conversation": "none")
-    metadata: dict[str, str] | None = None
-    speech_end_at: float | None = None  # monotonic time the user's speech ended, if it prompted this
-    context_tokens: int = 0  # the LLM's history budget (reported in rate_limits.updated)
-
-    @property
-    def audio(self) -> bool:
-        return self.request.speak
 
 
 @dataclass(frozen=True)
@@ -93,19 +93,6 @@ class _Failed:
 
 
 _Produced = ReplyPiece | _End | _Failed
-
-
-@dataclass
-class Figures:
-    """What a finished response reports (seconds)."""
-
-    reason: str | None = None  # why it was cancelled (turn_detected, client_cancelled)
-    error: OmnivoxError | None = None
-    llm_ttft_s: float | None = None
-    tts_ttfa_s: float | None = None
-    voice_to_voice_s: float | None = None
-    tts_busy_s: float = 0.0  # synthesis time (output thread) and the audio it made
-    tts_audio_s: float = 0.0
 
 
 Produce = Callable[[ReplyRequest, threading.Event], Iterator[ReplyPiece]]
@@ -123,6 +110,7 @@ class Response:
         lead_ms: float,
         held: bool = False,
         clock: Callable[[], float] = time.monotonic,
+        reference: EchoReference | None = None,
     ) -> None:
         self.plan = plan
         self.clock = clock
@@ -139,6 +127,9 @@ class Response:
         self._released = asyncio.Event()
         if not held:
             self._released.set()
+        self._playing = asyncio.Event()  # set unless paused
+        self._playing.set()
+        self.ended = asyncio.Event()  # run() has finished
         self._text: list[str] = []
         self._outputs: list[Item] = []  # output items in the order they opened
         self._message_index: int | None = None  # the message item's output index, once open
@@ -146,8 +137,8 @@ class Response:
         self.calls = ResponseCalls(
             plan.response_id, events, conversation if plan.in_conversation else None, self._output_index
         )
-        self._sent_ms = 0.0
-        self._first_audio_at: float | None = None
+        self.play = PlayClock(clock)  # the client's playback, as modelled here
+        self.reference = reference  # the echo guard's record of what plays when
         self._started = clock()  # when it may speak
 
     @property
@@ -183,17 +174,52 @@ class Response:
         response is discarded; one already over is left as it is."""
         if self.state is R.HELD:
             self.discard()
-        elif self.state is R.SPEAKING:
+        elif self.state in (R.SPEAKING, R.PAUSED):
             self._machine.move(R.CANCELLED)
             self.figures.reason = reason
             self._stop.set()
             self._cut.set()
+            self._playing.set()
+
+    def pause(self) -> bool:
+        """Speech over the reply: stop its audio now, undoably (False: it is not speaking). A reply
+        that has finished but still plays at the client pauses its playback alone."""
+        if self.state is R.SPEAKING:
+            self._machine.move(R.PAUSED)
+            self._playing.clear()
+        elif (
+            self.state is not R.DONE
+            or not self.plan.audio
+            or self.play.paused
+            or self.play.played_ms() >= self.play.sent_ms
+        ):
+            return False
+        ms = self.play.pause()
+        self.events.put(
+            ev.InterruptionPaused(
+                response_id=self.response_id, item_id=self.plan.item.id, audio_end_ms=int(ms)
+            )
+        )
+        return True
+
+    def resume(self, reason: str) -> None:
+        """Not an interruption after all: play on from where it paused."""
+        if self.state is R.PAUSED:
+            self._machine.move(R.SPEAKING)
+            self._playing.set()
+        elif not self.play.paused:
+            return
+        ms = self.play.resume()
+        self.events.put(
+            ev.InterruptionResumed(
+                response_id=self.response_id, item_id=self.plan.item.id, audio_start_ms=int(ms), reason=reason
+            )
+        )
 
     def played_ms(self) -> float:
-        """Audio the client has had time to play (sent, and no more than real time since it began)."""
-        if self._first_audio_at is None:
-            return 0.0
-        return min(self._sent_ms, (self.clock() - self._first_audio_at) * 1000)
+        """Audio the client has had time to play (sent, no more than real time since it began, and
+        nothing past a pause)."""
+        return self.play.played_ms()
 
     # ---- the event side
 
@@ -211,7 +237,10 @@ class Response:
             if self.state is R.DISCARDED:
                 return self.state
             self._begin()
-            while self.state is R.SPEAKING:
+            while self.state in (R.SPEAKING, R.PAUSED):
+                await self._playing.wait()
+                if self.state is not R.SPEAKING:
+                    break
                 item = await self._next(queue)
                 if item is None or isinstance(item, _End):
                     break
@@ -228,6 +257,7 @@ class Response:
             self._stop.set()
             # the thread ends within one LLM delta or TTS piece; the next response waits for it anyway
             await asyncio.wait({produced}, timeout=5.0)
+            self.ended.set()
 
     async def _next(self, queue: asyncio.Queue[_Produced]) -> _Produced | None:
         """The next piece from the thread, or None once the response is cut."""
@@ -257,7 +287,7 @@ class Response:
             self._open_message()
             if piece.starts_sentence:
                 delta = piece.text if not p.item.spans else " " + piece.text
-                p.item.spans.append((self._sent_ms, piece.text))
+                p.item.spans.append((self.play.sent_ms, piece.text))
                 self.events.put(ev.AudioTranscriptDelta(delta=delta, **self._where()))
             await self._send_audio(piece.audio)
 
@@ -295,24 +325,27 @@ class Response:
         for i in range(0, len(audio), frame):
             piece = audio[i : i + frame]
             await self._pace()
+            await self._playing.wait()
             if self.state is not R.SPEAKING:
                 return
-            now = self.clock()
-            if self._first_audio_at is None:
-                self._first_audio_at = now
+            if self.play.started_at is None:
+                self.play.start()
+                now = self.clock()
                 self.figures.tts_ttfa_s = now - self._started
                 if self.plan.speech_end_at is not None:
                     self.figures.voice_to_voice_s = now - self.plan.speech_end_at
             ms = len(piece) * 1000 / TTS_RATE
             delta = ev.AudioDelta(delta=self.encoder.encode(piece), **self._where())
+            if self.reference is not None:
+                self.reference.add(self.play, self.play.sent_ms, piece, TTS_RATE)
             self.events.put(delta, response_id=self.response_id, audio_ms=ms)
-            self._sent_ms += ms
+            self.play.sent(ms)
 
     async def _pace(self) -> None:
         """Wait until sending more keeps the client's buffer within ``lead_ms``."""
-        if self._first_audio_at is None:
+        if self.play.started_at is None:
             return
-        ahead = self._sent_ms - (self.clock() - self._first_audio_at) * 1000
+        ahead = self.play.ahead_ms()
         wait_s = (ahead - self.lead_ms) / 1000
         if wait_s > 0:
             try:
@@ -342,12 +375,13 @@ class Response:
     def _finish_message(self, cancelled: bool) -> None:
         p, item, where = self.plan, self.plan.item, self._where()
         if p.audio:
-            self._sent_ms -= self.events.drop_audio(p.response_id) if cancelled else 0.0
-            item.audio_ms = self._sent_ms
+            if cancelled:
+                self.play.unsent(self.events.drop_audio(p.response_id))
+            item.audio_ms = self.play.sent_ms
             item.text = " ".join(text for _, text in item.spans)
             if cancelled:
                 self.encoder.flush()  # the rest of this response's audio is never sent
-                self.conversation.truncate(item, self.played_ms())
+                self.conversation.truncate(item, self.play.stop())
             elif tail := self.encoder.flush():
                 self.events.put(ev.AudioDelta(delta=tail, **where))
             self.events.put(ev.AudioDone(**where))
@@ -366,31 +400,7 @@ class Response:
             self.conversation.closed(item)
 
     def _response(self, status: str) -> dict[str, Any]:
-        p, figures = self.plan, self.figures
-        response: dict[str, Any] = {
-            "id": p.response_id,
-            "object": "realtime.response",
-            "status": status,
-            "conversation_id": "conv_default" if p.in_conversation else None,
-            "output_modalities": ["audio"] if p.audio else ["text"],
-            "audio": {"output": {"voice": p.request.voice}},
-            "max_output_tokens": p.request.llm.max_tokens or "inf",
-            "metadata": p.metadata,
-            "output": [i.wire() for i in self._outputs] if status != "in_progress" else [],
-        }
-        if status in ("cancelled", "failed", "incomplete"):
-            details: dict[str, Any] = {"type": status, "reason": figures.reason}
-            if figures.error is not None:
-                details["error"] = {
-                    "type": "server_error",
-                    "code": figures.error.wire_code,
-                    "message": figures.error.message,
-                }
-            response["status_details"] = details
-        if status != "in_progress":
-            written = p.item.text + "".join(c.arguments for c in self._outputs if c.type == "function_call")
-            response["usage"] = usage(p.request, written, self._sent_ms, self._usage)
-        return response
+        return response_object(self.plan, self.figures, status, self._outputs, self.play.sent_ms, self._usage)
 
     # ---- the thread side
 

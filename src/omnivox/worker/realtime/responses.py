@@ -5,8 +5,12 @@
 - ``speculate``: prepare the reply to what the user said so far, held during their pause;
   ``confirm`` releases it when the turn ends with the same words (else it is dropped unheard);
   ``discard_speculation`` drops it when they go on talking.
+- ``pause`` (speech over the assistant, not judged yet) stops the speaking response's audio, or the
+  playback of the last one still playing at the client; ``resume`` plays it on.
 - ``interrupt`` (a barge-in) cancels the speaking response, or cuts the audio of the last one that
   is still playing at the client; ``cancel`` is the client's ``response.cancel``.
+- ``spoken_recently``: the words the user may just have heard (the echo guard compares them with
+  what the recogniser hears over the assistant).
 
 When a response that was heard ends, ``on_finished`` gets it (the session reports its figures and
 arms the idle timer).
@@ -14,6 +18,7 @@ arms the idle timer).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -26,6 +31,7 @@ from omnivox.protocol import realtime as rt
 from omnivox.protocol.chat import ChatMessage
 from omnivox.protocol.realtime_session import SessionConfig, chat_tool_choice, check_tools
 from omnivox.session.units import WorkUnits
+from omnivox.voice.echo.reference import EchoReference
 from omnivox.voice.llm.base import LlmParams
 from omnivox.voice.llm.history import trim_history
 from omnivox.voice.reply import ReplyRequest
@@ -54,8 +60,10 @@ class Responses:
         encoder: Callable[[], OutputEncoder],
         on_finished: Callable[[Response], Awaitable[None]],
         clock: Callable[[], float] = time.monotonic,
+        reference: EchoReference | None = None,
     ) -> None:
         self.engine = engine
+        self.reference = reference  # where the echo guard learns what plays when
         self.profile = profile
         self.events = events
         self.conversation = conversation
@@ -70,6 +78,7 @@ class Responses:
         self.held: Response | None = None  # prepared during the user's pause, not said yet
         self.last: Response | None = None  # the last one that was heard (its audio may still play)
         self._held_text = ""
+        self._paused: Response | None = None  # paused by speech over it, not judged yet
 
     # ---- what turn-taking needs to know
 
@@ -94,6 +103,8 @@ class Responses:
         extra: list[ChatMessage] | None = None,
     ) -> Response:
         """Start a response; raises ``ActiveResponse`` while one runs."""
+        if self.active is not None and self.active.over:  # cut a moment ago: let it finish its events
+            await asyncio.wait_for(self.active.ended.wait(), 10)
         if self.active is not None:
             raise ActiveResponse(
                 f"response {self.active.response_id} is in progress; cancel it or wait for response.done"
@@ -149,6 +160,7 @@ class Responses:
 
     def interrupt(self, reason: str) -> None:
         """Barge-in: cancel the running response, or cut the audio of the last one still playing."""
+        self._paused = None
         if self.active is not None:
             self.active.cancel(reason)
         else:
@@ -159,8 +171,36 @@ class Responses:
         last = self.last
         if last is None or not last.plan.audio or last.plan.item.audio_ms <= 0:
             return  # nothing of it was said (a reply that only called functions has no audio)
-        self.conversation.truncate(last.plan.item, last.played_ms())
+        self.conversation.truncate(last.plan.item, last.play.stop())
         self.last = None
+
+    def pause(self) -> bool:
+        """Speech over the assistant: stop its audio now, undoably (False: nothing was playing)."""
+        target = self.active if self.active is not None else self.last
+        if target is None or not target.pause():
+            return False
+        self._paused = target
+        return True
+
+    def resume(self, reason: str) -> None:
+        """The speech was not an interruption (``no_words``, ``backchannel``, ``echo``): play on."""
+        paused, self._paused = self._paused, None
+        if paused is not None:
+            paused.resume(reason)
+
+    def spoken_recently(self, window_ms: float = 8000.0) -> str:
+        """The assistant's words the user may have heard in the last ``window_ms`` of its audio."""
+        response = self.active if self.active is not None else self.last
+        if response is None:
+            return ""
+        item, played = response.plan.item, response.played_ms()
+        spans = item.spans
+        words = []
+        for n, (start, text) in enumerate(spans):
+            end = spans[n + 1][0] if n + 1 < len(spans) else response.play.sent_ms
+            if start <= played and end >= played - window_ms:
+                words.append(text)
+        return " ".join(words)
 
     # ---- internals
 
@@ -175,6 +215,7 @@ class Responses:
             self.lead_ms,
             held=held,
             clock=self.clock,
+            reference=self.reference,
         )
 
     async def _run(self, response: Response) -> None:

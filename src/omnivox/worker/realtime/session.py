@@ -14,6 +14,7 @@ so hearing a barge-in never waits for speech synthesis, and the event loop never
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -25,13 +26,15 @@ from omnivox.protocol import realtime as rt
 from omnivox.protocol import realtime_events as ev
 from omnivox.protocol.chat import ChatMessage
 from omnivox.protocol.internal import Metrics
-from omnivox.protocol.realtime_session import SessionConfig, TurnDetection, apply_update
+from omnivox.protocol.realtime_session import OmnivoxOptions, SessionConfig, TurnDetection, apply_update
+from omnivox.voice.echo.reference import EchoReference
+from omnivox.voice.turn.interruption import InterruptionPolicy
 from omnivox.voice.vad.turn import TurnParams
 from omnivox.worker.handler import SessionHandler
 from omnivox.worker.realtime.audio_io import InputDecoder, OutputEncoder
 from omnivox.worker.realtime.conversation import Conversation, Item, item_id, item_text
 from omnivox.worker.realtime.events import Events
-from omnivox.worker.realtime.hearing import ASR_RATE, Clear, Commit, Configure, Feed, Hearing
+from omnivox.worker.realtime.hearing import ASR_RATE, Clear, Commit, Configure, Echo, Feed, Hearing
 from omnivox.worker.realtime.response import Response, ResponseState
 from omnivox.worker.realtime.responses import Responses
 from omnivox.worker.realtime.turns import (
@@ -41,11 +44,15 @@ from omnivox.worker.realtime.turns import (
     DropPrepared,
     Emit,
     Floor,
+    PauseReply,
     Prepare,
+    ResumeReply,
     StopIdle,
     TurnTaking,
 )
 from omnivox.worker.realtime.warnings import SettingWarnings
+
+log = logging.getLogger(__name__)
 
 MIN_COMMIT_MS = 100  # less audio than this cannot be a turn (OpenAI's rule too)
 SILENCE_MARKER = "..."  # what the user "said" when the idle timeout prompts them
@@ -63,6 +70,19 @@ def turn_params(vad: TurnDetection | None) -> TurnParams | None:
     )
 
 
+def interruption_policy(options: OmnivoxOptions) -> InterruptionPolicy:
+    return InterruptionPolicy(
+        resume_ms=options.false_interruption_ms,
+        backchannels=tuple(options.backchannels),
+        backchannel_max_ms=options.backchannel_max_ms,
+        echo_words=options.echo_guard,
+    )
+
+
+def echo_job(options: OmnivoxOptions) -> Echo:
+    return Echo(options.echo_canceller, options.echo_gate_factor)
+
+
 class RealtimeSession(SessionHandler):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -73,6 +93,16 @@ class RealtimeSession(SessionHandler):
             self.config.type = "transcription"
         self.config.audio.output.voice = self.profile.default_voice
         self.warnings = SettingWarnings(self.profile)
+        settings = self.settings
+        self.config.omnivox = OmnivoxOptions(
+            echo_guard=settings.echo_guard,
+            echo_canceller=settings.echo_canceller,
+            echo_gate_factor=settings.echo_gate_factor,
+            false_interruption_ms=settings.false_interruption_ms,
+            backchannels=[b.strip() for b in settings.backchannels.split(",") if b.strip()],
+            backchannel_max_ms=settings.backchannel_max_ms,
+        )
+        self.reference = EchoReference()  # the reply audio as it plays, for the echo guard
         self.events = Events(self.conn, beta=self.info.query.get("beta") in ("1", "true"))
         self.conversation = Conversation(self.events.put)
         self.input_thread = ThreadPoolExecutor(1, thread_name_prefix="rt-input")
@@ -81,8 +111,13 @@ class RealtimeSession(SessionHandler):
         self.encoder = OutputEncoder(self.config.audio.output.format)
         vad = self.config.audio.input.turn_detection
         listener = engine.open_listener(turn_params(vad), self.settings.barge_in_min_ms)
-        self.hearing = Hearing(listener, self.input_thread)
-        self.turns = TurnTaking(vad, transcribe=self.config.audio.input.transcription is not None)
+        self.hearing = Hearing(listener, self.input_thread, self.reference)
+        self.hearing.set_echo(echo_job(self.config.omnivox))
+        self.turns = TurnTaking(
+            vad,
+            transcribe=self.config.audio.input.transcription is not None,
+            policy=interruption_policy(self.config.omnivox),
+        )
         self.conversation.transcribing = self.turns.transcribe
         self.responses = Responses(
             engine=engine,
@@ -95,6 +130,7 @@ class RealtimeSession(SessionHandler):
             config=lambda: self.config,
             encoder=lambda: self.encoder,
             on_finished=self._finished,
+            reference=self.reference,
         )
         self.events.put(ev.SessionCreated(session=self.config.wire()))
 
@@ -156,6 +192,10 @@ class RealtimeSession(SessionHandler):
         self.turns.transcribe = self.conversation.transcribing = new.audio.input.transcription is not None
         if vad != old.audio.input.turn_detection:
             self.hearing.submit(Configure(turn_params(vad)))
+        if new.omnivox != old.omnivox:
+            self.turns.interruption.policy = interruption_policy(new.omnivox)
+            if echo_job(new.omnivox) != echo_job(old.omnivox):
+                self.hearing.submit(echo_job(new.omnivox))
         self.events.put(ev.SessionUpdated(session=new.wire()))
         for warning in self.warnings.check(patch, new):
             self.events.put(warning)
@@ -228,11 +268,15 @@ class RealtimeSession(SessionHandler):
             if isinstance(job, Feed):
                 for heard in await hearing.feed(job):
                     await self.execute(self.turns.heard(heard, job.arrival, self._floor()))
+                if self.turns.interruption.due(hearing.listener.audio_ms):
+                    await self._expire()
             elif isinstance(job, Commit):
                 await self._commit(job.event_id)
             elif isinstance(job, Clear):
                 await hearing.run(hearing.listener.clear)
                 self.events.put(ev.Cleared())
+            elif isinstance(job, Echo):
+                await hearing.run(hearing.set_echo, job)
             else:
                 await hearing.run(hearing.listener.configure, job.params)
 
@@ -247,8 +291,19 @@ class RealtimeSession(SessionHandler):
         heard = await self.hearing.run(self.hearing.listener.commit)
         await self.execute(self.turns.commit(heard.text, keep_empty=True))
 
+    async def _expire(self) -> None:
+        """The reply has been paused for speech with no words settled: decode what was said so far."""
+        listener = self.hearing.listener
+        text = await self.hearing.run(listener.peek)
+        await self.execute(self.turns.expire(text, listener.audio_ms, self._floor()))
+
     def _floor(self) -> Floor:
-        return Floor(speaking=self.responses.speaking(), responding=self.responses.active is not None)
+        responses = self.responses
+        return Floor(
+            speaking=responses.speaking(),
+            responding=responses.active is not None,
+            spoken=responses.spoken_recently() if self.config.omnivox.echo_guard else "",
+        )
 
     async def execute(self, actions: list[Action]) -> None:
         """Carry out what turn-taking decided, in order."""
@@ -258,7 +313,16 @@ class RealtimeSession(SessionHandler):
             elif isinstance(action, StopIdle):
                 await self.conn.units.cancel("idle")
             elif isinstance(action, BargeIn):
+                log.info(
+                    "barge-in (%s): %r", self.turns.interruption.verdict, self.turns.interruption.heard_text
+                )
                 self.responses.interrupt(action.reason)
+            elif isinstance(action, PauseReply):
+                log.info("speech over the reply: paused")
+                self.responses.pause()
+            elif isinstance(action, ResumeReply):
+                log.info("resumed (%s): %r", action.reason, self.turns.interruption.heard_text)
+                self.responses.resume(action.reason)
             elif isinstance(action, Prepare):
                 if not self.config.transcription_only:
                     await self.responses.speculate(action.text)

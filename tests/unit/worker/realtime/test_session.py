@@ -113,20 +113,24 @@ BARGE_IN = [
     *TURN,
     [],  # the reply is speaking
     [Heard("speech_started", 2000.0)],
-    [Heard("speech_confirmed", 2150.0)],
+    [Heard("speech_confirmed", 2150.0)],  # the reply pauses
+    [Heard("partial", 2400.0, "wait a moment")],  # words: a real barge-in
 ]
 
 
 @pytest.mark.parametrize("session", [(BARGE_IN, True)], indirect=True)
-async def test_speech_over_the_reply_cancels_it_and_truncates_it(session) -> None:
+async def test_speech_over_the_reply_pauses_it_then_words_cancel_and_truncate_it(session) -> None:
     client, engine, handler = session
     client.append(4)
     await client.until("response.output_audio.delta")
-    client.append(3)
+    client.append(4)
     events = await client.until("response.done")
     done = events[-1]["response"]
     assert done["status"] == "cancelled" and done["status_details"]["reason"] == "turn_detected"
-    assert "conversation.item.truncated" in types(events)
+    paused = next(e for e in events if e["type"] == "omnivox.interruption.paused")
+    truncated = next(e for e in events if e["type"] == "conversation.item.truncated")
+    assert truncated["audio_end_ms"] == paused["audio_end_ms"]  # cut where it paused
+    assert "omnivox.interruption.resumed" not in types(events)
     await asyncio.to_thread(engine.stopped.wait, 2)  # the engine's reply was told to stop
     # the response lets go of the floor once its thread has ended (response.done can come first)
     for _ in range(200):

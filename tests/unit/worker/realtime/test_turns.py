@@ -5,13 +5,16 @@ from __future__ import annotations
 from omnivox.protocol import realtime_events as ev
 from omnivox.protocol.realtime_session import TurnDetection
 from omnivox.voice.listener import Heard
+from omnivox.voice.turn.interruption import InterruptionPolicy, Phase
 from omnivox.worker.realtime.turns import (
     BargeIn,
     CommitTurn,
     DropPrepared,
     Emit,
     Floor,
+    PauseReply,
     Prepare,
+    ResumeReply,
     StopIdle,
     TurnTaking,
 )
@@ -49,13 +52,97 @@ def test_noise_makes_no_item_and_no_reply() -> None:
     assert not any(isinstance(a, CommitTurn) for a in actions)
 
 
-def test_speech_over_the_assistant_is_a_barge_in_only_once_confirmed_and_only_if_allowed() -> None:
-    turns = TurnTaking(TurnDetection())
+def test_without_recovery_speech_over_the_assistant_cuts_it_once_confirmed_and_only_if_allowed() -> None:
+    turns = TurnTaking(TurnDetection(), policy=InterruptionPolicy(resume_ms=0))
     assert not any(isinstance(a, BargeIn) for a in turns.heard(Heard("speech_started", 0.0), 0.0, TALKING))
     assert turns.heard(Heard("speech_confirmed", 150.0), 0.2, TALKING) == [BargeIn("turn_detected")]
+    turns.commit("")
+    turns.heard(Heard("speech_started", 0.0), 0.0, PLAYING)
     assert turns.heard(Heard("speech_confirmed", 150.0), 0.2, PLAYING) == [BargeIn("turn_detected")]
     polite = TurnTaking(TurnDetection(interrupt_response=False))
     assert polite.heard(Heard("speech_confirmed", 150.0), 0.2, TALKING) == []
+
+
+def test_speech_over_the_assistant_pauses_it_and_words_make_it_a_barge_in() -> None:
+    turns = TurnTaking(TurnDetection())
+    turns.heard(Heard("speech_started", 1000.0), 10.0, TALKING)
+    assert turns.heard(Heard("speech_confirmed", 1150.0), 10.2, TALKING) == [PauseReply()]
+    assert turns.interruption.phase is Phase.PAUSED
+    # a partial that is only a backchannel so far settles nothing; words cut it
+    assert turns.heard(Heard("partial", 1600.0, "yeah"), 10.6, TALKING) == []
+    assert turns.heard(Heard("partial", 2200.0, "yeah but wait"), 11.2, TALKING)[0] == BargeIn(
+        "turn_detected"
+    )
+    turns.heard(Heard("speech_stopped", 3000.0), 12.0, TALKING)
+    # the reply is being cut: the turn gets its own reply although the floor still says responding
+    final = turns.heard(Heard("final", 3500.0, "yeah but wait"), 12.5, TALKING)
+    assert next(a for a in final if isinstance(a, CommitTurn)).respond
+
+
+def test_a_cough_pauses_the_reply_and_resumes_it_with_no_item() -> None:
+    turns = TurnTaking(TurnDetection())
+    turns.heard(Heard("speech_started", 1000.0), 10.0, TALKING)
+    assert turns.heard(Heard("speech_confirmed", 1150.0), 10.2, TALKING) == [PauseReply()]
+    assert turns.heard(Heard("pause", 1500.0, ""), 10.5, TALKING) == [ResumeReply("no_words")]
+    turns.heard(Heard("speech_stopped", 1400.0), 10.9, TALKING)
+    final = turns.heard(Heard("final", 1900.0, ""), 10.9, TALKING)
+    assert isinstance(events(final)[0], ev.Cleared) and not any(isinstance(a, CommitTurn) for a in final)
+    assert turns.interruption.phase is Phase.NONE
+
+
+def test_a_backchannel_resumes_the_reply_and_is_kept_without_a_reply() -> None:
+    turns = TurnTaking(TurnDetection())
+    turns.heard(Heard("speech_started", 700.0), 10.0, TALKING)  # padded 300 ms: speech from 1000
+    turns.heard(Heard("speech_confirmed", 1150.0), 10.2, TALKING)
+    assert turns.heard(Heard("pause", 1600.0, "Mm-hmm."), 10.6, TALKING) == [ResumeReply("backchannel")]
+    turns.heard(Heard("speech_stopped", 1450.0), 11.0, TALKING)
+    final = turns.heard(Heard("final", 1950.0, "Mm-hmm."), 11.0, QUIET)  # even if the reply just ended
+    commit = [a for a in final if isinstance(a, CommitTurn)]
+    assert commit and commit[0].text == "Mm-hmm." and not commit[0].respond
+
+
+def test_a_long_utterance_of_backchannel_words_is_a_barge_in() -> None:
+    turns = TurnTaking(TurnDetection(), policy=InterruptionPolicy(backchannel_max_ms=1000))
+    turns.heard(Heard("speech_started", 700.0), 10.0, TALKING)
+    turns.heard(Heard("speech_confirmed", 1150.0), 10.2, TALKING)
+    assert turns.heard(Heard("pause", 2600.0, "okay okay okay okay"), 11.6, TALKING) == [
+        BargeIn("turn_detected")
+    ]
+
+
+def test_the_assistants_own_words_heard_back_resume_it_and_make_no_item() -> None:
+    turns = TurnTaking(TurnDetection())
+    echo = Floor(
+        speaking=True, responding=True, spoken="Once upon a time a brave little fox lived by a river."
+    )
+    turns.heard(Heard("speech_started", 1000.0), 10.0, echo)
+    turns.heard(Heard("speech_confirmed", 1150.0), 10.2, echo)
+    assert turns.heard(Heard("partial", 1800.0, "a brave little fox"), 10.8, echo) == []
+    assert turns.heard(Heard("pause", 2600.0, "a brave little fox lived"), 11.6, echo) == [
+        ResumeReply("echo")
+    ]
+    turns.heard(Heard("speech_stopped", 2450.0), 12.0, echo)
+    final = turns.heard(Heard("final", 2950.0, "a brave little fox lived"), 12.0, echo)
+    assert isinstance(events(final)[0], ev.Cleared) and not any(isinstance(a, CommitTurn) for a in final)
+    # without the echo guard the same words are the user's
+    unguarded = TurnTaking(TurnDetection(), policy=InterruptionPolicy(echo_words=False))
+    unguarded.heard(Heard("speech_started", 1000.0), 10.0, echo)
+    unguarded.heard(Heard("speech_confirmed", 1150.0), 10.2, echo)
+    assert unguarded.heard(Heard("pause", 2600.0, "a brave little fox lived"), 11.6, echo) == [
+        BargeIn("turn_detected")
+    ]
+
+
+def test_a_pause_with_nothing_settled_expires_on_the_words_so_far() -> None:
+    turns = TurnTaking(TurnDetection(), policy=InterruptionPolicy(resume_ms=1500))
+    turns.heard(Heard("speech_started", 1000.0), 10.0, TALKING)
+    turns.heard(Heard("speech_confirmed", 1150.0), 10.2, TALKING)
+    assert not turns.interruption.due(2600.0) and turns.interruption.due(2650.0)
+    assert turns.expire("", 2650.0, TALKING) == [ResumeReply("no_words")]
+    assert not turns.interruption.due(4000.0)
+    # the same noise going on into words pauses it again; words then cut it
+    assert turns.heard(Heard("resumed", 4100.0), 14.0, TALKING) == [DropPrepared(), PauseReply()]
+    assert turns.expire("hold on", 5600.0, TALKING) == [BargeIn("turn_detected")]
 
 
 def test_a_pause_prepares_a_reply_and_more_speech_drops_it() -> None:

@@ -1,0 +1,399 @@
+"""Scripted conversations: callers that talk like people, over a speakerphone, against /v1/realtime.
+
+Each caller (one per synthetic voice: hibari, espeak-ng) holds one realtime session with its
+microphone always open, paced in real time (``bench realtime``'s caller, with a speakerphone: every
+reply plays into its microphone ``--delay-ms`` later at ``--gain-db``, ``bench.speakerphone``). Its
+script, per turn: a question (every other one with a mid-sentence pause shorter than the turn's
+silence), then, one second into the reply, one of: nothing (the echo alone), a backchannel, a noise
+burst, or a real barge-in (a sentence, which becomes the next question's answer). Its player honours
+``omnivox.interruption.paused`` / ``.resumed`` and drops a cancelled reply's unplayed audio.
+
+Counted per turn:
+- false barge-ins: a reply cancelled by its own echo, a backchannel or a noise burst. Every reply
+  plays into the microphone, so every reply counts for the echo: a cancel (or a pause) is the echo's
+  when the speech the server heard began while the caller was saying nothing;
+- noise bursts: paused then resumed (or never paused: silero heard no speech in them);
+- missed barge-ins: a real barge-in after which the reply played on; reaction: from the barge-in's
+  first voiced sample to the player stopping (the pause event, or the cancel);
+- end of turn: early when the turn was committed before the question's speech ended (in its mid-
+  sentence pause), late when no reply began within ``--late-s`` of its end, else right;
+- voice-to-voice: the question's last voiced sample to the reply's first audio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import json
+import time
+from itertools import cycle
+from typing import Any
+
+import numpy as np
+
+from omnivox.audio.pcm import b64_to_pcm16
+from omnivox.audio.resample import resample
+from omnivox.bench import realtime
+from omnivox.bench.cluster import cluster
+from omnivox.bench.conversation_tally import COLUMNS, EVENTS, Tally, row
+from omnivox.bench.speakerphone import Speakerphone
+from omnivox.bench.table import print_table, write_json
+from omnivox.protocol.realtime_events import ga_type
+
+RATE = 24000
+QUESTIONS = (
+    ("what is the weather like in paris today", None),
+    ("can you remind me to", "call my sister tomorrow"),
+    ("how long does it take to boil an egg", None),
+    ("i would like to book a table for", "four people tonight"),
+    ("tell me a short story about a fox", None),
+    ("what time does the museum", "open on sunday"),
+)
+BACKCHANNELS = ("yeah", "okay", "right", "mm hmm", "i see")
+NOISES = ("[[h@@]]", "[[hV]]", "[[h@@ h@@]]")  # breathy coughs (espeak-ng phonemes: no words)
+BARGE_INS = ("wait, stop, what about tomorrow", "actually, tell me about the train instead")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--turns", type=int, default=20, help="turns per caller (voice)")
+    parser.add_argument("--voices", nargs="+", default=["hibari", "espeak"], help="hibari, espeak")
+    parser.add_argument("--delay-ms", type=float, default=80.0, help="speaker to microphone delay")
+    parser.add_argument("--gain-db", type=float, default=-10.0, help="speaker to microphone level")
+    parser.add_argument("--chunk-ms", type=int, default=40, help="audio per append")
+    parser.add_argument("--silence-ms", type=int, default=500, help="server VAD silence_duration_ms")
+    parser.add_argument("--mid-pause-ms", type=int, default=350, help="the pause inside a paused question")
+    parser.add_argument("--late-s", type=float, default=2.0, help="a reply later than this is late")
+    parser.add_argument("--llm", default="local", help="local (default), echo")
+    parser.add_argument("--llm-url", help="an OpenAI-compatible LLM server instead")
+    parser.add_argument("--asr", default="whisper", help="whisper (default), pocketsphinx")
+    parser.add_argument("--echo-guard", default="on", choices=["on", "off"], help="the word check")
+    parser.add_argument("--echo-canceller", default="gate", choices=["gate", "aec3", "none"])
+    parser.add_argument("--log-dir", help="keep the server logs here")
+
+
+def _onsets(audio: np.ndarray) -> tuple[int, int]:
+    loud = np.nonzero(np.abs(audio) > 0.02)[0]
+    return (int(loud[0]), int(loud[-1]) + 1) if len(loud) else (0, len(audio))
+
+
+class ConversationCaller(realtime.Caller):
+    """``bench realtime``'s caller with a speakerphone and a script of interjections."""
+
+    def __init__(self, url: str, speak: Any, noise: Any, args: argparse.Namespace, offset: int) -> None:
+        super().__init__(url, [], args)
+        self.speak = speak
+        self.noise = noise  # noise bursts are espeak-ng phonemes whatever the voice
+        self.phone = Speakerphone(RATE, args.delay_ms, args.gain_db)
+        self.tally = Tally()
+        self.offset = offset
+        self._voice: list[np.ndarray] = []  # what the caller is saying, still to record
+        self._marks: list[tuple[int, str]] = []  # (sample index of the stream, what happens there)
+        self._sent = 0
+        self._start = 0.0
+        self._said: list[list[int]] = []  # [first, end) samples of the stream the caller spoke in
+        self._log: list[tuple[float, str, dict]] = []  # (time, event type, event)
+        self._wake = asyncio.Event()
+
+    def _session(self) -> dict:
+        session = super()._session()
+        session["omnivox"] = {
+            "echo_guard": self.args.echo_guard == "on",
+            "echo_canceller": self.args.echo_canceller,
+        }
+        return session
+
+    async def _talk(self, ws, turns: int) -> None:  # type: ignore[no-untyped-def]
+        self._start = time.monotonic()
+        mic = asyncio.create_task(self._microphone(ws))
+        try:
+            events = cycle(EVENTS[(self.offset + i) % 4] for i in range(4))
+            extras = {k: cycle(v) for k, v in (("backchannel", BACKCHANNELS), ("noise", NOISES))}
+            barge = cycle(BARGE_INS)
+            for turn in range(turns):
+                first, second = QUESTIONS[(turn + self.offset) % len(QUESTIONS)]
+                await self._turn(turn, first, second, next(events), extras, barge)
+        finally:
+            mic.cancel()
+
+    async def _turn(self, turn: int, first: str, second: str | None, event: str, extras, barge) -> None:  # type: ignore[no-untyped-def]
+        parts = [self.speak(first)]
+        if second is not None:
+            parts += [np.zeros(int(RATE * self.args.mid_pause_ms / 1000), np.float32), self.speak(second)]
+        clip = np.concatenate(parts)
+        _, hi = _onsets(clip)
+        mark = len(self._log)
+        end_at = await self._say(clip, until=hi)  # returns when its last voiced sample was recorded
+        committed = await self._until("input_audio_buffer.committed", mark, 12.0)
+        reply = await self._reply_to(committed, 12.0)
+        if committed is not None and committed[0] < end_at:
+            self.tally.eot["early"] += 1
+        elif reply is None or reply[0] - end_at > self.args.late_s:
+            self.tally.eot["late"] += 1
+        else:
+            self.tally.eot["right"] += 1
+        if reply is None:
+            self.tally.errors.append("no reply")
+            return
+        self.tally.v2v_s.append(reply[0] - end_at)
+        rid = reply[2]["response_id"]
+        self.tally.replies += 1
+        await self._played(rid, 1.0)  # one second into the reply
+        if self._first("response.done", 0, rid) is not None:  # over before anything was said
+            await self._quiet()
+            self._settle(turn, event, rid, mark)
+            return
+        self.tally.tried[event] += 1
+        if event == "echo":
+            pass
+        elif event == "barge_in":
+            words = self.speak(next(barge))
+            onset, _ = _onsets(words)
+            mark2 = len(self._log)
+            said = asyncio.create_task(self._say(words))
+            onset_at = await self._at_sample(self._sent + onset)
+            await self._until("response.done", 0, 25.0, rid)
+            stop = self._first("omnivox.interruption.paused", mark2, rid) or self._first(
+                "response.done", 0, rid
+            )
+            if stop is None or self._cause(rid) != "caller":
+                self.tally.missed += 1
+            else:
+                self.tally.reaction_s.append(stop[0] - onset_at)
+            await said
+        else:
+            clip2 = (
+                self.speak(next(extras[event])) if event == "backchannel" else self.noise(next(extras[event]))
+            )
+            mark2 = len(self._log)
+            await self._say(clip2)
+            await self._until("response.done", 0, 25.0, rid)
+            if self._cause(rid) == "caller":
+                self.tally.false[event] += 1
+            elif event == "noise" and not self._cancelled(rid):
+                paused = self._first("omnivox.interruption.paused", mark2, rid)
+                resumed = self._first("omnivox.interruption.resumed", mark2, rid)
+                self.tally.noise_resumed += resumed is not None
+                self.tally.noise_unheard += paused is None
+        await self._quiet()
+        self._settle(turn, event, rid, mark)
+
+    def _settle(self, turn: int, event: str, rid: str, mark: int) -> None:
+        """The echo's share of the turn, and its trace."""
+        if self._cause(rid) == "echo":
+            self.tally.false["echo"] += 1
+        for i, (_, kind, e) in enumerate(self._log[mark:], mark):
+            if kind == "omnivox.interruption.paused" and e.get("response_id") == rid:
+                self.tally.echo_pauses += self._speech_before(i) == "echo"
+        kinds = [k for _, k, e in self._log[mark:] if k.startswith(("omnivox.", "input_audio_buffer.speech"))]
+        done = self._first("response.done", 0, rid)
+        self.tally.trace.append(
+            {"turn": turn, "event": event, "status": done and done[2]["response"]["status"], "events": kinds}
+        )
+
+    def _cause(self, rid: str) -> str | None:
+        """Who cancelled the reply: the ``caller`` or its ``echo`` (None: it was not cancelled)."""
+        done = self._first("response.done", 0, rid)
+        if done is None or done[2]["response"]["status"] != "cancelled":
+            return None
+        return self._speech_before(self._log.index(done))
+
+    def _speech_before(self, index: int) -> str:
+        """Whether the last speech the server heard before log entry ``index`` began while the caller
+        was talking (``caller``) or silent (``echo``)."""
+        for _, kind, e in reversed(self._log[:index]):
+            if kind == "input_audio_buffer.speech_started":
+                # the server pads the start by prefix_padding_ms (300): the speech is within 0.5 s after
+                lo = e["audio_start_ms"] * RATE // 1000
+                hi = lo + RATE // 2
+                spoke = any(a < hi and b > lo for a, b in self._said)
+                return "caller" if spoke else "echo"
+        return "echo"
+
+    # ---- the microphone and the speaker
+
+    async def _microphone(self, ws) -> None:  # type: ignore[no-untyped-def]
+        step = RATE * self.args.chunk_ms // 1000
+        while True:
+            voice = np.zeros(step, np.float32)
+            got = 0
+            while got < step and self._voice:
+                take = min(step - got, len(self._voice[0]))
+                voice[got : got + take] = self._voice[0][:take]
+                self._voice[0] = self._voice[0][take:]
+                got += take
+                if not len(self._voice[0]):
+                    self._voice.pop(0)
+            chunk = self.phone.record(voice)
+            if got:
+                if self._said and self._said[-1][1] == self._sent:
+                    self._said[-1][1] = self._sent + got
+                else:
+                    self._said.append([self._sent, self._sent + got])
+            self._sent += step
+            due = self._start + self._sent / RATE
+            await asyncio.sleep(max(0.0, due - time.monotonic()))
+            audio = base64.b64encode((np.clip(chunk, -1, 1) * 32767).astype("<i2").tobytes()).decode()
+            await ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": audio}))
+            self._wake.set()
+
+    async def _say(self, clip: np.ndarray, until: int | None = None) -> float:
+        """Say ``clip``; returns the moment its sample ``until`` (default: the end) was recorded."""
+        while self._voice:
+            await self._tick()
+        start = self._sent  # the next chunk the microphone records starts here
+        self._voice.append(clip.astype(np.float32))
+        return await self._at_sample(start + (len(clip) if until is None else until))
+
+    async def _at_sample(self, sample: int) -> float:
+        while self._sent < sample:
+            await self._tick()
+        return self._start + sample / RATE
+
+    async def _tick(self) -> None:
+        self._wake.clear()
+        await self._wake.wait()
+
+    async def _played(self, rid: str, seconds: float) -> None:
+        deadline = time.monotonic() + 15
+        while self.phone.played.get(rid, 0) < seconds * RATE and time.monotonic() < deadline:
+            if self._first("response.done", 0, rid) is not None and not self.phone.queued:
+                return
+            await self._tick()
+
+    async def _quiet(self) -> None:
+        """Until every reply has ended and played out, then half a second."""
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            done = self._count("response.done") >= self._count("response.created")
+            settled = not self._log or time.monotonic() - self._log[-1][0] > 1.5  # no reply on its way
+            if done and settled and not self.phone.queued and not self._voice:
+                break
+            await self._tick()
+        await asyncio.sleep(0.5)
+
+    # ---- the events
+
+    async def _read(self, ws) -> None:  # type: ignore[no-untyped-def]
+        async for raw in ws:
+            event = json.loads(raw)
+            kind = ga_type(event["type"])
+            now = time.monotonic()
+            self._log.append((now, kind, event))
+            phone = self.phone
+            if kind == "response.output_audio.delta":
+                phone.play(event["response_id"], b64_to_pcm16(event["delta"]))
+            elif kind == "omnivox.interruption.paused":
+                phone.paused = True
+            elif kind == "omnivox.interruption.resumed":
+                phone.paused = False
+            elif kind == "response.done":
+                phone.paused = False
+                if event["response"]["status"] == "cancelled":
+                    phone.drop(event["response"]["id"])
+            elif kind == "error":
+                self.tally.errors.append(event["error"].get("code") or "error")
+
+    def _first(self, kind: str, mark: int, rid: str | None = None) -> tuple[float, str, dict] | None:
+        for entry in self._log[mark:]:
+            if entry[1] == kind and (rid is None or _rid(entry[2]) == rid):
+                return entry
+        return None
+
+    def _count(self, kind: str) -> int:
+        return sum(1 for _, k, _ in self._log if k == kind)
+
+    def _cancelled(self, rid: str) -> bool:
+        done = self._first("response.done", 0, rid)
+        return done is not None and done[2]["response"]["status"] == "cancelled"
+
+    async def _reply_to(self, committed, wait_s: float):  # type: ignore[no-untyped-def]
+        """The first audio of a response created after ``committed`` (a reply still under way from an
+        earlier turn is not this question's)."""
+        if committed is None:
+            return None
+        after = self._log.index(committed)
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            ids = {e["response"]["id"] for _, k, e in self._log[after:] if k == "response.created"}
+            for entry in self._log[after:]:
+                if entry[1] == "response.output_audio.delta" and entry[2]["response_id"] in ids:
+                    return entry
+            await self._tick()
+        return None
+
+    async def _until(self, kind: str, mark: int, wait_s: float, rid: str | None = None):  # type: ignore[no-untyped-def]
+        return await self._until_any((kind,), mark, wait_s, rid)
+
+    async def _until_any(self, kinds: tuple[str, ...], mark: int, wait_s: float, rid: str | None = None):  # type: ignore[no-untyped-def]
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            for entry in self._log[mark:]:
+                if entry[1] in kinds and (rid is None or _rid(entry[2]) == rid):
+                    return entry
+            await self._tick()
+        return None
+
+
+def _rid(event: dict) -> str | None:
+    return event.get("response_id") or (event.get("response") or {}).get("id")
+
+
+def _speakers(names: list[str]) -> dict[str, Any]:
+    from omnivox.bench.turns import RATE as TURNS_RATE
+    from omnivox.bench.turns import _trim, _voices
+
+    voices = _voices()
+    out = {}
+    for name in [*names, "espeak"]:
+        if name not in voices:
+            raise SystemExit(f"no voice {name!r} here (espeak needs espeak-ng installed)")
+        cache: dict[str, np.ndarray] = {}
+
+        def speak(text: str, fn: Any = voices[name], cache: dict = cache) -> np.ndarray:
+            # trimmed to its voiced extent: hibari opens with ~320 ms of breath and ends with ~450 ms
+            # of near silence, which made a question's mid-sentence pause 1.1 s, not --mid-pause-ms
+            if text not in cache:
+                cache[text] = _trim(resample(fn(text), TURNS_RATE, RATE))
+            return cache[text]
+
+        out[name] = speak
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    args.mode = "server_vad"
+    speakers = _speakers(args.voices)
+    noise = speakers.pop("espeak") if "espeak" not in args.voices else speakers["espeak"]
+    env = {"OMNIVOX_ASR": args.asr, "OMNIVOX_LLM": "openai" if args.llm_url else args.llm}
+    if args.llm_url:
+        env["OMNIVOX_LLM_URL"] = args.llm_url
+    rows, results = [], {}
+    for n, (name, speak) in enumerate(speakers.items()):
+        log_dir = None
+        if args.log_dir:
+            from pathlib import Path
+
+            log_dir = Path(args.log_dir) / name
+            log_dir.mkdir(parents=True, exist_ok=True)
+            env["OMNIVOX_LOG_LEVEL"] = "INFO"  # each interruption decision is logged
+        with cluster(
+            workers=1, engine="cascade", log_dir=log_dir, **realtime.PRODUCTION_INTERVALS, **env
+        ) as c:
+            caller = ConversationCaller(f"{c.ws}/v1/realtime", speak, noise, args, n)
+            asyncio.run(caller.run(args.turns, 0.0))
+        t = caller.tally
+        t.errors += caller.stats.errors
+        results[name] = t.__dict__
+        rows.append(row(name, t))
+    print_table(
+        f"Scripted conversations, {args.turns} turns per voice over a speakerphone "
+        f"({args.delay_ms:.0f} ms, {args.gain_db:.0f} dB), {realtime._describe(args)}, "
+        f"echo canceller {args.echo_canceller}, word check {args.echo_guard}",
+        COLUMNS,
+        rows,
+    )
+    write_json(
+        args.json, {"conversation": results, "args": {k: v for k, v in vars(args).items() if k != "json"}}
+    )
+    return 0

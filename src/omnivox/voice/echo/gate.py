@@ -1,0 +1,125 @@
+"""An energy gate against the assistant's own echo: quiet input while its reply plays is silenced.
+
+The echo of a reply comes back later than the reference (``voice.echo.reference`` leads it: the
+network, the client's buffer, the room) and quieter (a speakerphone: -6 to -20 dB). So for each
+20 ms of input the gate looks at the loudest 20 ms of reference audio over the last ``window_ms``
+(the longest echo delay it covers): input quieter than a threshold times that is taken for echo and
+silenced; louder input is the user talking over the reply and passes, and keeps the gate open for
+``hold_ms`` (the quieter syllables of the same words are not chopped). With no reference sound in
+the window (no reply playing) everything passes untouched.
+
+The threshold starts at ``factor`` (0.7: an echo up to about -3 dB is gated). It then follows how
+loud the echo really comes back (``adaptive``): over the last 3 s of frames it silenced, the 95th
+percentile of input/loudest-reference is the echo's coupling, and the threshold is ``margin`` (2:
+6 dB) above it, never above ``factor`` nor under ``_FLOOR``. With headphones or a browser's own
+echo canceller nothing comes back, and a user speaking more softly than the reply still barges in.
+Frames that passed (the user) do not teach it, so talking over a reply does not raise it; if most
+frames pass for a second, the echo has grown louder (a speaker switched on) and it starts again
+from ``factor``.
+
+Chosen on measurements (docs/benchmarks.md, "Own-echo guard"): no convergence to wait for (the
+first syllable of the first reply is gated as well as the last), next to no cost, and no reliance
+on the echo being a faithful linear copy of the reply (AEC3 let the live echo through).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+
+from omnivox.voice.echo.base import EchoCanceller
+
+FRAME = 320  # 20 ms at 16 kHz
+_SILENT = 3e-4  # RMS below this is no sound (about -70 dBFS)
+_AUDIBLE = 0.01  # a reply at least this loud (RMS) is heard well enough to learn its echo from
+_LEARN = 150  # frames of it the coupling is learnt over (3 s)
+_LEARNT = 25  # frames needed before the learnt threshold is used (0.5 s)
+_FLOOR = 0.1  # the learnt threshold's least (-20 dB under the reply)
+_GREW = 50, 0.75  # this share of this many frames passing: the echo grew louder (a user's barge-in
+# pauses the reply within about 300 ms, so a user rarely passes this long over an audible reply)
+
+
+class EchoGate(EchoCanceller):
+    def __init__(
+        self,
+        factor: float = 0.7,
+        window_ms: float = 400.0,
+        hold_ms: float = 200.0,
+        adaptive: bool = True,
+        margin: float = 2.0,
+    ) -> None:
+        if factor <= 0:
+            raise ValueError("factor must be positive")
+        self.factor = factor
+        self.adaptive = adaptive
+        self.margin = margin
+        self._window = max(1, round(window_ms * self.sample_rate / 1000 / FRAME))
+        self._hold = round(hold_ms * self.sample_rate / 1000)
+        self._refs: deque[float] = deque(maxlen=self._window)  # reference RMS per frame, newest last
+        self._part = 0  # samples of the current (incomplete) frame already seen
+        self._part_ref = 0.0  # their reference energy (sum of squares)
+        self._open = 0  # samples the gate stays open for (user speech just passed)
+        self._echo: deque[float] = deque(maxlen=_LEARN)  # input / loudest reference of gated frames
+        self._passed: deque[bool] = deque(maxlen=_GREW[0])  # per audible frame: did it pass?
+        self._threshold = factor
+        self.gated = 0  # samples silenced so far (for the figures)
+
+    def process(self, near: np.ndarray, reference: np.ndarray) -> np.ndarray:
+        if len(near) != len(reference):
+            raise ValueError("near and reference must be the same length")
+        out = np.asarray(near, np.float32).copy()
+        ref = np.asarray(reference, np.float32)
+        i = 0
+        while i < len(out):
+            n = min(FRAME - self._part, len(out) - i)
+            self._block(out[i : i + n], ref[i : i + n])
+            i += n
+        return out
+
+    def threshold(self) -> float:
+        """Input under this share of the loudest recent reference frame is echo."""
+        return self._threshold
+
+    def loudest(self) -> float:
+        """The loudest reference frame's RMS over the window (0: no reply audio)."""
+        return max(self._refs, default=0.0)
+
+    def _block(self, near: np.ndarray, ref: np.ndarray) -> None:
+        """Gate ``near`` in place: a piece of the current 20 ms frame (frames are stream-aligned)."""
+        self._part_ref += float(np.dot(ref, ref))
+        self._part += len(near)
+        loudest = max(self.loudest(), float(np.sqrt(self._part_ref / self._part)))
+        if self._part == FRAME:
+            self._refs.append(float(np.sqrt(self._part_ref / FRAME)))
+            self._part, self._part_ref = 0, 0.0
+        if loudest < _SILENT:
+            self._open = 0
+            return
+        level = float(np.sqrt(np.mean(near * near))) if len(near) else 0.0
+        if level >= self._threshold * loudest:
+            # louder than the echo can be: the user. Held open only over an audible reply (in a
+            # reply's fading tail the microphone's own noise would pass as louder)
+            self._open = self._hold if loudest >= _AUDIBLE else 0
+            passed = True
+        elif self._open > 0:
+            self._open -= len(near)
+            passed = True
+        else:
+            near[:] = 0.0
+            self.gated += len(near)
+            passed = False
+        if self.adaptive and len(near) == FRAME and loudest >= _AUDIBLE:
+            self._learn(passed, level / loudest)
+
+    def _learn(self, passed: bool, ratio: float) -> None:
+        self._passed.append(passed)
+        if not passed:
+            self._echo.append(ratio)
+        if len(self._passed) == _GREW[0] and sum(self._passed) > _GREW[1] * _GREW[0]:
+            self._echo.clear(), self._passed.clear()  # the echo got louder: start again
+        if len(self._echo) < _LEARNT:
+            self._threshold = self.factor
+            return
+        coupling = float(np.percentile(self._echo, 95))
+        self._threshold = min(self.factor, max(_FLOOR, self.margin * coupling))

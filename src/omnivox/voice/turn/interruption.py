@@ -1,0 +1,223 @@
+"""Speech over the assistant: a real barge-in, or a cough, a backchannel or its own echo?
+
+Barge-in waits for voiced audio (``speech_confirmed``) but not for words, so it is fast; a cough,
+a door, "mhm" or the assistant's own voice coming back are voiced too. ``Interruption`` decides
+what speech over the assistant is, from what the recogniser hears, as one explicit state machine
+per user turn (``Phase``):
+
+    NONE ──confirmed──> PAUSED ──words──> BARGED_IN
+      │                   │  └──no words / backchannel / echo──> RESUMED ──speaks on──> PAUSED
+      └── (no recovery) ──┴─────────────────────────────────────────> BARGED_IN
+    (the user's turn ends: back to NONE)
+
+- Voiced speech over the assistant pauses the reply at once (``Pause``): the barge-in is as quick
+  as before, but undoable.
+- Words that settle it (``judge``): words other than a backchannel or the assistant's own recent
+  words cut the reply (``Cut``); an utterance heard to its end (or to its first pause, when the
+  recogniser flushes early) with no words, only backchannel words within ``backchannel_max_ms``, or
+  the assistant's own words, resumes it (``Resume``, with the reason). A partial transcript can only
+  cut (a backchannel is judged once it is over).
+- ``resume_ms`` after the pause with nothing settled, the words so far decide (``expired``): none
+  resumes, any other cuts.
+- With ``resume_ms`` 0 there is no recovery: voiced speech over the assistant cuts at once.
+
+Pure: no clocks of its own (audio times in milliseconds come in), no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from omnivox.core.config import BACKCHANNELS
+from omnivox.session.transitions import Machine
+
+_WORD = re.compile(r"[a-z0-9']+")
+_ONE_LETTER_WORDS = frozenset("ai0123456789")
+
+
+def words(text: str) -> list[str]:
+    """Lower-case words, hyphens and punctuation taken as spaces ("Mm-hmm." -> ["mm", "hmm"])."""
+    return _WORD.findall(text.lower().replace("-", " "))
+
+
+class Verdict(StrEnum):
+    NO_WORDS = "no_words"  # noise: a cough, a door, breath
+    BACKCHANNEL = "backchannel"  # "mhm", "yeah", "okay"
+    ECHO = "echo"  # the assistant's own words coming back
+    WORDS = "words"  # the user says something: a real barge-in
+
+
+@dataclass(frozen=True)
+class InterruptionPolicy:
+    """How speech over the assistant is judged (per session; see the README)."""
+
+    resume_ms: int = 1500  # a pause with no words settled this long resumes; 0: no recovery
+    backchannels: tuple[str, ...] = BACKCHANNELS
+    backchannel_max_ms: int = 1500  # longer utterances (to their first pause) are never backchannels
+    echo_words: bool = True  # words the assistant has just said do not interrupt it
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_phrases", tuple({tuple(words(b)) for b in self.backchannels if words(b)}))
+
+    def judge(self, text: str, speech_ms: float, spoken: str = "") -> Verdict:
+        """What ``text`` (heard over ``speech_ms`` of the user's turn) is, given the assistant's
+        recently ``spoken`` words."""
+        # a lone letter is a fragment the recogniser made of a sound ("W-" for a cut-off "yeah", "x"
+        # for a click), not a word anyone interrupts with
+        heard = [w for w in words(text) if len(w) > 1 or w in _ONE_LETTER_WORDS]
+        if not heard:
+            return Verdict.NO_WORDS
+        if speech_ms <= self.backchannel_max_ms and self._covered(heard):
+            return Verdict.BACKCHANNEL
+        if self.echo_words and is_echo(heard, words(spoken)):
+            return Verdict.ECHO
+        return Verdict.WORDS
+
+    def _covered(self, heard: list[str]) -> bool:
+        """Whether ``heard`` is a run of backchannel phrases ("yeah okay", "uh huh")."""
+        phrases: tuple[tuple[str, ...], ...] = object.__getattribute__(self, "_phrases")
+        ok = [True] + [False] * len(heard)  # ok[i]: heard[:i] is covered
+        for i in range(len(heard)):
+            if ok[i]:
+                for p in phrases:
+                    if tuple(heard[i : i + len(p)]) == p:
+                        ok[i + len(p)] = True
+        return ok[-1]
+
+
+def is_echo(heard: list[str], spoken: list[str]) -> bool:
+    """Whether the words heard are (nearly all) the assistant's own, in its order: at least two
+    words, and at least 80% of them a common subsequence of what it said."""
+    if len(heard) < 2 or not spoken:
+        return False
+    prev = [0] * (len(spoken) + 1)
+    for h in heard:
+        row = [0] * (len(spoken) + 1)
+        for j, s in enumerate(spoken):
+            row[j + 1] = prev[j] + 1 if h == s else max(prev[j + 1], row[j])
+        prev = row
+    return prev[-1] >= 0.8 * len(heard)
+
+
+class Phase(StrEnum):
+    NONE = "none"  # nobody talks over the assistant
+    PAUSED = "paused"  # the reply is paused until words settle it
+    RESUMED = "resumed"  # not an interruption: the reply plays on
+    BARGED_IN = "barged_in"  # a real barge-in: the reply was cut
+
+
+P = Phase
+TRANSITIONS: dict[Phase, frozenset[Phase]] = {
+    P.NONE: frozenset({P.PAUSED, P.BARGED_IN}),
+    P.PAUSED: frozenset({P.RESUMED, P.BARGED_IN, P.NONE}),
+    P.RESUMED: frozenset({P.PAUSED, P.BARGED_IN, P.NONE}),
+    P.BARGED_IN: frozenset({P.NONE}),
+}
+
+
+@dataclass(frozen=True)
+class Pause:
+    """Stop the reply's audio now (undoable)."""
+
+
+@dataclass(frozen=True)
+class Resume:
+    """Play the paused reply on."""
+
+    reason: Verdict
+
+
+@dataclass(frozen=True)
+class Cut:
+    """A real barge-in: cancel the reply."""
+
+
+Decision = Pause | Resume | Cut
+
+
+@dataclass
+class Interruption:
+    """One user turn's judgement of speech over the assistant (see the module docstring)."""
+
+    policy: InterruptionPolicy = field(default_factory=InterruptionPolicy)
+    started_ms: float = 0.0  # audio time the user's speech began
+    paused_ms: float | None = None  # audio time the reply was paused
+    verdict: Verdict | None = None  # the last judgement of this turn
+    heard_text: str = ""  # the words it was made on
+
+    def __post_init__(self) -> None:
+        self._machine = Machine(TRANSITIONS, P.NONE, "interruption")
+
+    @property
+    def phase(self) -> Phase:
+        return self._machine.state
+
+    def speech_started(self, audio_ms: float) -> None:
+        self.started_ms = audio_ms
+
+    def confirmed(self, audio_ms: float, assistant_speaking: bool) -> Decision | None:
+        """The user's speech holds (enough voiced audio)."""
+        if not assistant_speaking or self.phase is not P.NONE:
+            return None
+        if self.policy.resume_ms <= 0:
+            self._machine.move(P.BARGED_IN)
+            return Cut()
+        return self._pause(audio_ms)
+
+    def speaks_on(self, audio_ms: float, assistant_speaking: bool) -> Decision | None:
+        """The user speaks again after a pause in their turn (after "yeah", a sentence may follow)."""
+        if self.phase is P.RESUMED and assistant_speaking:
+            return self._pause(audio_ms)
+        return None
+
+    def heard(self, text: str, audio_ms: float, spoken: str, settled: bool) -> Decision | None:
+        """Words heard while the reply is paused (``settled``: the utterance is over, or flushed at
+        its first pause; else a partial transcript, which can only cut)."""
+        if self.phase is not P.PAUSED:
+            return None
+        verdict = self.policy.judge(text, audio_ms - self.started_ms, spoken)
+        self.heard_text = text
+        if verdict is Verdict.WORDS:
+            return self._cut(verdict)
+        if settled:
+            return self._resume(verdict)
+        return None
+
+    def due(self, audio_ms: float) -> bool:
+        """The pause has lasted ``resume_ms`` with nothing settled."""
+        return (
+            self.phase is P.PAUSED
+            and self.paused_ms is not None
+            and audio_ms - self.paused_ms >= self.policy.resume_ms
+        )
+
+    def expired(self, text: str, audio_ms: float, spoken: str) -> Decision | None:
+        """``due``: the words so far (``text``, decoded now) settle it."""
+        if self.phase is not P.PAUSED:
+            return None
+        verdict = self.policy.judge(text, audio_ms - self.started_ms, spoken)
+        self.heard_text = text
+        return self._cut(verdict) if verdict is Verdict.WORDS else self._resume(verdict)
+
+    def turn_ended(self) -> Verdict | None:
+        """The user's turn is over: the judgement of it (None: it never overlapped the assistant)."""
+        verdict, self.verdict, self.paused_ms = self.verdict, None, None
+        self._machine.move(P.NONE)
+        return verdict
+
+    def _pause(self, audio_ms: float) -> Pause:
+        self._machine.move(P.PAUSED)
+        self.paused_ms = audio_ms
+        return Pause()
+
+    def _resume(self, verdict: Verdict) -> Resume:
+        self._machine.move(P.RESUMED)
+        self.verdict = verdict
+        return Resume(verdict)
+
+    def _cut(self, verdict: Verdict) -> Cut:
+        self._machine.move(P.BARGED_IN)
+        self.verdict = verdict
+        return Cut()

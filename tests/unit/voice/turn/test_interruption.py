@@ -1,0 +1,122 @@
+"""Speech over the assistant: judged as noise, a backchannel, its own echo, or a real barge-in."""
+
+from __future__ import annotations
+
+import pytest
+
+from omnivox.core.errors import IllegalTransition
+from omnivox.voice.turn.interruption import (
+    Cut,
+    Interruption,
+    InterruptionPolicy,
+    Pause,
+    Phase,
+    Resume,
+    Verdict,
+    is_echo,
+    words,
+)
+
+POLICY = InterruptionPolicy()
+SPOKEN = "the weather in paris is sunny with a light breeze all afternoon"
+
+
+def test_words_are_lower_case_and_split_on_hyphens() -> None:
+    assert words("Mm-hmm. Uh-huh, OKAY!") == ["mm", "hmm", "uh", "huh", "okay"]
+    assert words("...") == []
+
+
+@pytest.mark.parametrize(
+    ("text", "ms", "verdict"),
+    [
+        ("", 400, Verdict.NO_WORDS),
+        ("...", 400, Verdict.NO_WORDS),
+        ("Mm-hmm.", 400, Verdict.BACKCHANNEL),
+        ("yeah okay", 900, Verdict.BACKCHANNEL),  # a run of backchannels
+        ("uh huh", 500, Verdict.BACKCHANNEL),
+        ("yeah", 2500, Verdict.WORDS),  # too long to be a backchannel
+        ("yeah but what about tomorrow", 900, Verdict.WORDS),
+        ("sunny with a light breeze", 900, Verdict.ECHO),  # its own words, in its order
+        ("breeze light a with sunny", 900, Verdict.WORDS),  # not in its order
+        ("stop", 300, Verdict.WORDS),
+        ("W-", 400, Verdict.NO_WORDS),  # a fragment (Whisper on a cut-off "yeah")
+        ("x", 300, Verdict.NO_WORDS),
+        ("I", 300, Verdict.WORDS),
+    ],
+)
+def test_judge(text: str, ms: float, verdict: Verdict) -> None:
+    assert POLICY.judge(text, ms, SPOKEN) is verdict
+
+
+def test_the_lists_are_the_session_s_own() -> None:
+    policy = InterruptionPolicy(backchannels=("right on",), echo_words=False)
+    assert policy.judge("right on", 500, SPOKEN) is Verdict.BACKCHANNEL
+    assert policy.judge("mhm", 500, SPOKEN) is Verdict.WORDS
+    assert policy.judge("sunny with a light breeze", 900, SPOKEN) is Verdict.WORDS
+
+
+def test_echo_needs_two_words_mostly_in_order() -> None:
+    spoken = words(SPOKEN)
+    assert is_echo(["paris", "is", "sunny"], spoken)
+    assert not is_echo(["paris"], spoken)  # one word proves nothing
+    assert not is_echo(["paris", "is", "cold", "today", "here"], spoken)  # 2 of 5 are its own
+    assert not is_echo(["sunny", "weather"], [])
+
+
+def test_a_cough_pauses_then_resumes() -> None:
+    turn = Interruption(POLICY)
+    turn.speech_started(1000)
+    assert isinstance(turn.confirmed(1150, assistant_speaking=True), Pause)
+    assert turn.phase is Phase.PAUSED and turn.paused_ms == 1150
+    assert turn.heard("", 1400, SPOKEN, settled=False) is None  # partials can only cut
+    decision = turn.heard("", 1500, SPOKEN, settled=True)
+    assert decision == Resume(Verdict.NO_WORDS) and turn.phase is Phase.RESUMED
+    assert turn.turn_ended() is Verdict.NO_WORDS and turn.phase is Phase.NONE
+
+
+def test_words_cut_the_reply_even_from_a_partial() -> None:
+    turn = Interruption(POLICY)
+    turn.speech_started(0)
+    turn.confirmed(150, True)
+    assert isinstance(turn.heard("wait", 600, SPOKEN, settled=False), Cut)
+    assert turn.phase is Phase.BARGED_IN
+    assert turn.heard("wait stop", 900, SPOKEN, settled=True) is None  # settled already
+
+
+def test_speech_while_the_assistant_is_quiet_is_no_interruption() -> None:
+    turn = Interruption(POLICY)
+    assert turn.confirmed(100, assistant_speaking=False) is None and turn.phase is Phase.NONE
+    assert turn.turn_ended() is None
+
+
+def test_a_backchannel_then_a_sentence_pauses_again() -> None:
+    turn = Interruption(POLICY)
+    turn.speech_started(0)
+    turn.confirmed(150, True)
+    assert turn.heard("yeah", 500, SPOKEN, settled=True) == Resume(Verdict.BACKCHANNEL)
+    assert isinstance(turn.speaks_on(1200, True), Pause)
+    assert isinstance(turn.heard("yeah but no", 1900, SPOKEN, settled=False), Cut)
+
+
+def test_nothing_settled_in_time_lets_the_words_so_far_decide() -> None:
+    turn = Interruption(POLICY)
+    turn.speech_started(0)
+    turn.confirmed(150, True)
+    assert not turn.due(1000) and turn.due(1650)
+    assert turn.expired("", 1650, SPOKEN) == Resume(Verdict.NO_WORDS)
+    turn.turn_ended()
+    turn.speech_started(5000)
+    turn.confirmed(5150, True)
+    assert isinstance(turn.expired("hold on", 6700, SPOKEN), Cut)
+
+
+def test_without_recovery_speech_over_the_assistant_cuts_at_once() -> None:
+    turn = Interruption(InterruptionPolicy(resume_ms=0))
+    turn.speech_started(0)
+    assert isinstance(turn.confirmed(150, True), Cut) and turn.phase is Phase.BARGED_IN
+
+
+def test_moves_are_checked() -> None:
+    turn = Interruption(POLICY)
+    with pytest.raises(IllegalTransition):
+        turn._machine.move(Phase.RESUMED)
