@@ -20,7 +20,7 @@ class FakeListener:
         self.fed: list[int] = []
         self.threads: list[str] = []
 
-    def feed(self, audio: np.ndarray) -> list[Heard]:
+    def feed(self, audio: np.ndarray, reference: np.ndarray | None = None) -> list[Heard]:
         self.fed.append(len(audio))
         self.threads.append(threading.current_thread().name)
         return [Heard("speech_started")] if len(self.fed) == 1 else []
