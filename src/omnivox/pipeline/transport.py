@@ -1,0 +1,83 @@
+"""ZeroMQ plumbing shared by the coordinator, stages and clients: sockets and multipart messages.
+
+A message on the wire is one header frame (``messages.encode``) followed by the payload's array
+frames (``relay``). Sends never block: messages for a peer that is (re)connecting queue up to
+``HWM``; past that a send is ``zmq.Again``, which callers turn into data (``RelayFull``) or drop
+(heartbeats). Sockets linger for nothing on
+close, so a process never hangs on exit waiting for a dead peer.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import zmq
+
+from omnivox.core.errors import BadPipelineMessage, RelayFull
+from omnivox.pipeline.messages import Message, decode, encode
+
+log = logging.getLogger(__name__)
+
+HWM = 10_000  # messages queued per peer before sends fail (RelayFull)
+_COPY_BELOW = 64 * 1024  # smaller frames are copied (cheaper than tracking a zero-copy buffer)
+
+
+def socket(ctx: zmq.Context[Any], kind: int, *, identity: bytes | None = None) -> zmq.Socket[Any]:
+    sock = ctx.socket(kind)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.SNDHWM, HWM)
+    sock.setsockopt(zmq.RCVHWM, HWM)
+    if kind == zmq.ROUTER:
+        sock.setsockopt(zmq.ROUTER_MANDATORY, 1)  # an unknown peer is an error, not a silent drop
+    if identity is not None:
+        sock.setsockopt(zmq.IDENTITY, identity)
+    return sock
+
+
+def bind(sock: zmq.Socket[Any], host: str, port: int = 0) -> str:
+    """Bind on ``host:port`` (0: a free port) and return the ``tcp://`` address."""
+    if port:
+        sock.bind(f"tcp://{host}:{port}")
+        return f"tcp://{host}:{port}"
+    port = sock.bind_to_random_port(f"tcp://{host}")
+    return f"tcp://{host}:{port}"
+
+
+def send(
+    sock: zmq.Socket[Any], message: Message, frames: Sequence[Any] = (), *, to: bytes | None = None
+) -> None:
+    """Send without blocking; ``RelayFull`` when the peer cannot take it now (gone or full)."""
+    parts: list[Any] = [] if to is None else [to]
+    parts.append(encode(message))
+    parts.extend(frames)
+    try:
+        for i, part in enumerate(parts):
+            more = zmq.SNDMORE if i < len(parts) - 1 else 0
+            size = part.nbytes if hasattr(part, "nbytes") else len(part)
+            sock.send(part, flags=zmq.NOBLOCK | more, copy=size < _COPY_BELOW)
+    except zmq.Again:
+        raise RelayFull("the next hop cannot take the message (its queue is full, or it is gone)") from None
+    except zmq.ZMQError as exc:
+        if exc.errno == zmq.EHOSTUNREACH:  # ROUTER_MANDATORY: that peer is not connected
+            raise RelayFull("the peer is not connected") from None
+        raise
+
+
+def receive(sock: zmq.Socket[Any], *, routed: bool = False) -> tuple[bytes | None, Message | None, list[Any]]:
+    """One message: (sender identity if ``routed``, the decoded header or None if it was malformed,
+    the frames after it). Never raises for what a peer sent."""
+    parts = sock.recv_multipart(copy=False)
+    identity: bytes | None = None
+    if routed:
+        identity = parts[0].bytes
+        parts = parts[1:]
+    if not parts:
+        return identity, None, []
+    try:
+        message = decode(parts[0].buffer)
+    except BadPipelineMessage as err:
+        log.warning("dropped a malformed control message: %s", err.message)
+        return identity, None, parts[1:]
+    return identity, message, parts[1:]
