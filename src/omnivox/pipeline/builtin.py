@@ -1,8 +1,8 @@
 """Model-free stages: what the overhead benchmark and the fault tests run, on any scheduler.
 
-- ``noop``: the input is the result. ``options.sleep_ms`` holds each request that long, or until it
-  is aborted (so a test can kill a stage while requests are in flight); ``options.stream`` streams
-  the input that many times first.
+- ``noop``: the input is the result. ``options.sleep_ms`` (or the request's own ``sleep_ms``) holds
+  each request that long, or until it is aborted (so a test can kill a stage while requests are in
+  flight); ``options.stream`` streams the input that many times first.
 - ``echo``: a stream in, the same chunks out, then the number of chunks as the result (streaming).
 - ``count``: an AR stage whose "model" counts: request ``{"tokens": n}`` streams 0..n-1 (ar).
 - ``fail``: every request fails with ``engine_error``.
@@ -33,8 +33,9 @@ def _noop(options: dict[str, Any]) -> Callable[[Values], Values | Iterator[Value
     streams = int(options.get("stream", 0))
 
     def compute(values: Values) -> Values | Iterator[Values]:
-        if sleep_s:
-            time.sleep(sleep_s)
+        wait_s = float(values["sleep_ms"]) / 1000 if "sleep_ms" in values else sleep_s
+        if wait_s:
+            time.sleep(wait_s)
         if not streams:
             return values
 
@@ -155,7 +156,8 @@ def build_builtin(spec: StageSpec) -> Scheduler | None:
         sleep_s = float(options.get("sleep_ms", 0)) / 1000
 
         def run(values: Values, stop: threading.Event, emit: Callable[[Values], None]) -> Values:
-            if sleep_s and stop.wait(sleep_s):
+            wait_s = float(values["sleep_ms"]) / 1000 if "sleep_ms" in values else sleep_s
+            if wait_s and stop.wait(wait_s):
                 return {}
             if spec.model == "fail":
                 _fail(values)
