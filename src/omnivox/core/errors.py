@@ -293,7 +293,8 @@ class TicketCancelled(OmnivoxError):
 
 class PipelineError(OmnivoxError):
     """A pipeline request failed (the base of the pipeline's errors, and what a stage's own failure
-    is reported as: ``code`` is the stage's error code)."""
+    is reported as: ``code`` is the stage's error code). Server-side faults the session survives,
+    like a lost worker: 502, and close 1011 only if a protocol decides to close."""
 
     code = "pipeline_error"
     category = Category.RECOVERABLE
@@ -311,21 +312,18 @@ class StageUnavailable(PipelineError):
     """A stage the request needs is not registered (and did not come back in time)."""
 
     code = "stage_unavailable"
-    http_status = 503
 
 
 class PayloadTooLarge(PipelineError):
     """A payload over the relay's size limit: refused before any copy."""
 
     code = "payload_too_large"
-    http_status = 413
 
 
 class RelayFull(PipelineError):
     """The relay holds its limit of unread payloads (or the next hop's queue is full)."""
 
     code = "relay_full"
-    http_status = 503
 
 
 class PayloadLost(PipelineError):
@@ -338,7 +336,6 @@ class BadPipelineMessage(PipelineError):
     """A control message that does not decode: not MessagePack, an unknown type, a wrong field."""
 
     code = "bad_message"
-    http_status = 400
 
 
 PIPELINE_ERRORS: dict[str, type[PipelineError]] = {

@@ -11,6 +11,7 @@ from omnivox.gateway.metrics import GatewayMetrics
 from omnivox.gateway.scheduling.admission import Admission
 from omnivox.gateway.scheduling.health import HealthMonitor
 from omnivox.gateway.scheduling.pool import WorkerPool
+from omnivox.protocol.pipeline import PipelineReport
 
 
 @dataclass
@@ -21,6 +22,8 @@ class GatewayContext:
     admission: Admission
     health: HealthMonitor
     sessions: SessionRegistry = field(default_factory=SessionRegistry)
+    pipeline: PipelineReport | None = None  # the pipeline coordinator's last report, if one reports
+    pipeline_at: float = 0.0  # monotonic time of that report
     limits: ClientLimits = field(init=False)
 
     def __post_init__(self) -> None:

@@ -390,7 +390,9 @@ class Coordinator:
                     "load": dict(record.load) if record else {},
                 }
             )
+        holders = [s for s in self.spec.stages if s.holds_sessions]
         return {
+            "session_slots": sum(s.slots for s in holders if self._alive(s.name)) if holders else None,
             "pipeline": self.spec.name,
             "address": self.address,
             "epoch": self.epoch,

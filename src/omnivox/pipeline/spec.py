@@ -45,6 +45,9 @@ class StageSpec(BaseModel):
     next: list[str] = Field(default_factory=lambda: [CLIENT])
     stream: list[str] = Field(default_factory=list)
     placement: Literal["local", "remote"] = "local"
+    # its slots bound the sessions the pipeline serves at once (the ASR: each session holds one for
+    # its life); the gateway queues sessions past them
+    holds_sessions: bool = False
     options: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("stream")

@@ -129,7 +129,9 @@ class StreamingScheduler(Scheduler, Generic[S]):
         self.inbox.put(None)  # wake the loop (None is also stop's wake-up; _running says which)
 
     def load(self) -> dict[str, float]:
+        own = getattr(self.handler, "load", None)  # a handler may add its model's figures
         return {
+            **(own() if callable(own) else {}),
             "slots_total": float(len(self.slots)),
             "slots_used": float(self.slots_used),
             "queue": float(len(self._waiting)),

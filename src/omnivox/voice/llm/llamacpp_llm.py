@@ -104,7 +104,9 @@ class LlamaCppLlm(ChatLlm):
     processing is about 1.5x faster on one thread, 2x on two, but greedy replies then part from a full
     recompute's at the first near-tie: in 5 of 12 60-token replies measured); ``request_options`` adds
     llama.cpp server request fields to every call (``repeat_penalty``, ``min_p``...);
-    ``ram_cache_mib`` lets llama.cpp keep other conversations' states in RAM (0: off: the slot only).
+    ``ram_cache_mib`` lets llama.cpp keep other conversations' states in RAM (0: off: the slot only);
+    ``parallel`` gives the server that many slots (each ``context_tokens`` long) and lets that many
+    calls run at once, batched by llama.cpp (a pipeline LLM stage serving many sessions).
     """
 
     vision = False
@@ -122,7 +124,10 @@ class LlamaCppLlm(ChatLlm):
         exact: bool = True,
         ram_cache_mib: int = 0,
         request_options: Mapping[str, Any] | None = None,
+        parallel: int = 1,
     ) -> None:
+        if parallel < 1:
+            raise ValueError("parallel must be >= 1")
         if threads < 1 or context_tokens < 64 or max_tokens < 1:
             raise ValueError("threads must be >= 1, context_tokens >= 64 and max_tokens >= 1")
         if max_sentences is not None and max_sentences < 1:
@@ -143,8 +148,8 @@ class LlamaCppLlm(ChatLlm):
 
         p = xllamacpp.CommonParams()
         p.model.path = str(path)
-        p.n_ctx = context_tokens
-        p.n_parallel = 1  # one slot: the conversation whose KV state is kept
+        p.n_ctx = context_tokens * parallel  # llama.cpp shares the context among its slots
+        p.n_parallel = parallel  # one slot per conversation whose KV state is kept
         p.n_batch = 512
         # llama.cpp's CPU kernels sum in an order that depends on how many tokens go through at once,
         # so a token's keys and values differ in the last bits between a batched prefill and
@@ -165,7 +170,9 @@ class LlamaCppLlm(ChatLlm):
             self._server: Any = xllamacpp.Server(p)
         except Exception as exc:  # a bad file, too little memory
             raise EngineFailure(f"llama.cpp could not load {path.name}: {exc}") from exc
-        self._slot = threading.Lock()  # held from a request's start until the server is done with it
+        # held from a request's start until the server is done with it (one per slot)
+        self._slot = threading.Semaphore(parallel)
+        self.parallel = parallel
         self._producer: threading.Thread | None = None
         self._recompute = False
         self.last_stats = LlamaCppStats()
@@ -202,9 +209,12 @@ class LlamaCppLlm(ChatLlm):
         self._recompute = True
 
     def close(self) -> None:
-        """Free the model (waits for a request still in flight)."""
-        with self._slot:
-            self._server = None
+        """Free the model (waits for the requests still in flight)."""
+        for _ in range(self.parallel):
+            self._slot.acquire()
+        self._server = None
+        for _ in range(self.parallel):
+            self._slot.release()
 
     # ---- requests
 

@@ -1,0 +1,88 @@
+"""The LLM stage: the chat model behind a ``ParallelScheduler`` (the runtime batches the requests).
+
+A request is ``{"messages": [...], "temperature", "max_tokens", "tts": {...}}``; the reply streams
+as ``{"word"}`` chunks (whole words, as ``voice.llm.words`` cuts them), the first one preceded by
+``{"first_token_s"}`` and carrying the request's ``tts`` options for the TTS stage that reads the
+stream. The result is ``{"text", "words"}``. The embedded GGUF model runs with ``slots`` parallel
+slots in one llama.cpp server (its own continuous batching); a remote OpenAI-compatible server (vLLM,
+SGLang) batches on its own, so the stage is a thin client of it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from omnivox.core.config import Settings
+from omnivox.pipeline.schedulers.parallel import ParallelScheduler
+from omnivox.pipeline.spec import StageSpec
+from omnivox.protocol.chat import ChatMessage
+from omnivox.voice.llm.base import ChatLlm, LlmParams
+from omnivox.voice.llm.words import WordChunker
+from omnivox.voice.stack import build_llm, context_tokens, llm_kind
+
+Values = dict[str, Any]
+
+
+def reply_runner(llm: ChatLlm) -> Callable[[Values, threading.Event, Callable[[Values], None]], Values]:
+    def run(data: Values, stop: threading.Event, emit: Callable[[Values], None]) -> Values:
+        messages = [ChatMessage.model_validate(m) for m in data.get("messages", [])]
+        params = LlmParams(temperature=data.get("temperature"), max_tokens=data.get("max_tokens"))
+        began = time.monotonic()
+        words = WordChunker()
+        said: list[str] = []
+        first = True
+
+        def send(batch: list[str]) -> None:
+            nonlocal first
+            for word in batch:
+                if stop.is_set():
+                    return
+                chunk: Values = {"word": word}
+                if first:
+                    chunk["tts"] = data.get("tts") or {}
+                    first = False
+                said.append(word)
+                emit(chunk)
+
+        for delta in llm.stream(messages, params, stop):
+            if first and not said:
+                emit({"first_token_s": time.monotonic() - began})
+            send(words.push(delta))
+            if stop.is_set():
+                break
+        if not stop.is_set():
+            send(words.flush())
+        return {"text": "".join(said), "words": len(said)}
+
+    return run
+
+
+def llamacpp_stage(spec: StageSpec, settings: Settings) -> ParallelScheduler:
+    from omnivox.voice.llm.llamacpp_llm import LlamaCppLlm
+    from omnivox.voice.stack import LOCAL_REQUEST_OPTIONS, max_reply_tokens
+
+    budget = context_tokens(settings.model_copy(update={"llm": "local"}))
+    llm = LlamaCppLlm(
+        threads=spec.threads if spec.threads > 1 else settings.llm_threads,
+        context_tokens=budget + budget // 2,
+        max_tokens=max_reply_tokens(settings.model_copy(update={"llm": "local"})),
+        max_sentences=settings.llm_max_sentences or None,
+        exact=False,
+        request_options=LOCAL_REQUEST_OPTIONS,
+        parallel=spec.slots,
+    )
+    return ParallelScheduler(reply_runner(llm), slots=spec.slots, info={"model": llm.name, "vision": False})
+
+
+def openai_stage(spec: StageSpec, settings: Settings) -> ParallelScheduler:
+    """A client of a remote OpenAI-compatible server (``llm_url``): the heavy LLM runs on an engine
+    built for many machines; ``slots`` bounds the requests in flight to it."""
+    if llm_kind(settings) != "openai":
+        settings = settings.model_copy(update={"llm": "openai"})
+    llm = build_llm(settings)
+    return ParallelScheduler(
+        reply_runner(llm), slots=spec.slots, info={"model": llm.name, "vision": llm.vision}
+    )
