@@ -90,7 +90,8 @@ class RemoteAsr(StreamingAsr):
 
     def transcribe(self, audio: np.ndarray, frame_ms: float = 20.0) -> Transcript:
         """A whole clip: one request, no slot."""
-        request = self.client.submit({"clip": np.ascontiguousarray(audio, np.float32)}, entries=[self.stage])
+        clip = {"clip": np.ascontiguousarray(audio, np.float32)}
+        request = self.client.submit(clip, entries=[self.stage], exits=[self.stage])
         text = ""
         for event in request.events():
             if event.kind == "result":
@@ -204,7 +205,8 @@ class RemoteTts(StreamingTts):
         return self._voices
 
     def _synthesize(self, text: str, voice: str, stop: threading.Event, speed: float) -> Iterator[np.ndarray]:
-        request = self.client.submit({"text": text, "tts": {"voice": voice, "speed": speed}}, entries=["tts"])
+        values = {"text": text, "tts": {"voice": voice, "speed": speed}}
+        request = self.client.submit(values, entries=["tts"], exits=["tts"])
         try:
             for event in request.events(stop):
                 if event.kind == "stream" and "audio" in event.values:

@@ -77,6 +77,18 @@ def llamacpp_stage(spec: StageSpec, settings: Settings) -> ParallelScheduler:
     return ParallelScheduler(reply_runner(llm), slots=spec.slots, info={"model": llm.name, "vision": False})
 
 
+def chat_stage(spec: StageSpec, settings: Settings) -> ParallelScheduler:
+    """The LLM the voice settings choose (``--llm``, ``--llm-url``): the embedded GGUF on parallel
+    slots, a remote server, or echo (for tests)."""
+    kind = llm_kind(settings)
+    if kind == "local":
+        return llamacpp_stage(spec, settings)
+    if kind == "openai":
+        return openai_stage(spec, settings)
+    llm = build_llm(settings)
+    return ParallelScheduler(reply_runner(llm), slots=spec.slots, info={"model": llm.name, "vision": False})
+
+
 def openai_stage(spec: StageSpec, settings: Settings) -> ParallelScheduler:
     """A client of a remote OpenAI-compatible server (``llm_url``): the heavy LLM runs on an engine
     built for many machines; ``slots`` bounds the requests in flight to it."""

@@ -27,6 +27,12 @@ def _llamacpp(spec: StageSpec, settings: Settings) -> Scheduler:
     return llamacpp_stage(spec, settings)
 
 
+def _chat(spec: StageSpec, settings: Settings) -> Scheduler:
+    from omnivox.engines.stages.llm import chat_stage
+
+    return chat_stage(spec, settings)
+
+
 def _openai_llm(spec: StageSpec, settings: Settings) -> Scheduler:
     from omnivox.engines.stages.llm import openai_stage
 
@@ -57,6 +63,7 @@ def _tiny_encoder(kind: str) -> Factory:
 # model name -> (the scheduler kinds it runs on, its factory)
 MODELS: dict[str, tuple[tuple[str, ...], Factory]] = {
     "whisper": (("streaming",), _whisper),
+    "chat": (("parallel",), _chat),  # whichever LLM the voice settings choose
     "llamacpp": (("parallel",), _llamacpp),
     "openai": (("parallel",), _openai_llm),
     "hibari": (("streaming",), _hibari),

@@ -1,0 +1,162 @@
+"""``omnivox serve --pipeline cascade``: real conversations with the coordinator and every stage in
+processes of their own, shared by light workers (issue 15). Echo LLM (the reply says what was
+heard), Whisper and hibari on the stages."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+import websockets
+
+from omnivox.audio.pcm import to_pcm16
+from omnivox.audio.resample import resample
+from omnivox.bench.cluster import FAST, free_port
+
+from ..rtclient import Events, client, silence, speech, stream
+
+KEY = "secret"
+AUTH = {"Authorization": f"Bearer {KEY}"}
+
+
+class Served:
+    def __init__(self, log_dir: Path) -> None:
+        self.port = free_port()
+        env = {**os.environ, **FAST, "OMNIVOX_API_KEY": KEY, "OMNIVOX_LLM": "echo", "OMNIVOX_ASR": "whisper"}
+        env["OMNIVOX_PIPELINE_HEARTBEAT_S"] = "0.1"
+        self.log = open(log_dir / "serve.log", "wb")  # closed in stop()
+        cmd = [sys.executable, "-m", "omnivox", "serve", "--pipeline", "cascade", "--workers", "2"]
+        self.proc = subprocess.Popen(
+            [*cmd, "--port", str(self.port)], env=env, stdout=self.log, stderr=subprocess.STDOUT
+        )
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def ws(self) -> str:
+        return f"ws://127.0.0.1:{self.port}"
+
+    def health(self) -> dict:
+        return httpx.get(self.url + "/health", timeout=2).json()
+
+    def stages(self) -> dict:
+        return httpx.get(self.url + "/api/stages", headers=AUTH, timeout=2).json()
+
+    def wait(self, predicate, timeout: float = 120.0) -> dict:
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            with contextlib.suppress(httpx.HTTPError, ValueError):
+                last = self.health()
+                if predicate(last):
+                    return last
+            time.sleep(0.2)
+        raise TimeoutError(f"not ready: {last}")
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()
+
+
+def ready(h: dict) -> bool:
+    return h.get("workers_idle", 0) >= 2 and h.get("pipeline", {}).get("stages_alive") == 3
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory) -> Iterator[Served]:
+    s = Served(tmp_path_factory.mktemp("pipeline-serve"))
+    try:
+        s.wait(ready)
+        yield s
+    finally:
+        s.stop()
+
+
+async def talk(served: Served, text: str) -> Events:
+    async with client(served.ws, KEY).realtime.connect(model="omnivox") as conn:
+        events = Events(conn)
+        await events.wait_for("session.created")
+        await stream(conn, np.concatenate([silence(0.3), speech(text), silence(1.0)]), speed=0)
+        await events.wait_for("response.done", timeout=60)
+        await events.stop()
+    return events
+
+
+async def test_a_realtime_conversation_runs_on_the_stages(served) -> None:
+    events = await talk(served, "Please remind me to call my sister.")
+    heard = events.of("conversation.item.input_audio_transcription.completed")[0].transcript
+    assert "sister" in heard.lower()
+    reply = events.of("response.output_audio_transcript.done")[0].transcript
+    assert reply.startswith("You said") and "sister" in reply.lower()
+    assert events.of("response.output_audio.delta")
+    view = served.stages()
+    loads = {s["name"]: s["load"] for s in view["stages"]}
+    assert loads["asr"]["decode_calls"] >= 1 and loads["tts"]["sentences"] >= 1
+    served.wait(lambda h: h["pipeline"]["session_slots_used"] == 0 and h["workers_idle"] >= 2)
+
+
+async def test_a_streaming_turn_transcribes_and_speaks_through_the_stages(served) -> None:
+    audio = resample(speech("What is the weather like today?"), 24000, 16000)
+    part = {
+        "type": "audio",
+        "data": __import__("base64").b64encode(to_pcm16(audio)).decode(),
+        "format": "pcm16",
+    }
+    async with websockets.connect(
+        f"{served.ws}/ws/streaming/p1", additional_headers=AUTH, max_size=None
+    ) as ws:
+        await ws.send(json.dumps({"type": "prefill", "messages": [{"role": "user", "content": [part]}]}))
+        done = None
+        while done is None or done["type"] not in ("prefill_done", "error"):
+            done = json.loads(await ws.recv())
+        assert "weather" in done["transcript"].lower()
+        await ws.send(json.dumps({"type": "generate", "generate_audio": True}))
+        audio_chunks = 0
+        while True:
+            msg = json.loads(await ws.recv())
+            audio_chunks += bool(msg.get("audio_data"))
+            if msg["type"] in ("done", "error"):
+                break
+    assert msg["type"] == "done" and "weather" in msg["text"].lower() and audio_chunks >= 1
+
+
+async def test_a_lost_stage_is_an_error_and_the_next_turn_works_once_it_is_back(served) -> None:
+    served.wait(lambda h: h["workers_idle"] >= 2 and h["pipeline"]["stages_alive"] == 3)
+    tts = next(s for s in served.stages()["stages"] if s["name"] == "tts")
+    async with client(served.ws, KEY).realtime.connect(model="omnivox") as conn:
+        events = Events(conn)
+        await events.wait_for("session.created")
+        os.kill(tts["pid"], signal.SIGKILL)  # the coordinator restarts it
+        await stream(conn, np.concatenate([silence(0.3), speech("Tell me a story."), silence(1.0)]), speed=0)
+        await events.wait_for("response.done", timeout=60)
+        codes = [e.error.code for e in events.of("error")]
+        assert "stage_lost" in codes or "stage_unavailable" in codes
+        # the stage comes back (a new process) and the same session goes on
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            now = next(s for s in served.stages()["stages"] if s["name"] == "tts")
+            if now["alive"] and now["pid"] != tts["pid"]:
+                break
+            await asyncio.sleep(0.2)
+        await stream(conn, np.concatenate([speech("Tell me another story."), silence(1.0)]), speed=0)
+        done = await events.wait_for("response.done", count=2, timeout=60)
+        await events.stop()
+    assert done.response.status == "completed"
+    assert events.of("response.output_audio.delta")
