@@ -71,7 +71,14 @@ def wait_for(what: Callable[[], object], timeout: float = 30.0, step: float = 0.
 
 
 class Harness:
-    def __init__(self, tmp: Path, sleep_ms: int = 0, stage_env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        tmp: Path,
+        sleep_ms: int = 0,
+        stage_env: dict[str, str] | None = None,
+        lost_after_s: float = 30.0,
+    ) -> None:
+        self.lost_after_s = lost_after_s  # long by default: a killed stage is seen by its closed connection
         self.spec_path = tmp / "faults.toml"
         self.spec_path.write_text(SPEC.format(sleep_ms=sleep_ms))
         self.spec = load_spec(str(self.spec_path))
@@ -94,7 +101,17 @@ class Harness:
         self.wait_stages()
 
     def start_coordinator(self) -> None:
-        self.coordinator = Coordinator(self.spec, port=self.port, heartbeat_s=0.1, lost_after_s=0.6)
+        deadline = time.monotonic() + 10
+        while True:  # the old socket's port is released by ZeroMQ's own thread, a moment after close
+            try:
+                self.coordinator = Coordinator(
+                    self.spec, port=self.port, heartbeat_s=0.1, lost_after_s=self.lost_after_s
+                )
+                break
+            except zmq.ZMQError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
         self.port = int(self.coordinator.address.rsplit(":", 1)[1])
         self.thread = threading.Thread(target=self.coordinator.run, daemon=True)
         self.thread.start()
@@ -185,7 +202,7 @@ def test_aborts_of_unknown_or_finished_requests_are_harmless(harness) -> None:
 
 
 def test_a_stalled_stage_is_lost_then_taken_back_and_a_full_relay_is_an_error(harness) -> None:
-    h = harness()
+    h = harness(lost_after_s=0.6)  # a stopped process keeps its connection: only heartbeats tell
     client = h.client(relay=Relay(capacity_bytes=1 << 20))
     request = client.submit({}, entries=["ears"])
     pid = h.stages.procs["ears"].pid

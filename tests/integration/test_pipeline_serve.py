@@ -143,8 +143,10 @@ async def test_a_lost_stage_is_an_error_and_the_next_turn_works_once_it_is_back(
     async with client(served.ws, KEY).realtime.connect(model="omnivox") as conn:
         events = Events(conn)
         await events.wait_for("session.created")
-        os.kill(tts["pid"], signal.SIGKILL)  # the coordinator restarts it
+        os.kill(tts["pid"], signal.SIGSTOP)  # the reply will be in flight in it...
         await stream(conn, np.concatenate([silence(0.3), speech("Tell me a story."), silence(1.0)]), speed=0)
+        await events.wait_for("response.created", timeout=60)
+        os.kill(tts["pid"], signal.SIGKILL)  # ...when it dies (the coordinator restarts it)
         await events.wait_for("response.done", timeout=60)
         codes = [e.error.code for e in events.of("error")]
         assert "stage_lost" in codes or "stage_unavailable" in codes

@@ -11,5 +11,6 @@ BENCHES = {
     "turns": "end-of-turn decisions on a scripted set: semantic_vad per eagerness vs server_vad",
     "realtime": "N concurrent realtime callers: voice-to-voice latency, ASR/TTS real-time factors, errors",
     "duplex": "N concurrent duplex callers: unit wall-clock (listen/speak), lagging, speech end to speech",
+    "pipeline": "the staged pipeline's own overhead: three no-op stages, latency and messages/s",
     "fuzz": "seeded hostile frames per protocol; the server must keep serving with no worker lost",
 }

@@ -8,7 +8,12 @@ voice-to-voice latency as a caller hears it: from the moment the last speech sam
 
 The models are the embedded default (``--llm local``, ``--asr whisper``) unless told otherwise; turn
 detection is ``server_vad`` and/or ``semantic_vad`` at the eagerness levels given (``--detection``).
-"worker MB" is the resident memory of a worker process at the end of the run.
+"worker MB" is the resident memory of a worker process at the end of the run; "MB/session" all the
+serving processes' memory (workers, and with ``--pipeline`` the coordinator and stages) per caller.
+
+With ``--pipeline cascade`` the callers' workers are light session hosts sharing one set of stages
+(batched Whisper slots, llama.cpp parallel slots, hibari), as ``omnivox serve --pipeline`` runs
+them; "ASR batch" is the mean (and largest) number of transcripts per batched decode.
 
 The gateway's metrics give the real-time factors of hearing (VAD + ASR) and speaking (TTS) on the
 workers under that load: busy time / audio time, summed over all sessions. Real time is held when
@@ -68,6 +73,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="turn detection: server_vad and/or semantic_vad eagerness levels (low, medium, high, auto)",
     )
     parser.add_argument("--log-dir", help="keep the server logs here")
+    parser.add_argument(
+        "--pipeline",
+        help="a pipeline spec (cascade): light workers share its stages instead of each loading the models",
+    )
+    parser.add_argument(
+        "--slots", type=int, help="pipeline: ASR and TTS slots (default: the spec's, at least the callers)"
+    )
+    parser.add_argument("--llm-slots", type=int, help="pipeline: the LLM stage's parallel slots")
 
 
 @dataclass
@@ -225,7 +238,35 @@ def _env(args: argparse.Namespace) -> dict[str, str]:
 
 def _describe(args: argparse.Namespace) -> str:
     llm = f"LLM {args.llm_url}" if args.llm_url else f"{args.llm} LLM"
-    return f"{llm}, {args.asr} ASR"
+    where = f", pipeline {args.pipeline}" if args.pipeline else ", in-process workers"
+    return f"{llm}, {args.asr} ASR{where}"
+
+
+def _pipeline_spec(args: argparse.Namespace, users: int, log_dir: Path | None) -> str:
+    """The spec the run uses: the named one, with its slots raised to the callers (or ``--slots``)."""
+    import tempfile
+
+    from omnivox.pipeline.spec import load_spec, to_toml
+
+    spec = load_spec(args.pipeline)
+    for stage in spec.stages:
+        if stage.scheduler == "streaming":
+            stage.slots = args.slots or max(stage.slots, users)
+        elif stage.name == "llm" and args.llm_slots:
+            stage.slots = args.llm_slots
+    folder = log_dir or Path(tempfile.mkdtemp(prefix="omnivox-bench-"))
+    path = folder / f"{spec.name}-{users}.toml"
+    path.write_text(to_toml(spec))
+    return str(path)
+
+
+def _asr_batch(view: dict) -> str:
+    for stage in view.get("stages", []):
+        load = stage.get("load", {})
+        if load.get("decode_calls"):
+            mean = load["decode_items"] / load["decode_calls"]
+            return f"{mean:.2f} (max {load['decode_max_batch']:.0f})"
+    return "–"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -247,6 +288,8 @@ def run(args: argparse.Namespace) -> int:
                     result["asr_rtf"],
                     result["tts_rtf"],
                     result["worker_rss_mb"],
+                    result["mb_per_session"],
+                    result.get("asr_batch", "–"),
                     len(result["errors"]),
                     "yes" if result["real_time"] else "no",
                 ]
@@ -264,6 +307,8 @@ def run(args: argparse.Namespace) -> int:
             "ASR RTF",
             "TTS RTF",
             "worker MB",
+            "MB/session",
+            "ASR batch",
             "errors",
             "real time",
         ],
@@ -289,12 +334,17 @@ def _one(args: argparse.Namespace, users: int, clips: list) -> dict:
     log_dir = Path(args.log_dir) / f"{args.mode}-n{users}" if args.log_dir else None
     if log_dir:
         log_dir.mkdir(parents=True, exist_ok=True)
-    with cluster(workers=workers, engine="cascade", log_dir=log_dir, **_env(args)) as c:
+    spec = _pipeline_spec(args, users, log_dir) if args.pipeline else None
+    with cluster(workers=workers, engine="cascade", log_dir=log_dir, pipeline=spec, **_env(args)) as c:
         began = time.monotonic()
         stats = asyncio.run(_load(f"{c.ws}/v1/realtime", users, clips, args))
         wall = time.monotonic() - began
         rtf = _rtf(httpx.get(c.url + "/metrics", timeout=5).text)
         rss = [_rss_mb(w.pid) for w in c.workers]
+        view = c.pipeline_view() if spec else {}
+        shared = [_rss_mb(s["pid"]) for s in view.get("stages", []) if s.get("pid")]
+        if c.coordinator is not None:
+            shared.append(_rss_mb(c.coordinator.pid))
     v2v = [s for st in stats for s in st.v2v_s]
     errors = [e for st in stats for e in st.errors]
     p95 = percentile(v2v, 95)
@@ -315,6 +365,10 @@ def _one(args: argparse.Namespace, users: int, clips: list) -> dict:
         "asr_rtf": rtf.get("asr", float("nan")),
         "tts_rtf": rtf.get("tts", float("nan")),
         "worker_rss_mb": statistics.fmean(rss) if rss else float("nan"),
+        "stage_rss_mb": sum(shared),
+        "mb_per_session": (sum(rss) + sum(shared)) / users,
+        "asr_batch": _asr_batch(view),
+        "stages": view.get("stages", []),
         "errors": errors,
         "wall_s": wall,
         "real_time": held,

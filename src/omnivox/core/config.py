@@ -219,7 +219,10 @@ class PipelineSettings(BaseModel):
     stage_advertise: str | None = Field(None, description="the host name other machines reach a stage by")
     pipeline_heartbeat_s: float = Field(0.2, gt=0, description="stage and client heartbeats")
     pipeline_lost_after_s: float = Field(
-        0.8, gt=0, description="a stage silent this long is lost: its requests fail with stage_lost"
+        3.0,
+        gt=0,
+        description="a stage silent this long (hung) is lost: its requests fail with stage_lost; a stage "
+        "that dies is lost as soon as its connection closes",
     )
     relay_max_payload_bytes: int = Field(64 * MiB, ge=1024, description="largest payload between stages")
     relay_capacity_bytes: int = Field(

@@ -250,9 +250,10 @@ class PipelineClient:
     def _receive(self, sock: zmq.Socket[Any], limit: int = 256) -> None:
         for _ in range(limit):
             try:
-                _, message, frames = transport.receive(sock)
+                got = transport.receive(sock)
             except zmq.Again:
                 return
+            message, frames = got.message, got.frames
             self._last_heard = time.monotonic()
             if message is not None:
                 self._handle(message, frames)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
 from omnivox.core.errors import OmnivoxError, StageLost, StageUnavailable, as_omnivox_error
 from omnivox.pipeline import transport
@@ -79,7 +80,7 @@ class Coordinator:
         host: str = "127.0.0.1",
         port: int = 0,
         heartbeat_s: float = 0.2,
-        lost_after_s: float = 0.8,
+        lost_after_s: float = 3.0,
         client_lost_after_s: float = 3.0,
         request_wait_s: float = 3.0,
         relay: Relay | None = None,
@@ -93,7 +94,15 @@ class Coordinator:
         self.relay = relay or Relay()
         self._ctx = context or zmq.Context.instance()
         self.router = transport.socket(self._ctx, zmq.ROUTER)
-        self.address = transport.bind(self.router, host, port)
+        try:
+            self.address = transport.bind(self.router, host, port)
+        except zmq.ZMQError:
+            self.router.close(0)
+            raise
+        # a peer process that dies closes its connection at once: that is seen here before any
+        # heartbeat is missed (heartbeats catch the hung ones)
+        self._monitor = self.router.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+        self._fds: dict[int, bytes] = {}  # connection -> the identity that last spoke on it
         self.epoch = secrets.token_hex(8)
         self.stages: dict[str, StageRecord] = {}
         self.clients: dict[bytes, ClientRecord] = {}
@@ -110,10 +119,14 @@ class Coordinator:
     def run(self) -> None:
         poller = zmq.Poller()
         poller.register(self.router, zmq.POLLIN)
+        poller.register(self._monitor, zmq.POLLIN)
         next_check = 0.0
         try:
             while not self.stopping.is_set():
-                if poller.poll(max(10, int(self.heartbeat_s * 500))):
+                ready = dict(poller.poll(max(10, int(self.heartbeat_s * 500))))
+                if self._monitor in ready:
+                    self._disconnections()
+                if self.router in ready:
                     self._drain()
                 now = time.monotonic()
                 if now >= next_check:
@@ -123,6 +136,8 @@ class Coordinator:
             for record in self.stages.values():
                 if record.alive:
                     self._send(record.identity, Shutdown("the coordinator stopped"))
+            self.router.disable_monitor()
+            self._monitor.close(0)
             self.router.close(0)
             self.relay.close()
 
@@ -132,9 +147,12 @@ class Coordinator:
     def _drain(self, limit: int = 512) -> None:
         for _ in range(limit):
             try:
-                identity, message, frames = transport.receive(self.router, routed=True)
+                got = transport.receive(self.router, routed=True)
             except zmq.Again:
                 return
+            identity, message, frames = got.identity, got.message, got.frames
+            if identity is not None and got.fd >= 0:
+                self._fds[got.fd] = identity
             self.counts["messages"] += 1
             if message is None or identity is None:
                 self.counts["bad_messages"] += 1
@@ -146,6 +164,20 @@ class Coordinator:
                     self.counts["bad_messages"] += 1
             if not self.router.getsockopt(zmq.EVENTS) & zmq.POLLIN:
                 return
+
+    def _disconnections(self) -> None:
+        while self._monitor.poll(0):
+            event = recv_monitor_message(self._monitor)
+            who = self._fds.pop(int(event["value"]), None)
+            if who is None:
+                continue
+            for name, record in self.stages.items():
+                if record.alive and record.identity == who:
+                    self._lose(name, "its connection closed")
+            if who in self.clients:
+                del self.clients[who]
+                for request in [r for r in self.requests.values() if r.client == who]:
+                    self._abort(request.request_id, "client gone")
 
     def _handle(self, who: bytes, message: Message, frames: Sequence[Any]) -> None:
         now = time.monotonic()

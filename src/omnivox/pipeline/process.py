@@ -171,7 +171,7 @@ def run_coordinator(
     gateway_url: str | None = None,
     key: str | None = None,
     heartbeat_s: float = 0.2,
-    lost_after_s: float = 0.8,
+    lost_after_s: float = 3.0,
     ready: Callable[[str], None] | None = None,
 ) -> None:
     """Serve as the coordinator; with ``local``, start (and keep) the spec's local stages too."""

@@ -21,6 +21,7 @@ next to this module (``load_spec("cascade")``); any other is a path to a TOML fi
 
 from __future__ import annotations
 
+import json
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
@@ -160,6 +161,31 @@ def _reachable(edges: dict[str, list[str]], start: list[str]) -> list[str]:
         seen.append(name)
         todo.extend(edges[name])
     return seen
+
+
+def to_toml(spec: PipelineSpec) -> str:
+    """The spec as TOML that ``load_spec`` reads back (to hand an adjusted spec to other processes)."""
+
+    def value(v: Any) -> str:
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, int | float):
+            return repr(v)
+        if isinstance(v, str):
+            return json.dumps(v)
+        if isinstance(v, list):
+            return "[" + ", ".join(value(x) for x in v) + "]"
+        raise TypeError(f"cannot write {type(v).__name__} to a pipeline spec")
+
+    lines = [f"name = {value(spec.name)}", f"description = {value(spec.description)}"]
+    for stage in spec.stages:
+        lines.append("\n[[stages]]")
+        for key, v in stage.model_dump(exclude={"options"}).items():
+            lines.append(f"{key} = {value(v)}")
+        if stage.options:
+            lines.append("[stages.options]")
+            lines.extend(f"{key} = {value(v)}" for key, v in stage.options.items())
+    return "\n".join(lines) + "\n"
 
 
 def shipped_specs() -> list[str]:

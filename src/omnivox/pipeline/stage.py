@@ -147,9 +147,10 @@ class Stage:
     def _drain(self, sock: zmq.Socket[Any], limit: int = 256) -> None:
         for _ in range(limit):
             try:
-                _, message, frames = transport.receive(sock)
+                got = transport.receive(sock)
             except zmq.Again:
                 return
+            message, frames = got.message, got.frames
             if message is None:
                 self.bad_messages += 1
             else:

@@ -9,8 +9,10 @@ close, so a process never hangs on exit waiting for a dead peer.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import zmq
@@ -65,19 +67,30 @@ def send(
         raise
 
 
-def receive(sock: zmq.Socket[Any], *, routed: bool = False) -> tuple[bytes | None, Message | None, list[Any]]:
-    """One message: (sender identity if ``routed``, the decoded header or None if it was malformed,
-    the frames after it). Never raises for what a peer sent."""
+@dataclass(frozen=True)
+class Received:
+    identity: bytes | None  # the sender's socket identity (routed sockets)
+    message: Message | None  # None: it did not decode (and was dropped)
+    frames: list[Any]  # the payload frames after the header
+    fd: int  # the connection it came on (routed sockets), to match disconnections; -1 if unknown
+
+
+def receive(sock: zmq.Socket[Any], *, routed: bool = False) -> Received:
+    """One message. Never raises for what a peer sent."""
     parts = sock.recv_multipart(copy=False)
     identity: bytes | None = None
+    fd = -1
     if routed:
         identity = parts[0].bytes
         parts = parts[1:]
+        if parts:
+            with contextlib.suppress(zmq.ZMQError):
+                fd = int(parts[0].get(zmq.SRCFD))
     if not parts:
-        return identity, None, []
+        return Received(identity, None, [], fd)
     try:
         message = decode(parts[0].buffer)
     except BadPipelineMessage as err:
         log.warning("dropped a malformed control message: %s", err.message)
-        return identity, None, parts[1:]
-    return identity, message, parts[1:]
+        return Received(identity, None, parts[1:], fd)
+    return Received(identity, message, parts[1:], fd)

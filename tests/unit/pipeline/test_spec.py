@@ -66,3 +66,13 @@ def test_fan_in_inputs_and_bad_routes() -> None:
         fanin.plan(["llm"], ["audio_encoder"])
     with pytest.raises(InvalidMessage):
         fanin.plan(["nope"])
+
+
+def test_a_spec_written_as_toml_reads_back_the_same(tmp_path) -> None:
+    from omnivox.pipeline.spec import to_toml
+
+    for name in ("cascade", "fanin", "noop"):
+        spec = load_spec(name)
+        path = tmp_path / f"{name}.toml"
+        path.write_text(to_toml(spec))
+        assert load_spec(str(path)) == spec

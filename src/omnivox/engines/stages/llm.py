@@ -73,7 +73,14 @@ def llamacpp_stage(spec: StageSpec, settings: Settings) -> ParallelScheduler:
         exact=False,
         request_options=LOCAL_REQUEST_OPTIONS,
         parallel=spec.slots,
+        # a conversation's next turn may land in another slot: llama.cpp keeps the slots' states in
+        # RAM and restores the longest matching prefix, so it still computes only the new words
+        ram_cache_mib=int(spec.options.get("ram_cache_mib", 256)),
     )
+    if settings.system_prompt:  # computed once, as a worker's stack does at start-up
+        from omnivox.protocol.chat import ChatMessage
+
+        llm.warm([ChatMessage(role="system", content=settings.system_prompt)])
     return ParallelScheduler(reply_runner(llm), slots=spec.slots, info={"model": llm.name, "vision": False})
 
 
