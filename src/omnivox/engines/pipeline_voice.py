@@ -81,10 +81,8 @@ class RemoteAsr(StreamingAsr):
 
     def _reset_session(self) -> None:
         request, self._request = self._request, None
-        if request is not None and not request.finished:
-            request.done()  # the stage frees the slot
-            request.finished = True
-            self.client._forget(request.request_id)
+        if request is not None:
+            request.close()  # the stage frees the slot
         self._utterance, self._partial, self._deaf_until = 0, None, 0.0
         self._finals.clear()
 

@@ -77,6 +77,14 @@ class Request:
         payload, frames = self.client._pack(values or {}, self._entry_host)
         self.client._post(StreamDone(self.request_id, CLIENT, None, payload), frames)
 
+    def close(self, values: dict[str, Any] | None = None) -> None:
+        """End the input stream and stop listening: what the stage still sends is dropped (a
+        session's hearing, ended with the session)."""
+        if not self.finished:
+            self.done(values)
+            self.finished = True
+            self.client._forget(self.request_id)
+
     def abort(self, reason: str = "aborted") -> None:
         """Stop the request in every stage at once; harmless if it has ended."""
         if not self.finished:
@@ -298,10 +306,18 @@ class PipelineClient:
                 for part in message.parts.values():
                     self.relay.discard(part)
                 return
-            try:
-                parts = {stage: self.relay.unpack(p, frames) for stage, p in message.parts.items()}
-            except OmnivoxError as err:
-                request._deliver(err)
+            parts: dict[str, dict[str, Any]] = {}
+            failure: OmnivoxError | None = None
+            for stage, part in message.parts.items():
+                if failure is not None:
+                    self.relay.discard(part)  # read none of the rest, but free them
+                    continue
+                try:
+                    parts[stage] = self.relay.unpack(part, frames)
+                except OmnivoxError as err:
+                    failure = err
+            if failure is not None:
+                request._deliver(failure)
                 return
         values = parts[next(iter(parts))] if len(parts) == 1 else {}
         request._deliver(Event("result", message.source, values, parts))

@@ -109,15 +109,17 @@ class TinyRunner:
         return [int(t) for t in out.logits[:, -1].argmax(-1)]
 
     def accept(self, state: Decoding, token: int) -> tuple[Values | None, bool]:
-        if token in self.codec.stop_ids:
-            return None, True
-        state.made.append(token)
-        state.next_input = token
+        done = token in self.codec.stop_ids
+        if not done:
+            state.made.append(token)
+            state.next_input = token
+            done = len(state.made) >= state.max_tokens
         text = self.codec.decode(state.made)
         delta = ""
-        if not text.endswith("\ufffd") and text.startswith(state.text):
+        # a character split across tokens waits for its last byte, unless the reply ends here
+        if (done or not text.endswith("\ufffd")) and text.startswith(state.text):
             delta, state.text = text[len(state.text) :], text
-        return ({"text": delta} if delta else None), len(state.made) >= state.max_tokens
+        return ({"text": delta} if delta else None), done
 
     def result(self, state: Decoding) -> Values:
         return {"text": self.codec.decode(state.made), "tokens": list(state.made)}
