@@ -207,6 +207,7 @@ def _spec(settings: Settings):  # type: ignore[no-untyped-def]
 
 def run_coordinator_command(settings: Settings, local_stages: bool) -> None:
     from omnivox.pipeline.process import run_coordinator
+    from omnivox.pipeline.relay import relay_from
 
     spec = _spec(settings)
     run_coordinator(
@@ -219,13 +220,14 @@ def run_coordinator_command(settings: Settings, local_stages: bool) -> None:
         key=settings.key_for("worker"),
         heartbeat_s=settings.pipeline_heartbeat_s,
         lost_after_s=settings.pipeline_lost_after_s,
+        relay=relay_from(settings),
     )
 
 
 def run_stage_command(settings: Settings, name: str) -> None:
     from omnivox.engines.stages.registry import build_scheduler
     from omnivox.pipeline.process import run_stage
-    from omnivox.pipeline.relay import Relay
+    from omnivox.pipeline.relay import relay_from
 
     spec = _spec(settings)
     if name not in spec.names:
@@ -241,7 +243,5 @@ def run_stage_command(settings: Settings, name: str) -> None:
         port=settings.stage_port,
         advertise=settings.stage_advertise,
         heartbeat_s=settings.pipeline_heartbeat_s,
-        relay=Relay(
-            max_payload_bytes=settings.relay_max_payload_bytes, capacity_bytes=settings.relay_capacity_bytes
-        ),
+        relay=relay_from(settings),
     )

@@ -314,3 +314,14 @@ def test_nothing_leaks_after_200_aborted_requests(harness) -> None:
     ears = client.submit({}, entries=["ears"])
     ears.done()
     assert result(ears).values == {"chunks": 0}
+
+
+def test_without_shared_memory_arrays_cross_processes_as_frames(harness) -> None:
+    h = harness(stage_env={"OMNIVOX_RELAY_SHARED_MEMORY": "false"})
+    client = h.client(relay=Relay(use_shm=False))
+    audio = np.arange(200_000, dtype=np.float32)  # 800 KB, as if between two hosts
+    got = result(client.submit({"audio": audio}, entries=["first"]))
+    np.testing.assert_array_equal(got.values["audio"], audio)
+    assert client.relay.segments_created == 0
+    wait_for(lambda: h.load("slow").get("done", 0) >= 1)  # a heartbeat after the request
+    assert h.load("first")["relay_segments"] == h.load("slow")["relay_segments"] == 0

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 import websockets
 
+from dxclient import DuplexClient, seconds
 from omnivox.audio.pcm import to_pcm16
 from omnivox.audio.resample import resample
 from omnivox.bench.cluster import FAST, free_port
@@ -33,7 +34,7 @@ AUTH = {"Authorization": f"Bearer {KEY}"}
 class Served:
     def __init__(self, log_dir: Path) -> None:
         self.port = free_port()
-        env = {**os.environ, **FAST, "OMNIVOX_API_KEY": KEY, "OMNIVOX_LLM": "echo", "OMNIVOX_ASR": "whisper"}
+        env = {**os.environ, **FAST, "OMNIVOX_LLM": "echo", "OMNIVOX_ASR": "whisper"}
         env["OMNIVOX_PIPELINE_HEARTBEAT_S"] = "0.1"
         self.log = open(log_dir / "serve.log", "wb")  # closed in stop()
         cmd = [sys.executable, "-m", "omnivox", "serve", "--pipeline", "cascade", "--workers", "2"]
@@ -162,3 +163,23 @@ async def test_a_lost_stage_is_an_error_and_the_next_turn_works_once_it_is_back(
         await events.stop()
     assert done.response.status == "completed"
     assert events.of("response.output_audio.delta")
+
+
+async def test_a_duplex_session_runs_on_the_stages(served) -> None:
+    served.wait(lambda h: h["workers_idle"] >= 2 and h["pipeline"]["stages_alive"] == 3)
+    said = resample(speech("What is the weather like today?"), 24000, 16000)
+    quiet = np.zeros(16000, np.float32)
+    async with DuplexClient(served.ws, "pipe-dx", timeout=60) as dx:
+        await dx.until("queue_done")
+        await dx.send("prepare")
+        await dx.until("prepared")
+        results = [await dx.chunk(c, force_listen=i < 3) for i, c in enumerate(seconds(said))]
+        for _ in range(20):
+            results.append(await dx.chunk(quiet))
+            if any(not r["is_listen"] for r in results) and results[-1].get("end_of_turn"):
+                break
+        await dx.send("stop")
+        await dx.until("stopped")
+    spoken = " ".join(r["text"] for r in results if not r["is_listen"] and r["text"])
+    assert spoken.startswith("You said") and "weather" in spoken.lower()
+    assert any(r.get("audio_data") for r in results if not r["is_listen"])

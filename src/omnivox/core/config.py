@@ -228,6 +228,9 @@ class PipelineSettings(BaseModel):
     relay_capacity_bytes: int = Field(
         256 * MiB, ge=MiB, description="unread shared memory one process may hold (more: relay_full)"
     )
+    relay_shared_memory: bool = Field(
+        True, description="pass arrays between processes of one host through shared memory (else frames)"
+    )
 
 
 class CommonSettings(BaseModel):

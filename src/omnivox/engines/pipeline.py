@@ -21,6 +21,7 @@ from omnivox.core.errors import EngineFailure
 from omnivox.engines.cascade import CascadeEngine
 from omnivox.engines.pipeline_voice import RemoteAsr, RemoteLlm, RemoteTts, pipeline_reply
 from omnivox.pipeline.client import PipelineClient
+from omnivox.pipeline.relay import relay_from
 from omnivox.voice.listener import Listener
 from omnivox.voice.llm.history import ReplyTemperature
 from omnivox.voice.reply import ReplyPiece, ReplyRequest
@@ -49,6 +50,7 @@ class PipelineEngine(CascadeEngine):
             name=f"worker-{os.getpid()}",
             heartbeat_s=s.pipeline_heartbeat_s,
             lost_after_s=max(1.5, 2 * s.pipeline_lost_after_s),
+            relay=relay_from(s),
         )
         deadline = time.monotonic() + READY_TIMEOUT_S
         while time.monotonic() < deadline:

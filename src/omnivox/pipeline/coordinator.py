@@ -20,7 +20,6 @@ import secrets
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import zmq
@@ -50,26 +49,9 @@ from omnivox.pipeline.relay import Relay
 from omnivox.pipeline.requests import RequestState, TrackedRequest
 from omnivox.pipeline.scheduler import Tombstones
 from omnivox.pipeline.spec import PipelineSpec
+from omnivox.pipeline.status import ClientRecord, StageRecord, status_view
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class StageRecord:
-    info: StageInfo
-    identity: bytes
-    last_seen: float
-    load: dict[str, float] = field(default_factory=dict)
-    alive: bool = True
-    registrations: int = 1
-    lost: int = 0  # times it was written off
-
-
-@dataclass
-class ClientRecord:
-    name: str
-    host: str
-    last_seen: float
 
 
 class Coordinator:
@@ -259,13 +241,13 @@ class Coordinator:
                     self._abort(request.request_id, "client lost")
         for request in [r for r in self.requests.values() if r.state is RequestState.PENDING]:
             if now - request.created > self.request_wait_s:
-                missing = sorted(s for s in request.stages if not self._alive(s))
+                missing = sorted(s for s in request.stages if not self.alive(s))
                 self._fail(request, StageUnavailable.code, f"stages {missing} are not available")
         if now - self._snap_at >= 0.5:
             self.snapshot = self.status(now)
             self._snap_at = now
 
-    def _alive(self, name: str) -> bool:
+    def alive(self, name: str) -> bool:
         record = self.stages.get(name)
         return record is not None and record.alive
 
@@ -291,7 +273,7 @@ class Coordinator:
         self._dispatch(request)
 
     def _dispatch(self, request: TrackedRequest) -> None:
-        if not all(self._alive(s) for s in request.stages):
+        if not all(self.alive(s) for s in request.stages):
             return  # PENDING until they register (or request_wait_s passes)
         plan = request.plan
         try:
@@ -400,36 +382,5 @@ class Coordinator:
     # ---- views
 
     def status(self, now: float | None = None) -> dict[str, Any]:
-        now = time.monotonic() if now is None else now
-        by_state: dict[str, int] = {}
-        for request in self.requests.values():
-            by_state[request.state.value] = by_state.get(request.state.value, 0) + 1
-        stages = []
-        for spec in self.spec.stages:
-            record = self.stages.get(spec.name)
-            stages.append(
-                {
-                    "name": spec.name,
-                    "scheduler": spec.scheduler,
-                    "model": spec.model,
-                    "placement": spec.placement,
-                    "alive": bool(record and record.alive),
-                    "address": record.info.address if record else None,
-                    "pid": record.info.pid if record else None,
-                    "last_seen_s": round(now - record.last_seen, 3) if record else None,
-                    "registrations": record.registrations if record else 0,
-                    "lost": record.lost if record else 0,
-                    "load": dict(record.load) if record else {},
-                }
-            )
-        holders = [s for s in self.spec.stages if s.holds_sessions]
-        return {
-            "session_slots": sum(s.slots for s in holders if self._alive(s.name)) if holders else None,
-            "pipeline": self.spec.name,
-            "address": self.address,
-            "epoch": self.epoch,
-            "stages": stages,
-            "clients": len(self.clients),
-            "requests": by_state,
-            "counts": dict(self.counts),
-        }
+        """What the gateway shows (``protocol.pipeline.PipelineReport``)."""
+        return status_view(self, time.monotonic() if now is None else now)

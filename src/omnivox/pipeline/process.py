@@ -83,7 +83,8 @@ def run_stage(
 
 
 class LocalStages:
-    """The spec's ``placement = "local"`` stages as child processes, restarted when they exit."""
+    """The spec's ``placement = "local"`` stages as child processes, restarted when they exit (at
+    once after a long life; a stage that keeps dying young waits longer each time, up to 30 s)."""
 
     def __init__(self, command: Callable[[str], list[str]], names: list[str], restart_delay_s: float = 0.5):
         self.command = command
@@ -91,6 +92,8 @@ class LocalStages:
         self.restart_delay_s = restart_delay_s
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.restarts: dict[str, int] = dict.fromkeys(names, 0)
+        self._started: dict[str, float] = {}
+        self._delay: dict[str, float] = dict.fromkeys(names, restart_delay_s)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="local-stages", daemon=True)
 
@@ -100,6 +103,7 @@ class LocalStages:
         self._thread.start()
 
     def _spawn(self, name: str) -> None:
+        self._started[name] = time.monotonic()
         self.procs[name] = subprocess.Popen(
             self.command(name), env=dict(os.environ), preexec_fn=die_with_parent
         )
@@ -109,9 +113,14 @@ class LocalStages:
         while not self._stop.wait(0.2):
             for name, proc in list(self.procs.items()):
                 if proc.poll() is not None and not self._stop.is_set():
-                    log.warning("local stage %s exited with %s; restarting", name, proc.returncode)
+                    lived = time.monotonic() - self._started[name]
+                    delay = self.restart_delay_s if lived > 10 else min(30.0, self._delay[name] * 2)
+                    self._delay[name] = delay
+                    log.warning(
+                        "local stage %s exited with %s; restarting in %.1f s", name, proc.returncode, delay
+                    )
                     self.restarts[name] += 1
-                    if self._stop.wait(self.restart_delay_s):
+                    if self._stop.wait(delay):
                         return
                     self._spawn(name)
 
@@ -172,10 +181,13 @@ def run_coordinator(
     key: str | None = None,
     heartbeat_s: float = 0.2,
     lost_after_s: float = 3.0,
+    relay: Relay | None = None,
     ready: Callable[[str], None] | None = None,
 ) -> None:
     """Serve as the coordinator; with ``local``, start (and keep) the spec's local stages too."""
-    coordinator = Coordinator(spec, host=host, port=port, heartbeat_s=heartbeat_s, lost_after_s=lost_after_s)
+    coordinator = Coordinator(
+        spec, host=host, port=port, heartbeat_s=heartbeat_s, lost_after_s=lost_after_s, relay=relay
+    )
     address = coordinator.address.replace("0.0.0.0", "127.0.0.1")
     stop = threading.Event()
 

@@ -84,6 +84,15 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def relay_from(settings: Any) -> Relay:
+    """A relay with the limits of ``PipelineSettings`` (``settings`` has its fields)."""
+    return Relay(
+        max_payload_bytes=settings.relay_max_payload_bytes,
+        capacity_bytes=settings.relay_capacity_bytes,
+        use_shm=settings.relay_shared_memory,
+    )
+
+
 def segments() -> list[str]:
     """The relay segments that exist on this host now (for leak checks)."""
     try:

@@ -320,6 +320,7 @@ class Stage:
         load = {
             **self.scheduler.load(),
             "bad_messages": float(self.bad_messages),
+            "relay_segments": float(self.relay.segments_created),
             "requests": float(len(self.requests)),
         }
         self._to_coordinator(Register(self.info, load, first))

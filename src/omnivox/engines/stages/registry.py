@@ -51,6 +51,12 @@ def _tiny(spec: StageSpec, settings: Settings) -> Scheduler:
     return tiny_llm_stage(spec, settings)
 
 
+def _transformers(spec: StageSpec, settings: Settings) -> Scheduler:
+    from omnivox.engines.stages.tiny import transformers_llm_stage
+
+    return transformers_llm_stage(spec, settings)
+
+
 def _tiny_encoder(kind: str) -> Factory:
     def build(spec: StageSpec, settings: Settings) -> Scheduler:
         from omnivox.engines.stages.tiny import tiny_encoder_stage
@@ -68,6 +74,7 @@ MODELS: dict[str, tuple[tuple[str, ...], Factory]] = {
     "openai": (("parallel",), _openai_llm),
     "hibari": (("streaming",), _hibari),
     "tiny": (("ar",), _tiny),
+    "transformers": (("ar",), _transformers),
     "tiny_audio_encoder": (("simple",), _tiny_encoder("audio")),
     "tiny_image_encoder": (("simple",), _tiny_encoder("image")),
 }

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from omnivox.core.config import Settings
-from omnivox.engines.byte_codec import ByteChatCodec
+from omnivox.engines.hf import ChatCodec
 from omnivox.pipeline.schedulers.ar import ARScheduler
 from omnivox.pipeline.schedulers.simple import SimpleScheduler
 from omnivox.pipeline.spec import StageSpec
@@ -44,7 +44,7 @@ class Decoding:
 
 
 class TinyRunner:
-    def __init__(self, model: Any, codec: ByteChatCodec, max_tokens: int = 64, seed: int = 0) -> None:
+    def __init__(self, model: Any, codec: ChatCodec, max_tokens: int = 64, seed: int = 0) -> None:
         self.model = model.eval()
         self.codec = codec
         self.max_tokens = max_tokens
@@ -153,6 +153,18 @@ def tiny_llm_stage(spec: StageSpec, settings: Settings) -> ARScheduler[Decoding]
         engine.model, engine.codec, int(spec.options.get("max_tokens", 64)), settings.tiny_seed
     )
     return ARScheduler(runner, max_running=spec.batch, info={"model": "tiny"})
+
+
+def transformers_llm_stage(spec: StageSpec, settings: Settings) -> ARScheduler[Decoding]:
+    """Any local Hugging Face causal LM with a chat template (``--model PATH``) on the AR scheduler."""
+    from omnivox.engines.hf import TransformersEngine
+
+    if not settings.model:
+        raise ValueError("the transformers stage needs --model PATH (a local Hugging Face model)")
+    torch.set_num_threads(spec.threads)
+    engine = TransformersEngine.from_pretrained(settings.model, device=settings.device)
+    runner = TinyRunner(engine.model, engine.codec, int(spec.options.get("max_tokens", 256)))
+    return ARScheduler(runner, max_running=spec.batch, info={"model": settings.model})
 
 
 def _projection(kind: str, size: int) -> np.ndarray:
