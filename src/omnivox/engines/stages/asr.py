@@ -10,7 +10,10 @@ to do:
 - ``{"flush": n}``: utterance ``n`` ended: its final transcript comes back as ``{"final", "utterance"}``;
 - ``{"drop": true}``: forget the utterance in progress.
 
-Partials (``{"partial", "utterance"}``) come at most every ``asr_partial_ms`` of new audio per slot.
+Partials (``{"partial", "utterance"}``) come at most every ``asr_partial_ms`` of new audio per slot,
+and never in a step that has a final to decode (a final is what a turn waits for); all the
+sessions' partials together take at most ``partial_budget`` of the stage's time (as one
+in-process Whisper's partials do), so more sessions get rarer partials, not later finals.
 A one-shot request (``{"clip": audio}``, a streaming turn's audio part) takes no slot and ends with
 ``{"text"}``. A freed slot is reset (its buffers dropped) before the next session gets it.
 """
@@ -51,10 +54,12 @@ class Hearing:
 class WhisperSlots:
     """The stream handler of the ASR stage (see the module doc)."""
 
-    def __init__(self, asr: WhisperAsr, partial_ms: int, batch: int) -> None:
+    def __init__(self, asr: WhisperAsr, partial_ms: int, batch: int, partial_budget: float = 0.15) -> None:
         self.asr = asr
         self.partial_samples = int(partial_ms * ASR_RATE / 1000) if partial_ms else 0
         self.batch = max(1, batch)
+        self.partial_budget = partial_budget
+        self._partials_after = 0.0  # monotonic time before which no partial step runs
         self.calls = 0  # batched decodes, and the clips they held (batch occupancy)
         self.items = 0
         self.max_items = 0
@@ -94,7 +99,8 @@ class WhisperSlots:
         state.ended = True
 
     def pending(self, state: Hearing) -> bool:
-        return bool(state.finals) or (state.ended and not state.oneshot) or self._partial_due(state)
+        partial = self._partial_due(state) and time.monotonic() >= self._partials_after
+        return bool(state.finals) or (state.ended and not state.oneshot) or partial
 
     def step(self, states: list[Hearing]) -> list[list[Out]]:
         jobs: list[tuple[int, str, int, np.ndarray]] = []  # (state index, kind, utterance, audio)
@@ -102,11 +108,16 @@ class WhisperSlots:
             while state.finals and len(jobs) < self.batch:
                 n, audio = state.finals.popleft()
                 jobs.append((i, "final", n, audio))
+        partial_step = not jobs and time.monotonic() >= self._partials_after
         for i, state in enumerate(states):
-            if len(jobs) < self.batch and self._partial_due(state):
+            if partial_step and len(jobs) < self.batch and self._partial_due(state):
                 state.next_partial = state.samples + self.partial_samples
                 jobs.append((i, "partial", state.utterance, self._audio(state)))
+        began = time.monotonic()
         texts = self._decode([audio for *_, audio in jobs])
+        if partial_step and jobs:
+            took = time.monotonic() - began
+            self._partials_after = time.monotonic() + took * (1 - self.partial_budget) / self.partial_budget
         outs: list[list[Out]] = [[] for _ in states]
         for (i, kind, n, _), text in zip(jobs, texts, strict=True):
             state = states[i]
