@@ -92,7 +92,7 @@ class PipelineEngine(CascadeEngine):
 
     def reply(self, request: ReplyRequest, stop: threading.Event) -> Iterator[ReplyPiece]:
         assert self.client is not None
-        return pipeline_reply(self.client, request, stop)
+        return pipeline_reply(self.client, request, stop, session=self.client.name)
 
     def close(self) -> None:
         super().close()

@@ -138,10 +138,12 @@ class RemoteAsr(StreamingAsr):
 
 
 def pipeline_reply(
-    client: PipelineClient, request: ReplyRequest, stop: threading.Event
+    client: PipelineClient, request: ReplyRequest, stop: threading.Event, session: str | None = None
 ) -> Iterator[ReplyPiece]:
-    """``voice.reply.produce_reply`` through the stages (see the module doc)."""
+    """``voice.reply.produce_reply`` through the stages (see the module doc). ``session`` names the
+    conversation, so the LLM stage computes it in the KV slot that already holds it."""
     values = {
+        "session": session,
         "messages": [m.model_dump(mode="json") for m in request.messages],
         "temperature": request.llm.temperature,
         "max_tokens": request.llm.max_tokens,

@@ -1,11 +1,12 @@
 """The LLM stage: the chat model behind a ``ParallelScheduler`` (the runtime batches the requests).
 
-A request is ``{"messages": [...], "temperature", "max_tokens", "tts": {...}}``; the reply streams
+A request is ``{"messages": [...], "temperature", "max_tokens", "session", "tts": {...}}``; the reply streams
 as ``{"word"}`` chunks (whole words, as ``voice.llm.words`` cuts them), the first one preceded by
 ``{"first_token_s"}`` and carrying the request's ``tts`` options for the TTS stage that reads the
 stream. The result is ``{"text", "words"}``. The embedded GGUF model runs with ``slots`` parallel
-slots in one llama.cpp server (its own continuous batching); a remote OpenAI-compatible server (vLLM,
-SGLang) batches on its own, so the stage is a thin client of it.
+slots in one llama.cpp server (its own continuous batching), and a conversation (``session``) goes
+back to the slot that holds its keys and values, as an in-process worker keeps its own; a remote
+OpenAI-compatible server (vLLM, SGLang) batches on its own, so the stage is a thin client of it.
 """
 
 from __future__ import annotations
@@ -26,10 +27,57 @@ from omnivox.voice.stack import build_llm, context_tokens, llm_kind
 Values = dict[str, Any]
 
 
-def reply_runner(llm: ChatLlm) -> Callable[[Values, threading.Event, Callable[[Values], None]], Values]:
+class SlotAffinity:
+    """Which of the runtime's KV slots each conversation uses: the one it used last if it is free
+    (its keys and values are still there, so only the new words are computed), else the least
+    recently used free one. A conversation is named by the request's ``session``."""
+
+    def __init__(self, slots: int) -> None:
+        self._lock = threading.Lock()
+        self._owner: list[str | None] = [None] * slots  # session whose state each slot holds
+        self._busy = [False] * slots
+        self._used = [0.0] * slots
+        self.hits = 0
+        self.misses = 0
+
+    def take(self, session: str | None) -> int | None:
+        with self._lock:
+            free = [i for i, busy in enumerate(self._busy) if not busy]
+            if not free or session is None:
+                return None  # the runtime picks (it queues the request until a slot frees)
+            mine = [i for i in free if self._owner[i] == session]
+            slot = mine[0] if mine else min(free, key=lambda i: self._used[i])
+            self.hits += bool(mine)
+            self.misses += not mine
+            self._owner[slot], self._busy[slot] = session, True
+            return slot
+
+    def give_back(self, slot: int | None) -> None:
+        if slot is None:
+            return
+        with self._lock:
+            self._busy[slot] = False
+            self._used[slot] = time.monotonic()
+
+
+def reply_runner(
+    llm: ChatLlm, affinity: SlotAffinity | None = None
+) -> Callable[[Values, threading.Event, Callable[[Values], None]], Values]:
     def run(data: Values, stop: threading.Event, emit: Callable[[Values], None]) -> Values:
+        slot = affinity.take(data.get("session")) if affinity is not None else None
+        try:
+            return _reply(data, stop, emit, slot)
+        finally:
+            if affinity is not None:
+                affinity.give_back(slot)
+
+    def _reply(
+        data: Values, stop: threading.Event, emit: Callable[[Values], None], slot: int | None
+    ) -> Values:
         messages = [ChatMessage.model_validate(m) for m in data.get("messages", [])]
-        params = LlmParams(temperature=data.get("temperature"), max_tokens=data.get("max_tokens"))
+        params = LlmParams(
+            temperature=data.get("temperature"), max_tokens=data.get("max_tokens"), cache_slot=slot
+        )
         began = time.monotonic()
         words = WordChunker()
         said: list[str] = []
@@ -81,7 +129,12 @@ def llamacpp_stage(spec: StageSpec, settings: Settings) -> ParallelScheduler:
         from omnivox.protocol.chat import ChatMessage
 
         llm.warm([ChatMessage(role="system", content=settings.system_prompt)])
-    return ParallelScheduler(reply_runner(llm), slots=spec.slots, info={"model": llm.name, "vision": False})
+    affinity = SlotAffinity(spec.slots)
+    scheduler = ParallelScheduler(
+        reply_runner(llm, affinity), slots=spec.slots, info={"model": llm.name, "vision": False}
+    )
+    scheduler.extra_load = lambda: {"kv_hits": float(affinity.hits), "kv_misses": float(affinity.misses)}
+    return scheduler
 
 
 def chat_stage(spec: StageSpec, settings: Settings) -> ParallelScheduler:

@@ -40,6 +40,7 @@ class ParallelScheduler(Scheduler):
         self._running = False
         self.done = 0
         self.peak = 0
+        self.extra_load: Callable[[], dict[str, float]] | None = None  # the runtime's own figures
 
     def start(self) -> None:
         self._running = True
@@ -69,6 +70,7 @@ class ParallelScheduler(Scheduler):
         with self._lock:
             running = len(self._stops)
         return {
+            **(self.extra_load() if self.extra_load is not None else {}),
             "slots_total": float(self.slots),
             "slots_used": float(min(running, self.slots)),
             "running": float(running),

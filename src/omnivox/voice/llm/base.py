@@ -21,6 +21,7 @@ class LlmParams:
     max_tokens: int | None = None  # None: no limit beyond the backend's
     top_p: float | None = None
     stop_sequences: tuple[str, ...] = ()
+    cache_slot: int | None = None  # a runtime with several KV slots: the one that holds this conversation
 
 
 class ChatLlm(ABC):

@@ -235,6 +235,8 @@ class LlamaCppLlm(ChatLlm):
             body["top_p"] = p.top_p
         if p.stop_sequences:
             body["stop"] = list(p.stop_sequences)
+        if p.cache_slot is not None:
+            body["id_slot"] = p.cache_slot  # the slot whose KV state holds this conversation
         return body
 
     def _run(

@@ -114,3 +114,17 @@ def test_an_empty_reply_still_ends() -> None:
     finally:
         s.stop()
     assert out.type == "result" and out.data == {"sentences": 0}
+
+
+def test_a_conversation_goes_back_to_its_kv_slot() -> None:
+    from omnivox.engines.stages.llm import SlotAffinity
+
+    slots = SlotAffinity(2)
+    a = slots.take("a")
+    slots.give_back(a)
+    b = slots.take("b")
+    slots.give_back(b)
+    assert a != b and slots.take("a") == a  # its keys and values are still there
+    assert slots.take("a") == b  # its own slot is busy: the other one (a miss)
+    assert slots.take("c") is None  # none free: the runtime queues it
+    assert (slots.hits, slots.misses) == (1, 3)
