@@ -5,17 +5,12 @@ heard), Whisper and hibari on the stages."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
-import httpx
 import numpy as np
 import pytest
 import websockets
@@ -23,68 +18,16 @@ import websockets
 from dxclient import DuplexClient, seconds
 from omnivox.audio.pcm import to_pcm16
 from omnivox.audio.resample import resample
-from omnivox.bench.cluster import FAST, free_port
+from pipeline_served import AUTH, KEY, Served
 
 from ..rtclient import Events, client, silence, speech, stream
-
-KEY = "secret"
-AUTH = {"Authorization": f"Bearer {KEY}"}
-
-
-class Served:
-    def __init__(self, log_dir: Path) -> None:
-        self.port = free_port()
-        env = {**os.environ, **FAST, "OMNIVOX_LLM": "echo", "OMNIVOX_ASR": "whisper"}
-        env["OMNIVOX_PIPELINE_HEARTBEAT_S"] = "0.1"
-        self.log = open(log_dir / "serve.log", "wb")  # closed in stop()
-        cmd = [sys.executable, "-m", "omnivox", "serve", "--pipeline", "cascade", "--workers", "2"]
-        self.proc = subprocess.Popen(
-            [*cmd, "--port", str(self.port)], env=env, stdout=self.log, stderr=subprocess.STDOUT
-        )
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def ws(self) -> str:
-        return f"ws://127.0.0.1:{self.port}"
-
-    def health(self) -> dict:
-        return httpx.get(self.url + "/health", timeout=2).json()
-
-    def stages(self) -> dict:
-        return httpx.get(self.url + "/api/stages", headers=AUTH, timeout=2).json()
-
-    def wait(self, predicate, timeout: float = 120.0) -> dict:
-        deadline = time.monotonic() + timeout
-        last = None
-        while time.monotonic() < deadline:
-            with contextlib.suppress(httpx.HTTPError, ValueError):
-                last = self.health()
-                if predicate(last):
-                    return last
-            time.sleep(0.2)
-        raise TimeoutError(f"not ready: {last}")
-
-    def stop(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-        self.log.close()
-
-
-def ready(h: dict) -> bool:
-    return h.get("workers_idle", 0) >= 2 and h.get("pipeline", {}).get("stages_alive") == 3
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory) -> Iterator[Served]:
     s = Served(tmp_path_factory.mktemp("pipeline-serve"))
     try:
-        s.wait(ready)
+        s.wait(s.ready)
         yield s
     finally:
         s.stop()

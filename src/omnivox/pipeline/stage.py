@@ -96,6 +96,7 @@ class Stage:
         self.registered = False
         self.stopping = threading.Event()
         self.bad_messages = 0
+        self.aborts = 0  # requests in flight here that an Abort stopped
         self.sent = 0
         self.received = 0
 
@@ -169,6 +170,7 @@ class Stage:
         if isinstance(message, Submit | DataReady | StreamChunk | StreamDone):
             self._take(message, frames)
         elif isinstance(message, Abort):
+            self.aborts += message.request_id in self.requests  # in flight here (else: harmless)
             self._abort(message.request_id)
         elif isinstance(message, RegisterAck):
             self._acknowledged(message)
@@ -320,6 +322,7 @@ class Stage:
         load = {
             **self.scheduler.load(),
             "bad_messages": float(self.bad_messages),
+            "aborted": float(self.aborts),
             "relay_segments": float(self.relay.segments_created),
             "requests": float(len(self.requests)),
         }
