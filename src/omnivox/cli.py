@@ -1,5 +1,5 @@
-"""Command line: ``omnivox serve | gateway | worker | coordinator | stage | bench NAME``. ``--help``
-works everywhere."""
+"""Command line: ``omnivox serve | gateway | worker | coordinator | stage | recordings cleanup | bench
+NAME``. ``--help`` works everywhere."""
 
 from __future__ import annotations
 
@@ -63,6 +63,12 @@ def _gateway_flags(p: argparse.ArgumentParser) -> None:
         const=True,
         help="listen beyond loopback even without keys (keys: OMNIVOX_API_KEY, _CLIENT_KEY, _ADMIN_KEY)",
     )
+    p.add_argument(
+        "--record",
+        dest="record_sessions",
+        action=argparse.BooleanOptionalAction,
+        help="record sessions under DATA_DIR/sessions (default: on for serve, off for gateway)",
+    )
 
 
 def _pipeline_flags(p: argparse.ArgumentParser) -> None:
@@ -123,6 +129,18 @@ def build_parser() -> argparse.ArgumentParser:
     stage.add_argument("--host", dest="stage_host", help="address to listen on (default 127.0.0.1)")
     stage.add_argument("--port", dest="stage_port", type=int, help="port (0 = any free)")
     stage.add_argument("--advertise", dest="stage_advertise", help="host name other machines reach it by")
+
+    recordings = sub.add_parser("recordings", help="session recordings on disk")
+    rec_sub = recordings.add_subparsers(dest="recordings", required=True)
+    clean = rec_sub.add_parser(
+        "cleanup", help="remove recordings past the retention rules; prints what it removes (or would)"
+    )
+    _common(clean)
+    clean.add_argument("--retention-days", dest="retention_days", type=float, help="remove those older")
+    clean.add_argument(
+        "--max-storage-gb", dest="max_storage_gb", type=float, help="then the least recently used above this"
+    )
+    clean.add_argument("--dry-run", action="store_true", help="only say what would be removed")
 
     bench = sub.add_parser("bench", help="benchmarks that print a table")
     bench_sub = bench.add_subparsers(dest="bench", required=True)
@@ -192,6 +210,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         run_coordinator_command(settings, getattr(args, "local_stages", True))
     elif args.command == "stage":
         run_stage_command(settings, args.stage_name)
+    elif args.command == "recordings":
+        sys.exit(run_cleanup(settings, dry_run=args.dry_run))
 
 
 def _spec(settings: Settings):  # type: ignore[no-untyped-def]
@@ -245,3 +265,20 @@ def run_stage_command(settings: Settings, name: str) -> None:
         heartbeat_s=settings.pipeline_heartbeat_s,
         relay=relay_from(settings),
     )
+
+
+def run_cleanup(settings: Settings, *, dry_run: bool) -> int:
+    """``omnivox recordings cleanup``: the gateway's retention rules, once, from the command line."""
+    from omnivox.recording.cleanup import cleanup
+    from omnivox.recording.store import RecordingStore
+
+    store = RecordingStore.under(settings.data_dir)
+    report = cleanup(
+        store,
+        retention_days=settings.retention_days,
+        max_storage_gb=settings.max_storage_gb,
+        dry_run=dry_run,
+    )
+    for line in report.lines():
+        print(line)
+    return 0

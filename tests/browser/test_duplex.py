@@ -273,7 +273,7 @@ def test_model_yielding_drops_the_queued_reply_audio(dx, open_page, screenshot):
             return False
         server.result(route, lagging=True, merged_chunks=2)
         for i in range(4):  # four seconds of reply, all queued in the player
-            text = "Once upon a time" if i == 0 else ("there was a tone." if i == 1 else "")
+            text = "Once upon a time" if i == 0 else (" there was a tone." if i == 1 else "")  # deltas
             server.result(route, is_listen=False, text=text, audio_data=tone(1.0), audio_sample_rate=24000)
         return True
 

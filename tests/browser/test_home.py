@@ -17,6 +17,7 @@ PAGES = {
     "Duplex": "/duplex",
     "Omni": "/omni",
     "Admin": "/admin",
+    "Recordings": "/sessions",
 }
 PHONE = {"width": 390, "height": 844}
 

@@ -71,8 +71,8 @@ async def test_the_demo_client_flow_with_a_second_session_queued(dx_cluster, wea
             assert [r["unit_index"] for r in results] == list(range(len(results)))
             assert all(r["is_listen"] for r in results[:3])  # forced
             spoken = [r for r in results if not r["is_listen"]]
-            said = " ".join(r["text"] for r in spoken if r["text"])
-            assert said.startswith("You said:"), said
+            said = "".join(r["text"] for r in spoken)  # text deltas: their concatenation is the reply
+            assert said.startswith("You said:") and "  " not in said, said
             assert word_error_rate(WEATHER, said.split(":", 1)[1]) <= 0.2, said
             assert results[-1]["end_of_turn"] is True, [
                 (r["is_listen"], r["text"], r["end_of_turn"], len(r.get("audio_data") or "")) for r in results

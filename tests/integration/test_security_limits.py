@@ -110,26 +110,29 @@ def _rss_mib(pid: int) -> float:
 
 
 async def test_a_queued_client_that_floods_the_gateway_is_held_to_a_bounded_inbox():
-    with cluster(workers=1, engine="echo", OMNIVOX_ECHO_DELAY_S="0.5") as c:
+    with cluster(workers=1, engine="echo") as c:
         assert c.gateway is not None
         async with StreamingClient(c.ws, "holder", timeout=30) as holder:
-            await holder.send("prefill", messages=[{"role": "user", "content": " ".join(["w"] * 12)}])
+            # a prefill opens a turn that holds the only worker until its generate ends (none comes)
+            await holder.send("prefill", messages=[{"role": "user", "content": "hold"}])
             await holder.until("prefill_done")
-            await holder.send("generate")
             before = _rss_mib(c.gateway.pid)
             blob = json.dumps({"type": "stop", "pad": "x" * (1 << 20)})
             async with websockets.connect(c.ws + "/ws/streaming/flood", max_size=None) as ws:
                 await ws.send(json.dumps({"type": "prefill", "messages": [{"role": "user", "content": "q"}]}))
                 sent = 0
                 try:
-                    for _ in range(100):  # 100 MiB; the gateway may only hold a bounded part of it
-                        await asyncio.wait_for(ws.send(blob), 1)
+                    for _ in range(200):  # 200 MiB while queued: the gateway may hold a bounded part
+                        await asyncio.wait_for(ws.send(blob), 2)
                         sent += 1
                 except TimeoutError:
-                    pass  # back-pressure: the gateway stopped reading, as it should
+                    pass  # back-pressure reached the client (after the kernel's socket buffers)
+                await asyncio.sleep(0.5)
                 grown = _rss_mib(c.gateway.pid) - before
-            await holder.send("stop")
-        assert grown < 48, (grown, sent)  # it grew 170 MiB for 160 MiB sent before
+        # the inbox holds at most 2 x max_message_bytes; the rest waits in the kernel or the client.
+        # It grew 170 MiB for 160 MiB sent before. (Freed memory may not return to the system: the
+        # bound allows for the allocator's slack.)
+        assert grown < 100, (grown, sent)
 
 
 @pytest.mark.parametrize("protocol", ["streaming", "duplex", "realtime"])

@@ -50,3 +50,15 @@ def test_modules_stay_small() -> None:
         str(p.relative_to(SRC)): n for p in SRC.rglob("*.py") if (n := len(p.read_text().splitlines())) > 450
     }
     assert too_long == {}
+
+
+def test_recording_names_no_protocol() -> None:
+    """What a protocol's frames carry is the protocol's to say (``timeline_reader``): the recorder
+    imports no protocol module and no registry."""
+    allowed = {"omnivox.protocol.timeline"}
+    for path in (SRC / "recording").rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+        imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        protocol_modules = {m for m in imported if m.startswith("omnivox.protocol")}
+        assert protocol_modules <= allowed, (path, protocol_modules - allowed)

@@ -13,4 +13,5 @@ BENCHES = {
     "duplex": "N concurrent duplex callers: unit wall-clock (listen/speak), lagging, speech end to speech",
     "pipeline": "the staged pipeline's own overhead: three no-op stages, latency and messages/s",
     "fuzz": "seeded hostile frames per protocol; the server must keep serving with no worker lost",
+    "recording": "the session recorder's CPU and bytes per session-minute of each kind, in process",
 }

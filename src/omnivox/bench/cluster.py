@@ -74,8 +74,10 @@ class Cluster:
         )
 
     def pipeline_view(self) -> dict:
+        key = self.env.get("OMNIVOX_ADMIN_KEY") or self.env.get("OMNIVOX_API_KEY")
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
         try:
-            return httpx.get(self.url + "/api/stages", timeout=2).json()
+            return httpx.get(self.url + "/api/stages", headers=headers, timeout=2).json()
         except (httpx.HTTPError, ValueError):
             return {}
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +32,7 @@ import websockets
 
 from omnivox.audio.pcm import float32_to_b64
 from omnivox.bench.cluster import cluster
+from omnivox.bench.record_flag import add_record_argument, cpu_seconds, record_env, recorded, wait_finished
 from omnivox.bench.table import percentile, print_table, write_json
 
 RATE = 16000
@@ -52,6 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--speed", type=float, default=1.0, help="send faster than real time (tests)")
     parser.add_argument("--llm", default="echo", help="the cascade's LLM (echo, local, ...)")
     parser.add_argument("--log-dir", help="keep the server logs here")
+    add_record_argument(parser)
 
 
 @dataclass
@@ -180,6 +183,7 @@ COLUMNS = [
     "engine",
     "callers",
     "finalize",
+    "record",
     "units",
     "listen p50 ms",
     "listen p95 ms",
@@ -190,14 +194,18 @@ COLUMNS = [
     "speech end->speak p50 ms",
     "p95 ms",
     "errors",
+    "gateway CPU %",
+    "rec MB/min",
 ]
 
 
-def row(engine: str, users: int, finalize: str, r: dict[str, Any]) -> list[Any]:
+def row(engine: str, users: int, finalize: str, r: dict[str, Any], record: str = "off") -> list[Any]:
+    rec = r.get("recorded")
     return [
         engine,
         users,
         finalize,
+        record,
         r["units"],
         r["listen_p50_ms"],
         r["listen_p95_ms"],
@@ -208,26 +216,25 @@ def row(engine: str, users: int, finalize: str, r: dict[str, Any]) -> list[Any]:
         r["first_speak_p50_ms"],
         r["first_speak_p95_ms"],
         len(r["errors"]),
+        r.get("gateway_cpu_pct", float("nan")),
+        rec["mb_per_min"] if rec else "-",
     ]
 
 
 def run(args: argparse.Namespace) -> int:
     clips = sentences()
     rows, results = [], {}
-    for engine in args.engines:
-        for users in args.users:
-            env = {**PRODUCTION_INTERVALS, "OMNIVOX_LLM": args.llm}
-            log_dir = Path(args.log_dir) / f"{engine}-n{users}" if args.log_dir else None
-            if log_dir:
-                log_dir.mkdir(parents=True, exist_ok=True)
-            with cluster(workers=users, engine=engine, log_dir=log_dir, **env) as c:
-                for finalize in args.finalize:
-                    stats = asyncio.run(
-                        _load(f"{c.ws}/ws/duplex/bench", users, clips, args, finalize == "deferred")
-                    )
-                    r = summarize(stats)
-                    results[f"{engine}/n{users}/{finalize}"] = r
-                    rows.append(row(engine, users, finalize, r))
+    with tempfile.TemporaryDirectory(prefix="omnivox-bench-") as scratch:
+        for record in args.record:
+            for engine in args.engines:
+                for users in args.users:
+                    for finalize in args.finalize:
+                        data_dir = Path(scratch) / f"{record}-{engine}-n{users}-{finalize}"
+                        r = _one(engine, users, finalize, clips, args, record_env(record, data_dir))
+                        r["recorded"] = recorded(data_dir) if record == "on" else None
+                        key = f"{engine}/n{users}/{finalize}" + ("/record" if record == "on" else "")
+                        results[key] = r
+                        rows.append(row(engine, users, finalize, r, record))
     print_table(
         f"Duplex units, {args.turns} sentences per caller, {args.chunk_ms} ms units"
         + (f", {args.speed}x real time" if args.speed != 1 else ", real time")
@@ -237,3 +244,27 @@ def run(args: argparse.Namespace) -> int:
     )
     write_json(args.json, {"duplex": results, "chunk_ms": args.chunk_ms, "turns": args.turns})
     return 0
+
+
+def _one(
+    engine: str,
+    users: int,
+    finalize: str,
+    clips: list[np.ndarray],
+    args: argparse.Namespace,
+    extra: dict[str, str],
+) -> dict[str, Any]:
+    """One cluster per setting: a recording run's files are its own, and are all written when the
+    gateway stops."""
+    env = {**PRODUCTION_INTERVALS, "OMNIVOX_LLM": args.llm, **extra}
+    log_dir = Path(args.log_dir) / f"{engine}-n{users}-{finalize}" if args.log_dir else None
+    if log_dir:
+        log_dir.mkdir(parents=True, exist_ok=True)
+    with cluster(workers=users, engine=engine, log_dir=log_dir, **env) as c:
+        assert c.gateway is not None
+        began, cpu0 = time.monotonic(), cpu_seconds(c.gateway.pid)
+        stats = asyncio.run(_load(f"{c.ws}/ws/duplex/bench", users, clips, args, finalize == "deferred"))
+        wall = time.monotonic() - began
+        wait_finished(Path(extra["OMNIVOX_DATA_DIR"]))
+        gateway_cpu = cpu_seconds(c.gateway.pid) - cpu0  # the recorder's work included, replays too
+    return {**summarize(stats), "gateway_cpu_pct": 100 * gateway_cpu / wall}

@@ -31,9 +31,11 @@ import base64
 import json
 import re
 import statistics
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
@@ -41,6 +43,8 @@ import websockets
 
 from omnivox.audio.pcm import to_pcm16
 from omnivox.bench.cluster import cluster
+from omnivox.bench.realtime_pipeline import add_pipeline_arguments, asr_batch, pipeline_spec, stage_pids
+from omnivox.bench.record_flag import add_record_argument, cpu_seconds, record_env, recorded, wait_finished
 from omnivox.bench.table import percentile, print_table, write_json
 from omnivox.protocol.realtime_events import ga_type
 
@@ -73,14 +77,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="turn detection: server_vad and/or semantic_vad eagerness levels (low, medium, high, auto)",
     )
     parser.add_argument("--log-dir", help="keep the server logs here")
-    parser.add_argument(
-        "--pipeline",
-        help="a pipeline spec (cascade): light workers share its stages instead of each loading the models",
-    )
-    parser.add_argument(
-        "--slots", type=int, help="pipeline: ASR and TTS slots (default: the spec's, at least the callers)"
-    )
-    parser.add_argument("--llm-slots", type=int, help="pipeline: the LLM stage's parallel slots")
+    add_record_argument(parser)
+    add_pipeline_arguments(parser)
 
 
 @dataclass
@@ -242,81 +240,52 @@ def _describe(args: argparse.Namespace) -> str:
     return f"{llm}, {args.asr} ASR{where}"
 
 
-def _pipeline_spec(args: argparse.Namespace, users: int, log_dir: Path | None) -> str:
-    """The spec the run uses: the named one, with its slots raised to the callers (or ``--slots``)."""
-    import tempfile
-
-    from omnivox.pipeline.spec import load_spec, to_toml
-
-    spec = load_spec(args.pipeline)
-    for stage in spec.stages:
-        if stage.scheduler == "streaming":
-            stage.slots = args.slots or max(stage.slots, users)
-        elif stage.name == "llm" and args.llm_slots:
-            stage.slots = args.llm_slots
-    folder = log_dir or Path(tempfile.mkdtemp(prefix="omnivox-bench-"))
-    path = folder / f"{spec.name}-{users}.toml"
-    path.write_text(to_toml(spec))
-    return str(path)
-
-
-def _asr_batch(view: dict) -> str:
-    for stage in view.get("stages", []):
-        load = stage.get("load", {})
-        if load.get("decode_calls"):
-            mean = load["decode_items"] / load["decode_calls"]
-            return f"{mean:.2f} (max {load['decode_max_batch']:.0f})"
-    return "–"
+COLUMNS = [
+    "turn detection",
+    "callers",
+    "record",
+    "turns",
+    "v2v p50 ms",
+    "v2v p95 ms",
+    "v2v max ms",
+    "ASR RTF",
+    "TTS RTF",
+    "worker MB",
+    "MB/session",
+    "ASR batch",
+    "gateway CPU %",
+    "rec MB/min",
+    "errors",
+    "real time",
+]
 
 
 def run(args: argparse.Namespace) -> int:
     clips = [_clip(s) for s in SENTENCES]
-    rows, results = [], {}
-    for mode in args.detection:
-        for users in args.users:
+    rows: list[list[Any]] = []
+    results: dict[str, dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory(prefix="omnivox-bench-") as scratch:
+        for mode in args.detection:
             args.mode = mode
-            result = _one(args, users, clips)
-            results[f"{mode}/{users}"] = result
-            rows.append(
-                [
-                    mode,
-                    users,
-                    result["turns"],
-                    result["v2v_p50_ms"],
-                    result["v2v_p95_ms"],
-                    result["v2v_max_ms"],
-                    result["asr_rtf"],
-                    result["tts_rtf"],
-                    result["worker_rss_mb"],
-                    result["mb_per_session"],
-                    result.get("asr_batch", "–"),
-                    len(result["errors"]),
-                    "yes" if result["real_time"] else "no",
-                ]
-            )
+            for record in args.record:
+                for users in args.users:
+                    data_dir = Path(scratch) / f"{mode}-{record}-n{users}"
+                    r = _one(args, users, clips, record_env(record, data_dir))
+                    r["recorded"] = recorded(data_dir) if record == "on" else None
+                    results[f"{mode}/{users}" + ("/record" if record == "on" else "")] = r
+                    rows.append(_row(mode, users, record, r))
     print_table(
         f"Realtime voice-to-voice, {args.turns} turns per caller, {_describe(args)}"
         f" (server_vad: silence_duration_ms={args.silence_ms})",
-        [
-            "turn detection",
-            "callers",
-            "turns",
-            "v2v p50 ms",
-            "v2v p95 ms",
-            "v2v max ms",
-            "ASR RTF",
-            "TTS RTF",
-            "worker MB",
-            "MB/session",
-            "ASR batch",
-            "errors",
-            "real time",
-        ],
+        COLUMNS,
         rows,
     )
     for key, r in results.items():
         if r["errors"]:
             print(f"  {key}: errors {statistics.multimode(r['errors'])} ({len(r['errors'])} in all)")
+        rec = r.get("recorded")
+        if rec and (rec["dropped_frames"] or rec["complete"] != rec["sessions"]):
+            print(f"  {key}: recorder {rec}")
     write_json(
         args.json,
         {
@@ -329,22 +298,48 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _one(args: argparse.Namespace, users: int, clips: list) -> dict:
+def _row(mode: str, users: int, record: str, r: dict[str, Any]) -> list[Any]:
+    rec = r.get("recorded")
+    return [
+        mode,
+        users,
+        record,
+        r["turns"],
+        r["v2v_p50_ms"],
+        r["v2v_p95_ms"],
+        r["v2v_max_ms"],
+        r["asr_rtf"],
+        r["tts_rtf"],
+        r["worker_rss_mb"],
+        r["mb_per_session"],
+        r.get("asr_batch", "–"),
+        r["gateway_cpu_pct"],
+        rec["mb_per_min"] if rec else "-",
+        len(r["errors"]),
+        "yes" if r["real_time"] else "no",
+    ]
+
+
+def _one(args: argparse.Namespace, users: int, clips: list, extra_env: dict[str, str]) -> dict[str, Any]:
     workers = args.workers or users
     log_dir = Path(args.log_dir) / f"{args.mode}-n{users}" if args.log_dir else None
     if log_dir:
         log_dir.mkdir(parents=True, exist_ok=True)
-    spec = _pipeline_spec(args, users, log_dir) if args.pipeline else None
-    with cluster(workers=workers, engine="cascade", log_dir=log_dir, pipeline=spec, **_env(args)) as c:
-        began = time.monotonic()
+    env = {**_env(args), **extra_env}
+    spec = pipeline_spec(args, users, log_dir) if args.pipeline else None
+    with cluster(workers=workers, engine="cascade", log_dir=log_dir, pipeline=spec, **env) as c:
+        assert c.gateway is not None
+        began, cpu0 = time.monotonic(), cpu_seconds(c.gateway.pid)
         stats = asyncio.run(_load(f"{c.ws}/v1/realtime", users, clips, args))
         wall = time.monotonic() - began
         rtf = _rtf(httpx.get(c.url + "/metrics", timeout=5).text)
         rss = [_rss_mb(w.pid) for w in c.workers]
         view = c.pipeline_view() if spec else {}
-        shared = [_rss_mb(s["pid"]) for s in view.get("stages", []) if s.get("pid")]
+        shared = [_rss_mb(pid) for pid in stage_pids(view)]
         if c.coordinator is not None:
             shared.append(_rss_mb(c.coordinator.pid))
+        wait_finished(Path(env["OMNIVOX_DATA_DIR"]))
+        gateway_cpu = cpu_seconds(c.gateway.pid) - cpu0  # the recorder's work included, replays too
     v2v = [s for st in stats for s in st.v2v_s]
     errors = [e for st in stats for e in st.errors]
     p95 = percentile(v2v, 95)
@@ -367,8 +362,9 @@ def _one(args: argparse.Namespace, users: int, clips: list) -> dict:
         "worker_rss_mb": statistics.fmean(rss) if rss else float("nan"),
         "stage_rss_mb": sum(shared),
         "mb_per_session": (sum(rss) + sum(shared)) / users,
-        "asr_batch": _asr_batch(view),
+        "asr_batch": asr_batch(view),
         "stages": view.get("stages", []),
+        "gateway_cpu_pct": 100 * gateway_cpu / wall,
         "errors": errors,
         "wall_s": wall,
         "real_time": held,

@@ -98,6 +98,36 @@ class GatewaySettings(BaseModel):
     ref_audio_max_s: float = Field(30.0, gt=0, description="longest clip accepted")
 
 
+class RecordingSettings(BaseModel):
+    """Session recording and its retention, as the gateway runs them (under ``data_dir/sessions``)."""
+
+    record_sessions: bool | None = Field(
+        None,
+        description="record every session (a session may opt out); default: on for `omnivox serve`, "
+        "off for `omnivox gateway`",
+    )
+    record_allow_opt_out: bool = Field(
+        True, description="a session may ask not to be recorded (record: false); off: the server decides"
+    )
+    record_allow_opt_in: bool = Field(
+        False, description="a session may ask to be recorded (record: true) when recording is off"
+    )
+    record_client_address: bool = Field(False, description="keep the client's IP address in meta.json")
+    record_queue_bytes: int = Field(
+        64 * MiB, ge=MiB, description="frames waiting to be written, all sessions together (more: dropped)"
+    )
+    record_min_free_mb: int = Field(
+        512, ge=0, description="a session is not recorded when the disk has less free space than this"
+    )
+    retention_days: float | None = Field(
+        30.0, ge=0, description="recordings older than this are removed by cleanup (None: kept)"
+    )
+    max_storage_gb: float | None = Field(
+        20.0, ge=0, description="cleanup removes the least recently used recordings above this (None: no cap)"
+    )
+    cleanup_interval_s: float = Field(86400.0, gt=0, description="how often the gateway runs cleanup")
+
+
 class WorkerSettings(BaseModel):
     """One worker process's own address and its gateway (each worker's command line sets them)."""
 
@@ -274,6 +304,7 @@ class Settings(
     VoiceSettings,
     EngineSettings,
     WorkerSettings,
+    RecordingSettings,
     GatewaySettings,
     ServerSettings,
     BaseSettings,

@@ -110,6 +110,19 @@ class ItemNotFound(NotFound):
     code = "item_not_found"
 
 
+class RecordingBusy(_Recoverable):
+    """A recording whose session still records cannot be removed."""
+
+    code = "recording_in_progress"
+    http_status = 409
+
+
+class InvalidCursor(_Recoverable):
+    """A page cursor this server did not give."""
+
+    code = "invalid_cursor"
+
+
 class InputAudioBufferCommitEmpty(_Recoverable):
     code = "input_audio_buffer_commit_empty"
 

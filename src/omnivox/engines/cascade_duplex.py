@@ -236,10 +236,12 @@ class CascadeDuplex:
             parts.append(audio)
             got += len(audio)
             if text:
-                texts.append(text)
+                # units carry text deltas (their concatenation is what was said): pieces after the
+                # reply's first are set off by a space
+                texts.append(" " + text if reply.said else text)
                 reply.said.append(text)
         audio = np.concatenate(parts) if parts else np.zeros(0, np.float32)
-        return audio.astype(np.float32, copy=False), " ".join(texts)
+        return audio.astype(np.float32, copy=False), "".join(texts)
 
     def _end_reply(self, reply: _Reply) -> None:
         """Stop the reply and keep what the user heard of it in the history."""

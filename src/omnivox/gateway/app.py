@@ -16,10 +16,11 @@ from omnivox.core.config import Settings
 from omnivox.gateway.context import GatewayContext
 from omnivox.gateway.edges.mount import mount_protocols
 from omnivox.gateway.edges.worker_link import worker_headers
-from omnivox.gateway.http import assets, voices
+from omnivox.gateway.http import assets, recordings, voices
 from omnivox.gateway.http.pages import mount_pages
 from omnivox.gateway.http.routes import router
 from omnivox.gateway.metrics import GatewayMetrics
+from omnivox.gateway.recording import recording_service, retention
 from omnivox.gateway.scheduling.admission import Admission
 from omnivox.gateway.scheduling.eta import DurationModel
 from omnivox.gateway.scheduling.health import HealthMonitor
@@ -47,11 +48,19 @@ def create_gateway_app(settings: Settings, background: list[Hook] | None = None)
         forget_after_s=settings.forget_offline_after_s,
         headers=worker_headers(settings),
     )
-    ctx = GatewayContext(settings=settings, pool=pool, metrics=metrics, admission=admission, health=health)
+    recorder = recording_service(settings, metrics)
+    ctx = GatewayContext(
+        settings=settings,
+        pool=pool,
+        metrics=metrics,
+        admission=admission,
+        health=health,
+        recordings=recorder,
+    )
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        jobs = [admission.run(), health.run()]
+        jobs = [admission.run(), health.run(), retention(recorder, settings, metrics)]
         tasks = [asyncio.create_task(job) for job in jobs] + [
             asyncio.create_task(h()) for h in background or []
         ]
@@ -61,9 +70,12 @@ def create_gateway_app(settings: Settings, background: list[Hook] | None = None)
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            # the sessions have ended: their recordings are finished before the process goes
+            await asyncio.to_thread(recorder.close)
 
     app = FastAPI(title="omnivox gateway", lifespan=lifespan)
     app.state.ctx = ctx
+    app.state.media_tokens = recordings.MediaTokens()
     if settings.allowed_origins:  # pages of those origins may read the API (same origin needs nothing)
         app.add_middleware(
             CORSMiddleware,
@@ -74,6 +86,7 @@ def create_gateway_app(settings: Settings, background: list[Hook] | None = None)
     app.include_router(router)
     app.include_router(voices.router)
     app.include_router(assets.router)
+    app.include_router(recordings.router)
     mount_pages(app)
     mount_protocols(app, ctx)
     return app

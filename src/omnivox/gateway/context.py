@@ -12,6 +12,7 @@ from omnivox.gateway.scheduling.admission import Admission
 from omnivox.gateway.scheduling.health import HealthMonitor
 from omnivox.gateway.scheduling.pool import WorkerPool
 from omnivox.protocol.pipeline import PipelineReport
+from omnivox.recording.service import RecordingService
 
 
 @dataclass
@@ -21,6 +22,7 @@ class GatewayContext:
     metrics: GatewayMetrics
     admission: Admission
     health: HealthMonitor
+    recordings: RecordingService | None = None  # None: this gateway records nothing (tests)
     sessions: SessionRegistry = field(default_factory=SessionRegistry)
     pipeline: PipelineReport | None = None  # the pipeline coordinator's last report, if one reports
     pipeline_at: float = 0.0  # monotonic time of that report

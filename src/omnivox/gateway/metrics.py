@@ -86,6 +86,19 @@ class GatewayMetrics:
             "Duplex: units that heard several chunks at once (the unit loop fell behind)",
             registry=r,
         )
+        self.recording_dropped = Counter(
+            "omnivox_recording_dropped_frames",
+            "Frames the session recorder could not keep up with (not recorded; the session went on)",
+            registry=r,
+        )
+        self.recording_failures = Counter(
+            "omnivox_recording_failures",
+            "Sessions whose recording stopped on a write error (disk full, unwritable)",
+            registry=r,
+        )
+        self.recordings_removed = Counter(
+            "omnivox_recordings_removed", "Recordings removed by cleanup", ["reason"], registry=r
+        )
         self.errors = Counter("omnivox_errors", "Errors reported to clients", ["code"], registry=r)
         self.workers = Gauge("omnivox_workers", "Workers by state", ["state"], registry=r)
 

@@ -58,15 +58,24 @@ def run_gateway(settings: Settings) -> None:
     _run(settings, create_gateway_app(settings))
 
 
-def serve(settings: Settings) -> None:
-    check_exposure(settings)
+def serve_settings(settings: Settings) -> Settings:
+    """What ``omnivox serve`` changes of the settings: a worker key its own workers share, and
+    recording on unless told otherwise (a bare gateway records nothing unless told to)."""
     key = settings.key_for("worker")
     if key is None:
         # the local workers and this gateway share a key nobody else knows: nobody else can register
         # a worker, and the workers take sessions from this gateway only
         key = secrets.token_urlsafe(32)
         log.info("local workers use a generated worker key; set OMNIVOX_WORKER_KEY to let remote ones join")
-    settings = settings.model_copy(update={"worker_key": key})  # handed to the local workers
+    update: dict[str, object] = {"worker_key": key}  # handed to the local workers
+    if settings.record_sessions is None:
+        update["record_sessions"] = True
+    return settings.model_copy(update=update)
+
+
+def serve(settings: Settings) -> None:
+    check_exposure(settings)
+    settings = serve_settings(settings)
     host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host
     gateway_url = f"http://{host}:{settings.port}"
     hooks = []

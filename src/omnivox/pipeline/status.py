@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from omnivox.pipeline.messages import StageInfo
-
-if TYPE_CHECKING:
-    from omnivox.pipeline.coordinator import Coordinator
+from omnivox.pipeline.requests import TrackedRequest
+from omnivox.pipeline.spec import PipelineSpec
 
 
 @dataclass
@@ -29,7 +28,21 @@ class ClientRecord:
     last_seen: float
 
 
-def status_view(c: Coordinator, now: float) -> dict[str, Any]:
+class Reporting(Protocol):
+    """What the view reads of the coordinator (it imports nothing of it)."""
+
+    spec: PipelineSpec
+    address: str
+    epoch: str
+    stages: dict[str, StageRecord]
+    clients: dict[bytes, ClientRecord]
+    requests: dict[str, TrackedRequest]
+    counts: dict[str, int]
+
+    def alive(self, name: str) -> bool: ...
+
+
+def status_view(c: Reporting, now: float) -> dict[str, Any]:
     """The coordinator's view: its stages with their load, its clients, its requests."""
     by_state: dict[str, int] = {}
     for request in c.requests.values():

@@ -20,8 +20,10 @@ from pydantic import ConfigDict, Field, TypeAdapter, field_validator
 
 from omnivox.core.config import Settings
 from omnivox.core.errors import OmnivoxError
+from omnivox.protocol.duplex_timeline import DuplexTimeline
 from omnivox.protocol.queue import QueueNotice, queue_message
 from omnivox.protocol.spec import Parser, WireProtocol
+from omnivox.protocol.timeline import TimelineReader
 from omnivox.protocol.wire import Msg, known_types
 
 # the rates a client may send audio at (what omnivox.audio.resample converts from)
@@ -196,6 +198,9 @@ class DuplexProtocol(WireProtocol):
 
     def held_bytes(self, settings: Settings) -> int:
         return settings.duplex_queued_bytes
+
+    def timeline_reader(self) -> TimelineReader:
+        return DuplexTimeline()
 
     def error_frame(self, err: OmnivoxError, event_id: str | None = None) -> str:
         return json.dumps(err.to_payload())

@@ -21,7 +21,9 @@ from omnivox.core.config import Settings
 from omnivox.core.errors import WS_POLICY, OmnivoxError, QueueFull, SessionLimitReached, TicketCancelled
 from omnivox.protocol.queue import QueueNotice
 from omnivox.protocol.realtime_events import QueueStatus, error_event
+from omnivox.protocol.realtime_timeline import RealtimeTimeline
 from omnivox.protocol.spec import Parser, WireProtocol
+from omnivox.protocol.timeline import TimelineReader
 from omnivox.protocol.wire import Msg, known_types
 
 # ---------------------------------------------------------------- conversation items
@@ -178,6 +180,9 @@ class RealtimeProtocol(WireProtocol):
 
     def held_bytes(self, settings: Settings) -> int:
         return settings.realtime_queued_bytes
+
+    def timeline_reader(self) -> TimelineReader:
+        return RealtimeTimeline()
 
     def error_frame(self, err: OmnivoxError, event_id: str | None = None) -> str:
         return error_event(err, event_id).model_dump_json()

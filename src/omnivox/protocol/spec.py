@@ -27,6 +27,7 @@ from pydantic import TypeAdapter
 from omnivox.core.config import Settings
 from omnivox.core.errors import OmnivoxError
 from omnivox.protocol.queue import QueueNotice
+from omnivox.protocol.timeline import TimelineReader
 from omnivox.protocol.wire import known_types, parse
 
 Scope = Literal["session", "turn"]
@@ -112,6 +113,13 @@ class WireProtocol(ABC):
     def refusal(self, err: OmnivoxError) -> OmnivoxError:
         """How a failed admission (full queue, cancelled ticket, wait ran out) is said."""
         return err
+
+    # ---- recording
+
+    def timeline_reader(self) -> TimelineReader | None:
+        """A fresh reader of one session's frames as timeline events, for recording (None: sessions
+        of this protocol are not recorded)."""
+        return None
 
     # ---- turn scope
 

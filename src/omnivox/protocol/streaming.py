@@ -21,6 +21,8 @@ from omnivox.core.errors import OmnivoxError, PrefillRequired
 from omnivox.protocol.chat import ChatMessage, history_hash
 from omnivox.protocol.queue import QueueNotice, queue_message
 from omnivox.protocol.spec import Parser, TurnStart, WireProtocol
+from omnivox.protocol.streaming_timeline import StreamingTimeline
+from omnivox.protocol.timeline import TimelineReader
 from omnivox.protocol.wire import Msg, known_types
 
 # ---- client -> server
@@ -31,6 +33,7 @@ class Prefill(Msg):
     messages: list[ChatMessage] = Field(min_length=1)
     is_last_chunk: bool = True
     ref_audio_base64: str | None = None
+    record: bool | None = None  # opt out of (or into) session recording
 
 
 class Generate(Msg):
@@ -114,6 +117,9 @@ class StreamingProtocol(WireProtocol):
 
     def max_wait_s(self, settings: Settings) -> float | None:
         return settings.streaming_max_wait_s
+
+    def timeline_reader(self) -> TimelineReader:
+        return StreamingTimeline()
 
     def error_frame(self, err: OmnivoxError, event_id: str | None = None) -> str:
         return json.dumps(err.to_payload())

@@ -39,3 +39,17 @@ def test_a_short_run_prints_its_table_and_writes_json(tmp_path, capsys) -> None:
     result = json.loads(out.read_text())["duplex"]["cascade/n1/inline"]
     assert result["errors"] == [] and result["units"] >= 3
     assert result["speak_units"] >= 1 and result["replies"] == 1  # the echo LLM answered
+
+
+def test_with_recording_on_it_says_what_the_recorder_wrote(tmp_path, capsys) -> None:
+    parser = argparse.ArgumentParser()
+    bench.add_arguments(parser)
+    parser.add_argument("--json")
+    out = tmp_path / "duplex.json"
+    flags = "--engines cascade --users 1 --turns 1 --speed 6 --finalize inline --wait-units 10 --record on"
+    assert bench.run(parser.parse_args([*flags.split(), "--json", str(out)])) == 0
+    assert "| cascade |       1 |   inline |     on |" in capsys.readouterr().out
+    result = json.loads(out.read_text())["duplex"]["cascade/n1/inline/record"]
+    recorded = result["recorded"]
+    assert recorded["sessions"] == recorded["complete"] == 1 and recorded["dropped_frames"] == 0
+    assert recorded["minutes"] > 0 and 1 < recorded["mb_per_min"] < 50

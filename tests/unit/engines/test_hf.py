@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from omnivox.engines.base import GenerateParams, GenResult
-from omnivox.engines.hf import HFChatCodec, TransformersEngine
+from omnivox.engines.chat_codec import HFChatCodec
+from omnivox.engines.hf import TransformersEngine
 from omnivox.engines.tiny import ByteChatCodec, TinyEngine
 from omnivox.protocol.chat import ChatMessage
 

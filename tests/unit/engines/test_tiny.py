@@ -9,7 +9,7 @@ import torch
 
 from omnivox.core.errors import ContextTooLong, Interrupted, PrefillRequired, UnsupportedContent
 from omnivox.engines.base import GenerateParams, GenResult
-from omnivox.engines.hf import IncrementalDetokenizer
+from omnivox.engines.chat_codec import IncrementalDetokenizer
 from omnivox.engines.tiny import END, ByteChatCodec, TinyEngine
 from omnivox.protocol.chat import ChatMessage, ImagePart, TextPart
 

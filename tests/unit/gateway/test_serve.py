@@ -6,8 +6,9 @@ import logging
 
 import pytest
 
+from omnivox.cli import build_parser, settings_from_args
 from omnivox.core.config import Settings
-from omnivox.gateway.serve import check_exposure, is_loopback
+from omnivox.gateway.serve import check_exposure, is_loopback, serve_settings
 
 
 @pytest.mark.parametrize(
@@ -30,3 +31,17 @@ def test_no_keys_and_a_public_address_is_refused(caplog) -> None:
 def test_any_key_allows_a_public_address() -> None:
     check_exposure(Settings(host="0.0.0.0", api_key="k"))
     check_exposure(Settings(host="0.0.0.0", client_key="c", admin_key="a"))
+
+
+def test_serve_records_by_default_and_a_bare_gateway_does_not() -> None:
+    assert Settings().record_sessions is None  # the gateway alone: nothing recorded
+    assert serve_settings(Settings()).record_sessions is True
+    assert serve_settings(Settings(record_sessions=False)).record_sessions is False
+    made = serve_settings(Settings())
+    assert made.worker_key and serve_settings(Settings(worker_key="w")).worker_key == "w"
+    for argv, expected in (
+        (["serve"], None),
+        (["serve", "--no-record"], False),
+        (["gateway", "--record"], True),
+    ):
+        assert settings_from_args(build_parser().parse_args(argv)).record_sessions is expected

@@ -47,11 +47,13 @@ from omnivox.gateway.scheduling.pool import WorkerRecord
 from omnivox.protocol.internal import PauseReport, TurnEnd, parse_internal
 from omnivox.protocol.queue import QueueNotice
 from omnivox.protocol.spec import WireProtocol
+from omnivox.recording.service import SessionRecorder
+from omnivox.recording.session import SessionInfo
 from omnivox.session.inbox import Inbox
 from omnivox.session.relay import Inbound, Relay, RelayEnd
 from omnivox.session.runtime import Connection
 from omnivox.session.sockets import AsgiSocket, Socket
-from omnivox.session.taps import Taps
+from omnivox.session.taps import Direction, Frame, Taps
 
 log = logging.getLogger(__name__)
 
@@ -95,26 +97,60 @@ async def _serve(
     metrics.sessions.labels(protocol.name).inc()
     active = metrics.active_sessions.labels(protocol.name)
     active.inc()
+    recorder = _recorder(ctx, protocol, session_id, query, ws)
     try:
         with ctx.sessions.track(protocol.name, session_id) as record:
             conn = Connection(
                 socket,
                 protocol,
-                on_error=metrics.error,
+                on_error=_on_error(metrics.error, recorder),
                 outbox_limit_bytes=ctx.settings.max_outbox_bytes,
                 slow_peer_s=ctx.settings.slow_client_timeout_s,
             )
-            taps = Taps([MetricsTap(metrics, record)])
+            taps = Taps([MetricsTap(metrics, record), *([recorder] if recorder is not None else [])])
             edge_cls = SessionEdge if protocol.scope == "session" else TurnEdge
             request = Request(session_id, query, protocol.worker_params(ws.headers, query))
-            edge = edge_cls(conn, protocol, ctx, record, request, taps)
+            edge = edge_cls(conn, protocol, ctx, record, request, taps, recorder=recorder)
             taps.start()
             try:
                 await conn.run(edge.on_frame, edge.main())
             finally:
-                await taps.close()
+                try:
+                    await taps.close()
+                finally:  # however it ended (a lost worker, a shutdown): finished off the loop
+                    if recorder is not None:
+                        recorder.finish(conn.close_code, client_left=conn.gone.is_set())
     finally:
         active.dec()
+
+
+def _recorder(
+    ctx: GatewayContext, protocol: WireProtocol, session_id: str, query: dict[str, str], ws: WebSocket
+) -> SessionRecorder | None:
+    """The session's recording tap (None: nothing of it is recorded)."""
+    if ctx.recordings is None or not ctx.recordings.records_anything:
+        return None
+    address = ws.client.host if ctx.settings.record_client_address and ws.client else None
+    info = SessionInfo(
+        session_id=session_id,
+        kind=protocol.name,
+        task_type=protocol.task_type(session_id, query),
+        started_at=time.time(),
+        t0=time.monotonic(),
+        client_address=address,
+    )
+    return ctx.recordings.recorder(info, protocol.timeline_reader())
+
+
+def _on_error(count: Callable[[str], None], recorder: SessionRecorder | None) -> Callable[[str], None]:
+    if recorder is None:
+        return count
+
+    def both(code: str) -> None:
+        count(code)
+        recorder.error(code)
+
+    return both
 
 
 async def refuse(socket: Socket, protocol: WireProtocol, err: OmnivoxError) -> None:
@@ -144,8 +180,10 @@ class _Edge:
         record: SessionRecord,
         request: Request,
         taps: Taps,
+        recorder: SessionRecorder | None = None,
     ) -> None:
         self.conn = conn
+        self.recorder = recorder
         self.protocol = protocol
         self.ctx = ctx
         self.settings: Settings = ctx.settings
@@ -172,6 +210,8 @@ class _Edge:
             max_wait_s=self.protocol.max_wait_s(self.settings),
         )
         self.ticket_id = ticket.ticket_id
+        if self.recorder is not None:
+            self.recorder.assigned(worker.worker_id, worker.engine)
         return worker
 
     def release(self, worker: WorkerRecord, *, confirmed: bool = True, **cache: str | None) -> None:
@@ -322,7 +362,8 @@ class TurnEdge(_Edge):
         try:
             socket = await self.open(worker)
             try:
-                self.taps.see_sent = None
+                # the turn's opening message goes to the worker outside the relay: taps see it here
+                self.taps.see(Frame(Direction.TO_WORKER, time.monotonic(), opening.raw))
                 await socket.send(opening.raw)
                 end = await self.relay(socket, self._control).run()
             finally:

@@ -6,7 +6,7 @@ from fastapi import FastAPI, HTTPException
 from fastapi.responses import FileResponse, Response
 from fastapi.staticfiles import StaticFiles
 
-from omnivox.web import PAGES, STATIC_DIR
+from omnivox.web import PAGE_PATHS, PAGES, STATIC_DIR
 
 # The pages load ES modules by plain names (no build step, no content hashes), so a browser must
 # revalidate them (a cheap 304 on the ETag) or it may mix modules of two versions after an upgrade.
@@ -37,3 +37,5 @@ def mount_pages(app: FastAPI) -> None:
     app.add_api_route("/", page("index"), include_in_schema=False)
     for name in PAGES:
         app.add_api_route(f"/{name}", page(name), include_in_schema=False)
+    for path, name in PAGE_PATHS.items():  # the page reads the rest of its path itself
+        app.add_api_route(path, page(name), include_in_schema=False)

@@ -113,7 +113,11 @@ function renderSessions(data) {
     el(
       "tr",
       { "data-session": s.session_key },
-      el("td", { title: s.session_key }, el("code", { text: s.session_id })),
+      el(
+        "td",
+        { title: s.session_key },
+        el("a", { href: `/sessions/${encodeURIComponent(s.session_id)}`, title: "Its recording (when it is recorded)" }, el("code", { text: s.session_id })),
+      ),
       el("td", { text: s.kind }),
       el("td", {}, stateBadge(s.state)),
       el("td", {}, s.worker_id ? el("code", { text: shortId(s.worker_id) }) : "–"),

@@ -87,7 +87,8 @@ function say(text) {
     turn = { id: `turn-${turns}`, text: "" };
   }
   if (!text) return;
-  transcript.delta(turn.id, "assistant", turn.text ? ` ${text}` : text);
+  // a unit's text is a delta: the units' texts concatenated are what was said
+  transcript.delta(turn.id, "assistant", text);
   turn.text += text;
 }
 

@@ -60,3 +60,42 @@ export function capabilityBadges(caps = {}) {
   if (!names.length) return el("span", { class: "muted", text: "none" });
   return el("span", { class: "caps" }, ...names.map((n) => el("span", { class: "badge", text: CAPABILITY_LABELS[n] })));
 }
+
+/** A time on a recording's clock: m:ss.s (h:mm:ss past an hour). */
+export function clock(value) {
+  if (value === null || value === undefined || !Number.isFinite(value)) return "–";
+  const s = Math.max(0, value);
+  const h = Math.floor(s / 3600);
+  const m = Math.floor((s % 3600) / 60);
+  const sec = s % 60;
+  if (h) return `${h}:${String(m).padStart(2, "0")}:${String(Math.floor(sec)).padStart(2, "0")}`;
+  return `${m}:${sec.toFixed(1).padStart(4, "0")}`;
+}
+
+/** A size in bytes, in the unit that reads best. */
+export function bytes(value) {
+  if (!value) return "0 B";
+  const units = ["B", "kB", "MB", "GB"];
+  let n = value;
+  let i = 0;
+  while (n >= 1000 && i < units.length - 1) {
+    n /= 1000;
+    i += 1;
+  }
+  return `${n >= 100 || i === 0 ? Math.round(n) : n.toFixed(1)} ${units[i]}`;
+}
+
+/** A wall-clock time (seconds since the epoch) in the reader's own time zone. */
+export function when(epochSeconds) {
+  if (!epochSeconds) return "–";
+  return new Date(epochSeconds * 1000).toLocaleString(undefined, { dateStyle: "medium", timeStyle: "medium" });
+}
+
+/** What each kind of session is called on the pages (by protocol or by task type). */
+export const KIND_LABELS = {
+  streaming: "Turn-based chat",
+  realtime: "Live voice",
+  duplex: "Duplex",
+  audio_duplex: "Duplex (audio)",
+  omni_duplex: "Omni (video)",
+};

@@ -6,13 +6,15 @@ export const PAGES = [
   { path: "/duplex", label: "Duplex" },
   { path: "/omni", label: "Omni" },
   { path: "/admin", label: "Admin" },
+  { path: "/sessions", label: "Recordings" },
 ];
 
 export function renderNav(nav = document.getElementById("app-nav")) {
   if (!nav) return;
   nav.classList.add("app-nav");
   nav.setAttribute("aria-label", "Main");
-  const here = location.pathname.replace(/\/+$/, "") || "/";
+  const path = location.pathname.replace(/\/+$/, "") || "/";
+  const here = path.startsWith("/sessions/") ? "/sessions" : path; // a recording is under Recordings
   const list = document.createElement("ul");
   const brand = document.createElement("li");
   brand.className = "brand";
