@@ -5,7 +5,9 @@ each stage hands it to its scheduler's thread and back. Two placements:
 
 - ``threads``: the coordinator and the stages on threads of this process (sockets on loopback);
 - ``processes``: ``omnivox coordinator --pipeline noop`` as its own process, starting each stage as
-  a process of its own, as in a deployment (same host: arrays go through shared memory).
+  a process of its own, as in a deployment (same host: arrays go through shared memory);
+- ``frames``: the same processes with shared memory off, so arrays travel as ZeroMQ frames, as they
+  do between hosts (over loopback here: the network's own cost is not in it).
 
 Latency is one request at a time (p50 / p99); throughput keeps ``--inflight`` requests in flight
 and counts requests and control messages per second. ``--audio-ms`` adds that much 16 kHz float32
@@ -31,6 +33,7 @@ from omnivox.bench.table import percentile, print_table, write_json
 from omnivox.pipeline.builtin import build_builtin
 from omnivox.pipeline.client import PipelineClient
 from omnivox.pipeline.coordinator import Coordinator
+from omnivox.pipeline.relay import Relay
 from omnivox.pipeline.spec import load_spec
 from omnivox.pipeline.stage import Stage
 
@@ -38,7 +41,9 @@ MESSAGES_PER_REQUEST = 6
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--placement", nargs="+", default=["threads", "processes"], help="threads, processes")
+    parser.add_argument(
+        "--placement", nargs="+", default=["threads", "processes", "frames"], help="threads processes frames"
+    )
     parser.add_argument("--requests", type=int, default=500, help="sequential requests for the latency")
     parser.add_argument("--inflight", type=int, default=64, help="requests kept in flight for the throughput")
     parser.add_argument("--seconds", type=float, default=5.0, help="how long the throughput runs")
@@ -63,10 +68,11 @@ def threads() -> Iterator[str]:
 
 
 @contextmanager
-def processes() -> Iterator[str]:
+def processes(shared_memory: bool = True) -> Iterator[str]:
     port = free_port()
     cmd = [sys.executable, "-m", "omnivox", "coordinator", "--pipeline", "noop", "--port", str(port)]
-    proc = subprocess.Popen([*cmd, "--log-level", "WARNING"], env=dict(os.environ))
+    env = {**os.environ, "OMNIVOX_RELAY_SHARED_MEMORY": "true" if shared_memory else "false"}
+    proc = subprocess.Popen([*cmd, "--log-level", "WARNING"], env=env)
     try:
         yield f"tcp://127.0.0.1:{port}"
     finally:
@@ -77,7 +83,13 @@ def processes() -> Iterator[str]:
             proc.kill()
 
 
-PLACEMENTS = {"threads": threads, "processes": processes}
+@contextmanager
+def frames() -> Iterator[str]:
+    with processes(shared_memory=False) as address:
+        yield address
+
+
+PLACEMENTS = {"threads": threads, "processes": processes, "frames": frames}
 
 
 def _ready(client: PipelineClient) -> None:
@@ -95,8 +107,8 @@ def _one(client: PipelineClient, values: dict) -> None:
         pass
 
 
-def measure(address: str, audio_ms: int, args: argparse.Namespace) -> dict[str, float]:
-    client = PipelineClient(address, name="bench")
+def measure(address: str, audio_ms: int, args: argparse.Namespace, shm: bool = True) -> dict[str, float]:
+    client = PipelineClient(address, name="bench", relay=Relay(use_shm=shm))
     try:
         _ready(client)
         values = {"n": 1}
@@ -132,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
     for placement in args.placement:
         with PLACEMENTS[placement]() as address:
             for audio_ms in args.audio_ms:
-                r = measure(address, audio_ms, args)
+                r = measure(address, audio_ms, args, shm=placement != "frames")
                 results[f"{placement}/{audio_ms}ms"] = r
                 rows.append(
                     [placement, audio_ms, r["p50_ms"], r["p99_ms"], r["requests_per_s"], r["messages_per_s"]]

@@ -3,9 +3,10 @@
 A payload is a dict of plain values and numpy arrays (top level only). ``pack`` turns it into a
 ``messages.Payload`` plus the buffers to send after the header; ``unpack`` does the reverse:
 
-- same host, array of ``shm_min_bytes`` or more: the bytes are written once into a shared-memory
-  segment of their own and the reader copies them out once and unlinks the segment (the reader owns
-  what it was sent). Nothing is serialised and nothing is pickled.
+- same host, array of ``shm_min_bytes`` or more: the bytes are written once (``write(2)``) into a
+  POSIX shared-memory segment of their own (``/dev/shm``); the reader maps it read-only, wraps the
+  mapping (``np.frombuffer``: no copy) and unlinks the name at once (the mapping lives as long as the
+  array). Nothing is serialised and nothing is pickled.
 - another host, or a small array: the array's own buffer goes as a ZeroMQ frame (sent without a
   copy), and the reader wraps the received frame (``np.frombuffer``: no copy either; read-only).
 
@@ -15,25 +16,24 @@ segment that is gone when its reader comes (its producer died and it was swept) 
 
 Leaks. Segments are named ``ovx_<pid>_<n>_<random>``: each relay unlinks its own that nobody read
 within ``orphan_after_s`` (``sweep``), and the segments of processes that no longer exist (a producer
-killed mid-request). Python's resource tracker is kept out of it (it would unlink a segment when its
-*reader* exits, and warn): ownership passes to the reader by protocol instead.
+killed mid-request). The segments are plain files of ``/dev/shm`` (not ``multiprocessing``'s
+``SharedMemory``, whose resource tracker would unlink a segment when its *reader* exits): ownership
+passes to the reader by protocol.
 """
 
 from __future__ import annotations
 
-import _posixshmem  # type: ignore[import-not-found]  # what SharedMemory.unlink calls
 import contextlib
 import functools
 import hashlib
 import itertools
+import mmap
 import os
 import re
 import secrets
 import socket
 import time
 from collections.abc import Sequence
-from multiprocessing import resource_tracker
-from multiprocessing.shared_memory import SharedMemory
 from pathlib import Path
 from typing import Any
 
@@ -59,19 +59,6 @@ def host_id() -> str:
     with contextlib.suppress(OSError):
         boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
     return hashlib.sha1(f"{socket.gethostname()}/{boot}".encode()).hexdigest()[:16]
-
-
-def _untrack(shm: SharedMemory) -> None:
-    """Take a segment this process created or attached out of Python's resource tracker (3.11 tracks
-    attachments too; 3.13's ``track=False``): the relay's protocol owns its life."""
-    with contextlib.suppress(Exception):
-        resource_tracker.unregister(shm._name, "shared_memory")  # type: ignore[attr-defined]
-
-
-def _unlink_untracked(shm: SharedMemory) -> None:
-    """``shm.unlink()`` without telling the resource tracker (it no longer knows the segment)."""
-    with contextlib.suppress(FileNotFoundError):
-        _posixshmem.shm_unlink(shm._name)  # type: ignore[attr-defined]
 
 
 def _alive(pid: int) -> bool:
@@ -160,12 +147,16 @@ class Relay:
                 f"the relay holds {self.outstanding_bytes()} unread bytes (limit {self.capacity_bytes})"
             )
         name = f"{PREFIX}{self._pid}_{next(self._counter)}_{secrets.token_hex(4)}"
-        shm = SharedMemory(name=name, create=True, size=max(1, array.nbytes))
-        _untrack(shm)
+        # written with write(2), not through a mapping: the kernel fills the new pages as it copies
+        # (no page fault per page), and no mapping is left to undo
+        fd = os.open(_SHM_DIR / name, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
         try:
-            np.ndarray(array.shape, array.dtype, buffer=shm.buf)[...] = array
+            view = memoryview(array).cast("B")
+            done = 0
+            while done < len(view):
+                done += os.write(fd, view[done:])
         finally:
-            shm.close()
+            os.close(fd)
         self._created[name] = (array.nbytes, time.monotonic())
         self.segments_created += 1
         return ArrayRef(array.dtype.name, array.shape, array.nbytes, segment=name)
@@ -221,20 +212,21 @@ class Relay:
                 raise BadPipelineMessage(f"frame of {buf.nbytes} bytes for an array of {ref.nbytes}")
             return np.frombuffer(buf, dtype=dtype).reshape(ref.shape)
         try:
-            shm = SharedMemory(name=ref.segment)
+            fd = os.open(_SHM_DIR / ref.segment, os.O_RDONLY)
         except FileNotFoundError:
             raise PayloadLost(f"payload segment {ref.segment} is gone (its producer died?)") from None
-        _untrack(shm)
         try:
-            if shm.size < ref.nbytes:
-                raise BadPipelineMessage(f"segment of {shm.size} bytes for an array of {ref.nbytes}")
-            out = np.empty(ref.shape, dtype)
-            if ref.nbytes:
-                memoryview(out).cast("B")[:] = shm.buf[: ref.nbytes]
-            return out
+            if os.fstat(fd).st_size < ref.nbytes:
+                raise BadPipelineMessage(f"segment too small for an array of {ref.nbytes} bytes")
+            if not ref.nbytes:
+                return np.empty(ref.shape, dtype)
+            # mapped, not copied: the array keeps the mapping alive after the name is unlinked
+            mapped = mmap.mmap(fd, ref.nbytes, prot=mmap.PROT_READ)
+            return np.frombuffer(mapped, dtype=dtype).reshape(ref.shape)
         finally:
-            shm.close()
-            _unlink_untracked(shm)
+            os.close(fd)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(_SHM_DIR / ref.segment)
 
     def _check(self, ref: ArrayRef) -> np.dtype:
         if ref.dtype not in DTYPES:
@@ -247,13 +239,8 @@ class Relay:
         return dtype
 
     def _drop(self, ref: ArrayRef) -> None:
-        if ref.segment is None or not _NAME.match(ref.segment):
-            return
-        with contextlib.suppress(FileNotFoundError):
-            shm = SharedMemory(name=ref.segment)
-            _untrack(shm)
-            shm.close()
-            _unlink_untracked(shm)
+        if ref.segment is not None and _NAME.match(ref.segment):
+            _unlink(ref.segment)
 
     # ---- cleaning
 
@@ -303,10 +290,7 @@ def _put(values: dict[str, Any], path: list[str], array: np.ndarray) -> None:
 
 def _unlink(name: str) -> int:
     try:
-        shm = SharedMemory(name=name)
+        os.unlink(_SHM_DIR / name)
     except FileNotFoundError:
         return 0
-    _untrack(shm)
-    shm.close()
-    _unlink_untracked(shm)
     return 1
