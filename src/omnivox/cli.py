@@ -77,6 +77,21 @@ def _pipeline_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _pipeline_key_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--worker-key",
+        dest="worker_key",
+        help="the pipeline's key (better: OMNIVOX_WORKER_KEY): the coordinator, its stages and the "
+        "workers that use it share it, and nobody else gets in (CurveZMQ)",
+    )
+    p.add_argument(
+        "--public",
+        action="store_const",
+        const=True,
+        help="listen beyond loopback even without a key (anyone who reaches it could use the pipeline)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="omnivox", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -119,6 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     coordinator.add_argument(
         "--no-local-stages", dest="local_stages", action="store_false", help="start no stage processes"
     )
+    _pipeline_key_flags(coordinator)
 
     stage = sub.add_parser("stage", help="one pipeline stage (its model), anywhere")
     _common(stage)
@@ -129,6 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
     stage.add_argument("--host", dest="stage_host", help="address to listen on (default 127.0.0.1)")
     stage.add_argument("--port", dest="stage_port", type=int, help="port (0 = any free)")
     stage.add_argument("--advertise", dest="stage_advertise", help="host name other machines reach it by")
+    _pipeline_key_flags(stage)
 
     recordings = sub.add_parser("recordings", help="session recordings on disk")
     rec_sub = recordings.add_subparsers(dest="recordings", required=True)
@@ -230,6 +247,7 @@ def run_coordinator_command(settings: Settings, local_stages: bool) -> None:
     from omnivox.pipeline.relay import relay_from
 
     spec = _spec(settings)
+    check_pipeline_exposure(settings)
     run_coordinator(
         spec,
         settings.pipeline or spec.name,
@@ -254,6 +272,7 @@ def run_stage_command(settings: Settings, name: str) -> None:
         sys.exit(f"omnivox: pipeline {spec.name} has no stage {name!r} (it has {', '.join(spec.names)})")
     if not settings.coordinator:
         sys.exit("omnivox: a stage needs --coordinator tcp://HOST:PORT")
+    check_pipeline_exposure(settings)
     run_stage(
         spec,
         name,
@@ -264,6 +283,20 @@ def run_stage_command(settings: Settings, name: str) -> None:
         advertise=settings.stage_advertise,
         heartbeat_s=settings.pipeline_heartbeat_s,
         relay=relay_from(settings),
+        key=settings.key_for("worker"),
+    )
+
+
+def check_pipeline_exposure(settings: Settings) -> None:
+    """As the gateway: without a key, a coordinator or stage listens on loopback only (or --public)."""
+    from omnivox.core.keys import is_loopback
+
+    if settings.key_for("worker") or is_loopback(settings.stage_host) or settings.public:
+        return
+    sys.exit(
+        f"omnivox: refusing to listen on {settings.stage_host} without a key: anyone who reaches it "
+        "could register a stage, submit requests or read what flows. Set OMNIVOX_WORKER_KEY (or "
+        "OMNIVOX_API_KEY) for the coordinator, its stages and its workers, or pass --public."
     )
 
 

@@ -51,6 +51,7 @@ class PipelineEngine(CascadeEngine):
             heartbeat_s=s.pipeline_heartbeat_s,
             lost_after_s=max(1.5, 2 * s.pipeline_lost_after_s),
             relay=relay_from(s),
+            key=s.key_for("worker"),
         )
         deadline = time.monotonic() + READY_TIMEOUT_S
         while time.monotonic() < deadline:

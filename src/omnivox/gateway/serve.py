@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import functools
-import ipaddress
 import logging
 import secrets
 
 import uvicorn
 
 from omnivox.core.config import Settings
+from omnivox.core.keys import is_loopback
 from omnivox.gateway.app import create_gateway_app
 from omnivox.gateway.local_workers import _free_port, supervise_coordinator, supervise_workers
+
+__all__ = ["check_exposure", "is_loopback", "serve", "serve_settings"]
 
 
 def _run(settings: Settings, app: object) -> None:
@@ -28,15 +30,6 @@ def _run(settings: Settings, app: object) -> None:
 
 
 log = logging.getLogger(__name__)
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def check_exposure(settings: Settings) -> None:

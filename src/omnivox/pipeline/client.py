@@ -129,8 +129,11 @@ class PipelineClient:
         lost_after_s: float = 1.5,
         relay: Relay | None = None,
         context: zmq.Context[Any] | None = None,
+        key: str | None = None,
     ) -> None:
+        """``key``: the worker key, when the pipeline has one (CurveZMQ)."""
         self.coordinator = coordinator
+        self._curve = transport.curve_keys(key)
         self.name = name
         self.heartbeat_s = heartbeat_s
         self.lost_after_s = lost_after_s
@@ -210,7 +213,7 @@ class PipelineClient:
 
     def _loop(self) -> None:
         ident = f"client:{self.name}:{os.getpid()}:{secrets.token_hex(4)}".encode()
-        sock = transport.socket(self._ctx, zmq.DEALER, identity=ident)
+        sock = transport.socket(self._ctx, zmq.DEALER, identity=ident, curve=self._curve)
         sock.connect(self.coordinator)
         poller = zmq.Poller()
         poller.register(sock, zmq.POLLIN)

@@ -67,7 +67,9 @@ class Coordinator:
         request_wait_s: float = 3.0,
         relay: Relay | None = None,
         context: zmq.Context[Any] | None = None,
+        key: str | None = None,
     ) -> None:
+        """``key``: the worker key; with one, only its holders reach the coordinator (CurveZMQ)."""
         self.spec = spec
         self.heartbeat_s = heartbeat_s
         self.lost_after_s = lost_after_s
@@ -75,7 +77,7 @@ class Coordinator:
         self.request_wait_s = request_wait_s
         self.relay = relay or Relay()
         self._ctx = context or zmq.Context.instance()
-        self.router = transport.socket(self._ctx, zmq.ROUTER)
+        self.router = transport.socket(self._ctx, zmq.ROUTER, curve=transport.curve_keys(key), server=True)
         try:
             self.address = transport.bind(self.router, host, port)
         except zmq.ZMQError:

@@ -63,6 +63,7 @@ def run_stage(
     advertise: str | None = None,
     heartbeat_s: float = 0.2,
     relay: Relay | None = None,
+    key: str | None = None,
 ) -> None:
     """Load the stage's model (its scheduler) and serve until told to stop (SIGTERM, Shutdown)."""
     began = time.monotonic()
@@ -76,6 +77,7 @@ def run_stage(
         advertise=advertise,
         heartbeat_s=heartbeat_s,
         relay=relay,
+        key=key,
     )
     _on_signals(stage.stop)
     log.info("stage %s ready in %.1f s at %s", name, time.monotonic() - began, stage.address)
@@ -86,8 +88,15 @@ class LocalStages:
     """The spec's ``placement = "local"`` stages as child processes, restarted when they exit (at
     once after a long life; a stage that keeps dying young waits longer each time, up to 30 s)."""
 
-    def __init__(self, command: Callable[[str], list[str]], names: list[str], restart_delay_s: float = 0.5):
+    def __init__(
+        self,
+        command: Callable[[str], list[str]],
+        names: list[str],
+        restart_delay_s: float = 0.5,
+        env: dict[str, str] | None = None,
+    ):
         self.command = command
+        self.env = env or {}  # besides this process's own (the key, when it came on the command line)
         self.names = names
         self.restart_delay_s = restart_delay_s
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
@@ -105,7 +114,7 @@ class LocalStages:
     def _spawn(self, name: str) -> None:
         self._started[name] = time.monotonic()
         self.procs[name] = subprocess.Popen(
-            self.command(name), env=dict(os.environ), preexec_fn=die_with_parent
+            self.command(name), env={**os.environ, **self.env}, preexec_fn=die_with_parent
         )
         log.info("local stage %s started (pid %d)", name, self.procs[name].pid)
 
@@ -186,7 +195,13 @@ def run_coordinator(
 ) -> None:
     """Serve as the coordinator; with ``local``, start (and keep) the spec's local stages too."""
     coordinator = Coordinator(
-        spec, host=host, port=port, heartbeat_s=heartbeat_s, lost_after_s=lost_after_s, relay=relay
+        spec,
+        host=host,
+        port=port,
+        heartbeat_s=heartbeat_s,
+        lost_after_s=lost_after_s,
+        relay=relay,
+        key=key,  # the worker key: the gateway's reports and the pipeline's own sockets
     )
     address = coordinator.address.replace("0.0.0.0", "127.0.0.1")
     stop = threading.Event()
@@ -197,7 +212,8 @@ def run_coordinator(
 
     _on_signals(halt)
     names = [s.name for s in spec.stages if s.placement == "local"] if local else []
-    stages = LocalStages(stage_command(spec_ref, address), names)
+    key_env = {"OMNIVOX_WORKER_KEY": key} if key else {}
+    stages = LocalStages(stage_command(spec_ref, address), names, env=key_env)
     stages.start()
     if gateway_url:
         threading.Thread(

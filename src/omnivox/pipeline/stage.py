@@ -74,19 +74,22 @@ class Stage:
         relay: Relay | None = None,
         heartbeat_s: float = 0.2,
         context: zmq.Context[Any] | None = None,
+        key: str | None = None,
     ) -> None:
+        """``key``: the worker key; with one, every socket of the stage speaks CurveZMQ."""
         self.name = name
         self.scheduler = scheduler
         self.relay = relay or Relay()
         self.heartbeat_s = heartbeat_s
         self._ctx = context or zmq.Context.instance()
-        self.pull = transport.socket(self._ctx, zmq.PULL)
+        self._curve = transport.curve_keys(key)
+        self.pull = transport.socket(self._ctx, zmq.PULL, curve=self._curve, server=True)
         address = transport.bind(self.pull, host, port)
         if advertise:
             address = f"tcp://{advertise}:{address.rsplit(':', 1)[1]}"
         self.address = address
         ident = f"stage:{name}:{os.getpid()}:{id(self):x}".encode()
-        self.dealer = transport.socket(self._ctx, zmq.DEALER, identity=ident)
+        self.dealer = transport.socket(self._ctx, zmq.DEALER, identity=ident, curve=self._curve)
         self.dealer.connect(coordinator)
         self._pushes: dict[str, zmq.Socket[Any]] = {}
         self.directory: dict[str, StageInfo] = {}
@@ -302,7 +305,7 @@ class Stage:
             raise StageUnavailable(f"stage {target} is not registered", stage=target)
         sock = self._pushes.get(peer.address)
         if sock is None:
-            sock = self._pushes[peer.address] = transport.socket(self._ctx, zmq.PUSH)
+            sock = self._pushes[peer.address] = transport.socket(self._ctx, zmq.PUSH, curve=self._curve)
             sock.connect(peer.address)
         return sock
 

@@ -3,19 +3,27 @@
 A message on the wire is one header frame (``messages.encode``) followed by the payload's array
 frames (``relay``). Sends never block: messages for a peer that is (re)connecting queue up to
 ``HWM``; past that a send is ``zmq.Again``, which callers turn into data (``RelayFull``) or drop
-(heartbeats). Sockets linger for nothing on
-close, so a process never hangs on exit waiting for a dead peer.
+(heartbeats). Sockets linger for nothing on close, so a process never hangs on exit waiting for a
+dead peer.
+
+Keys. With the worker key set (``worker_key`` or ``api_key``), every pipeline socket speaks
+CurveZMQ with a key pair derived from it (``curve_keys``): whoever does not hold the key cannot
+complete a handshake with the coordinator or a stage, so cannot register a stage, submit, or read
+what flows (frames between hosts are encrypted too). Without a key, the coordinator and stages
+listen on loopback only, unless told ``--public`` (as the gateway does).
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import zmq
+import zmq.utils.z85
 
 from omnivox.core.errors import BadPipelineMessage, RelayFull
 from omnivox.pipeline.messages import Message, decode, encode
@@ -26,8 +34,45 @@ HWM = 10_000  # messages queued per peer before sends fail (RelayFull)
 _COPY_BELOW = 64 * 1024  # smaller frames are copied (cheaper than tracking a zero-copy buffer)
 
 
-def socket(ctx: zmq.Context[Any], kind: int, *, identity: bytes | None = None) -> zmq.Socket[Any]:
+@dataclass(frozen=True)
+class CurveKeys:
+    """The pipeline's CurveZMQ key pair (Z85), the same for every process that holds the key."""
+
+    public: bytes
+    secret: bytes
+
+    def __repr__(self) -> str:  # never the secret in a log
+        return "CurveKeys(***)"
+
+
+def curve_keys(key: str | None) -> CurveKeys | None:
+    """The key pair derived from the worker key (None without one)."""
+    if not key:
+        return None
+    if not zmq.has("curve"):
+        raise RuntimeError("this libzmq has no CURVE security: the pipeline cannot use its key")
+    secret = zmq.utils.z85.encode(hashlib.sha256(b"omnivox-pipeline\0" + key.encode()).digest())
+    return CurveKeys(zmq.curve_public(secret), secret)
+
+
+def socket(
+    ctx: zmq.Context[Any],
+    kind: int,
+    *,
+    identity: bytes | None = None,
+    curve: CurveKeys | None = None,
+    server: bool = False,
+) -> zmq.Socket[Any]:
+    """A socket with the pipeline's options; with ``curve``, a CurveZMQ ``server`` (one that binds)
+    or client (one that connects) holding the pipeline's keys."""
     sock = ctx.socket(kind)
+    if curve is not None:
+        sock.curve_secretkey = curve.secret
+        sock.curve_publickey = curve.public
+        if server:
+            sock.curve_server = True
+        else:
+            sock.curve_serverkey = curve.public
     sock.setsockopt(zmq.LINGER, 0)
     sock.setsockopt(zmq.SNDHWM, HWM)
     sock.setsockopt(zmq.RCVHWM, HWM)

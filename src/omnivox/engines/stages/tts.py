@@ -1,11 +1,14 @@
-"""The TTS stage: hibari speaking many replies, one sentence per reply per step, in fixed slots.
+"""The TTS stage: hibari speaking many replies, sentence by sentence, in fixed slots.
 
 A reply's words stream in (``{"word"}``, the first carrying the request's ``tts`` options: voice,
 speed) and are cut into sentences as ``voice.reply`` does (the first one short, so the first audio
-comes early). Each scheduler step synthesises the next sentence of every reply that has one, so
-replies interleave instead of queueing behind each other; with ``threads`` > 1 those sentences are
-synthesised in parallel. Audio streams back as ``{"audio", "text", "synth_s", "starts_sentence"}``;
-the result, once the words have ended and every sentence is spoken, is ``{"sentences"}``.
+comes early). Each scheduler step synthesises one sentence per thread (``threads``): a reply's
+first sentence before any later one (a caller waits for the first; the later ones have the first's
+seconds of playback to be ready in), else that of the reply spoken least. Its audio leaves as soon
+as the step ends (a step over every due reply would hold each first sentence back until all the
+others were spoken), and replies interleave instead of queueing behind each other. Audio streams
+back as ``{"audio", "text", "synth_s", "starts_sentence"}``; the result, once the words have ended
+and every sentence is spoken, is ``{"sentences"}``.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ class Speaking:
 class TtsSlots:
     def __init__(self, tts: StreamingTts, threads: int = 1) -> None:
         self.tts = tts
+        self.threads = max(1, threads)
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="tts") if threads > 1 else None
         self.sentences = 0
         self.synth_s = 0.0
@@ -76,7 +80,8 @@ class TtsSlots:
         return bool(state.sentences) or state.ended
 
     def step(self, states: list[Speaking]) -> list[list[Out]]:
-        work = [s for s in states if s.sentences]
+        waiting = [s for s in states if s.sentences]
+        work = sorted(waiting, key=lambda s: s.spoken)[: self.threads]  # stable: the oldest first
         if self._pool is not None and len(work) > 1:
             spoken = dict(zip(map(id, work), self._pool.map(self._speak, work), strict=True))
         else:

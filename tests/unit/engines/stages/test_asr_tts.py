@@ -3,6 +3,7 @@ utterances, interleaved replies."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 import numpy as np
@@ -103,6 +104,53 @@ def test_replies_are_spoken_sentence_by_sentence_and_interleaved() -> None:
     order = [r for r, _ in spoken]
     assert order.index("b") < len(order) - 2  # b's first sentence did not wait for all of a's
     assert all(o.data == {"sentences": 2} for o in got if o.type == "result")
+
+
+def test_every_first_sentence_is_spoken_before_any_second_one() -> None:
+    s = StreamingScheduler(TtsSlots(FakeTts()), slots=3)
+    for rid in "abc":
+        s.inbox.put(IncomingMessage(rid, "new_request", {"streaming": True}))
+        for word in ["One", " two.", " Three", " four", " five."]:
+            s.inbox.put(chunk(rid, word=word))
+        s.inbox.put(IncomingMessage(rid, "stream_done", {}))
+    s.start()
+    try:
+        got = drain(s, lambda g: sum(o.type == "result" for o in g) == 3)
+    finally:
+        s.stop()
+    spoken = [(o.request_id, o.data["text"]) for o in got if o.type == "stream"]
+    assert spoken[:3] == [("a", "One two."), ("b", "One two."), ("c", "One two.")]
+    assert sorted(spoken[3:]) == [(r, "Three four five.") for r in "abc"]
+
+
+class GatedTts(StreamingTts):
+    """Speaks a sentence with "slowly" in it only once the gate opens."""
+
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+
+    def _synthesize(self, text, voice, stop, speed):
+        if "slowly" in text.lower():
+            self.gate.wait(30)
+        yield np.zeros(240, np.float32)
+
+
+def test_a_first_sentence_leaves_without_waiting_for_another_reply_s() -> None:
+    tts = GatedTts()
+    s = StreamingScheduler(TtsSlots(tts), slots=2)
+    for rid, first in (("a", "Hello"), ("b", "Slowly")):
+        s.inbox.put(IncomingMessage(rid, "new_request", {"streaming": True}))
+        for word in [first, " there.", " And"]:  # a sentence is whole once the next one starts
+            s.inbox.put(chunk(rid, word=word))
+    s.start()
+    try:
+        got = drain(s, lambda g: any(o.request_id == "a" and o.type == "stream" for o in g))
+        assert not [o for o in got if o.request_id == "b"]  # b is still being spoken
+        tts.gate.set()
+        drain(s, lambda g: any(o.request_id == "b" for o in g))
+    finally:
+        tts.gate.set()
+        s.stop()
 
 
 def test_an_empty_reply_still_ends() -> None:
