@@ -9,9 +9,10 @@ each stage hands it to its scheduler's thread and back. Two placements:
 - ``frames``: the same processes with shared memory off, so arrays travel as ZeroMQ frames, as they
   do between hosts (over loopback here: the network's own cost is not in it).
 
-Latency is one request at a time (p50 / p99); throughput keeps ``--inflight`` requests in flight
-and counts requests and control messages per second. ``--audio-ms`` adds that much 16 kHz float32
-audio to each request (0: an empty payload).
+With ``--key on`` every socket speaks CurveZMQ (as a pipeline with the worker key does: ``serve
+--pipeline`` always has one). Latency is one request at a time (p50 / p99); throughput keeps
+``--inflight`` requests in flight and counts requests and control messages per second.
+``--audio-ms`` adds that much 16 kHz float32 audio to each request (0: an empty payload).
 """
 
 from __future__ import annotations
@@ -48,13 +49,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--inflight", type=int, default=64, help="requests kept in flight for the throughput")
     parser.add_argument("--seconds", type=float, default=5.0, help="how long the throughput runs")
     parser.add_argument("--audio-ms", type=int, nargs="+", default=[0, 1000], help="audio per request (ms)")
+    parser.add_argument(
+        "--key", nargs="+", choices=["off", "on"], default=["off"], help="CurveZMQ (worker key), a run each"
+    )
+
+
+KEY = "bench-pipeline-key"
 
 
 @contextmanager
-def threads() -> Iterator[str]:
+def threads(key: str | None = None) -> Iterator[str]:
     spec = load_spec("noop")
-    coordinator = Coordinator(spec)
-    stages = [Stage(s.name, build_builtin(s), coordinator.address) for s in spec.stages]  # type: ignore[arg-type]
+    coordinator = Coordinator(spec, key=key)
+    stages = [Stage(s.name, build_builtin(s), coordinator.address, key=key) for s in spec.stages]  # type: ignore[arg-type]
     runners = [threading.Thread(target=x.run, daemon=True) for x in [coordinator, *stages]]
     for t in runners:
         t.start()
@@ -68,10 +75,15 @@ def threads() -> Iterator[str]:
 
 
 @contextmanager
-def processes(shared_memory: bool = True) -> Iterator[str]:
+def processes(key: str | None = None, shared_memory: bool = True) -> Iterator[str]:
     port = free_port()
     cmd = [sys.executable, "-m", "omnivox", "coordinator", "--pipeline", "noop", "--port", str(port)]
     env = {**os.environ, "OMNIVOX_RELAY_SHARED_MEMORY": "true" if shared_memory else "false"}
+    env.pop("OMNIVOX_API_KEY", None)
+    if key:
+        env["OMNIVOX_WORKER_KEY"] = key
+    else:
+        env.pop("OMNIVOX_WORKER_KEY", None)
     proc = subprocess.Popen([*cmd, "--log-level", "WARNING"], env=env)
     try:
         yield f"tcp://127.0.0.1:{port}"
@@ -84,8 +96,8 @@ def processes(shared_memory: bool = True) -> Iterator[str]:
 
 
 @contextmanager
-def frames() -> Iterator[str]:
-    with processes(shared_memory=False) as address:
+def frames(key: str | None = None) -> Iterator[str]:
+    with processes(key, shared_memory=False) as address:
         yield address
 
 
@@ -107,8 +119,10 @@ def _one(client: PipelineClient, values: dict) -> None:
         pass
 
 
-def measure(address: str, audio_ms: int, args: argparse.Namespace, shm: bool = True) -> dict[str, float]:
-    client = PipelineClient(address, name="bench", relay=Relay(use_shm=shm))
+def measure(
+    address: str, audio_ms: int, args: argparse.Namespace, shm: bool = True, key: str | None = None
+) -> dict[str, float]:
+    client = PipelineClient(address, name="bench", relay=Relay(use_shm=shm), key=key)
     try:
         _ready(client)
         values = {"n": 1}
@@ -142,17 +156,18 @@ def measure(address: str, audio_ms: int, args: argparse.Namespace, shm: bool = T
 def run(args: argparse.Namespace) -> int:
     rows, results = [], {}
     for placement in args.placement:
-        with PLACEMENTS[placement]() as address:
-            for audio_ms in args.audio_ms:
-                r = measure(address, audio_ms, args, shm=placement != "frames")
-                results[f"{placement}/{audio_ms}ms"] = r
-                rows.append(
-                    [placement, audio_ms, r["p50_ms"], r["p99_ms"], r["requests_per_s"], r["messages_per_s"]]
-                )
+        for curve in args.key:
+            key = KEY if curve == "on" else None
+            with PLACEMENTS[placement](key) as address:
+                for audio_ms in args.audio_ms:
+                    r = measure(address, audio_ms, args, shm=placement != "frames", key=key)
+                    results[f"{placement}/{audio_ms}ms" + ("/key" if key else "")] = r
+                    row = [r["p50_ms"], r["p99_ms"], r["requests_per_s"], r["messages_per_s"]]
+                    rows.append([placement, curve, audio_ms, *row])
     print_table(
         f"Pipeline overhead: three no-op stages, {args.requests} sequential requests, "
         f"{args.inflight} in flight for {args.seconds:.0f} s",
-        ["placement", "audio ms", "p50 ms", "p99 ms", "requests/s", "messages/s"],
+        ["placement", "key", "audio ms", "p50 ms", "p99 ms", "requests/s", "messages/s"],
         rows,
     )
     write_json(args.json, {"pipeline": results})

@@ -30,6 +30,7 @@ import asyncio
 import base64
 import json
 import re
+import secrets
 import statistics
 import tempfile
 import time
@@ -327,6 +328,8 @@ def _one(args: argparse.Namespace, users: int, clips: list, extra_env: dict[str,
         log_dir.mkdir(parents=True, exist_ok=True)
     env = {**_env(args), **extra_env}
     spec = pipeline_spec(args, users, log_dir) if args.pipeline else None
+    if spec:  # as serve --pipeline: a worker key, so the pipeline's sockets speak CurveZMQ
+        env.setdefault("OMNIVOX_WORKER_KEY", secrets.token_hex(16))
     with cluster(workers=workers, engine="cascade", log_dir=log_dir, pipeline=spec, **env) as c:
         assert c.gateway is not None
         began, cpu0 = time.monotonic(), cpu_seconds(c.gateway.pid)
