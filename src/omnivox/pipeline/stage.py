@@ -219,7 +219,9 @@ class Stage:
             request.inputs[message.source] = values
             if all(src in request.inputs for src in expected):
                 request.started = True
-                inbox.put(IncomingMessage(rid, "new_request", dict(request.inputs)))
+                # in the plan's order, whichever input came first (a model may read them in order)
+                inputs = {src: request.inputs[src] for src in expected}
+                inbox.put(IncomingMessage(rid, "new_request", inputs))
                 request.inputs.clear()
         else:
             if not request.started:

@@ -91,6 +91,23 @@ def test_a_fan_in_stage_waits_for_all_its_inputs(pipeline) -> None:
     np.testing.assert_array_equal(result.values["image"]["pixels"], pixels)
 
 
+def test_a_fan_in_stage_reads_its_inputs_in_the_plan_s_order_whichever_came_first(pipeline) -> None:
+    spec = spec_of(
+        {
+            "name": "audio",
+            "scheduler": "simple",
+            "model": "noop",
+            "next": ["join"],
+            "options": {"sleep_ms": 300},
+        },
+        {"name": "image", "scheduler": "simple", "model": "noop", "next": ["join"]},
+        {"name": "join", "scheduler": "simple", "model": "noop", "next": ["client"]},
+    )
+    running = pipeline(spec)
+    _, result = collect(running.client().submit({"n": 1}))  # the image's input is there first
+    assert list(result.values) == ["audio", "image"]
+
+
 def test_a_client_streams_into_the_entry_stage(pipeline) -> None:
     spec = spec_of(
         {"name": "asr", "scheduler": "streaming", "model": "echo", "slots": 1, "stream": ["client"]}

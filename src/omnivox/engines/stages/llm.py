@@ -125,7 +125,7 @@ def llamacpp_stage(spec: StageSpec, settings: Settings) -> ParallelScheduler:
         # RAM and restores the longest matching prefix, so it still computes only the new words
         ram_cache_mib=int(spec.options.get("ram_cache_mib", 256)),
     )
-    if settings.system_prompt:  # computed once, as a worker's stack does at start-up
+    if settings.system_prompt:  # in every slot, as each worker's own stack does at start-up
         from omnivox.protocol.chat import ChatMessage
 
         llm.warm([ChatMessage(role="system", content=settings.system_prompt)])

@@ -189,17 +189,24 @@ class LlamaCppLlm(ChatLlm):
         request = self.request(messages, params)
         return self._run(request, stop, max_sentences=self.max_sentences)
 
-    def prefill(self, messages: Sequence[ChatMessage]) -> LlamaCppStats:
-        """Bring the slot to ``messages`` plus the generation prompt without replying (llama.cpp
-        samples one token, which is dropped), so the next ``stream`` of the same conversation
-        computes one token before it answers. Returns the counts, as ``last_stats``."""
-        request = self.request(messages, LlmParams(max_tokens=1))
+    def prefill(self, messages: Sequence[ChatMessage], slot: int | None = None) -> LlamaCppStats:
+        """Bring the slot (``slot``, or the one llama.cpp picks) to ``messages`` plus the generation
+        prompt without replying (llama.cpp samples one token, which is dropped), so the next
+        ``stream`` of the same conversation computes one token before it answers. Returns the
+        counts, as ``last_stats``."""
+        request = self.request(messages, LlmParams(max_tokens=1, cache_slot=slot))
         for _ in self._run(request, None, max_sentences=None):
             pass
         return self.last_stats
 
     def warm(self, messages: Sequence[ChatMessage]) -> None:
-        self.prefill(messages)
+        """Compute ``messages`` in every slot (with ``parallel`` slots, each new conversation then
+        computes only its own words, whichever slot it gets)."""
+        if self.parallel == 1:
+            self.prefill(messages)
+            return
+        for slot in range(self.parallel):
+            self.prefill(messages, slot)
 
     def reset(self) -> None:
         """Forget the kept state: the next call computes its whole prompt (to compare against a full
