@@ -11,9 +11,11 @@ OpenAI-compatible server (vLLM, SGLang) batches on its own, so the stage is a th
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from omnivox.core.config import Settings
@@ -108,23 +110,63 @@ def reply_runner(
     return run
 
 
+class ServerSlots(ChatLlm):
+    """Several llama.cpp runtimes as one LLM whose slots are numbered across them (slot ``i`` is
+    slot ``i // n`` of runtime ``i % n``, so consecutive slots alternate runtimes). One runtime
+    batches its slots on its thread(s); more runtimes use more cores without llama.cpp's threads
+    spinning against each other, which one runtime with several threads does on a busy machine."""
+
+    def __init__(self, servers: Sequence[ChatLlm]) -> None:
+        self.servers = list(servers)
+        self.name = self.servers[0].name
+        self.vision = self.servers[0].vision
+        self._next = itertools.count()
+
+    def stream(
+        self,
+        messages: Sequence[ChatMessage],
+        params: LlmParams | None = None,
+        stop: threading.Event | None = None,
+    ) -> Iterator[str]:
+        p = params or LlmParams()
+        n = len(self.servers)
+        if p.cache_slot is None:  # no slot of its own: the runtimes in turn (each queues it)
+            return self.servers[next(self._next) % n].stream(messages, p, stop)
+        local = dataclasses.replace(p, cache_slot=p.cache_slot // n)
+        return self.servers[p.cache_slot % n].stream(messages, local, stop)
+
+    def warm(self, messages: Sequence[ChatMessage]) -> None:
+        for server in self.servers:
+            server.warm(messages)
+
+    def close(self) -> None:
+        for server in self.servers:
+            server.close()
+
+
 def llamacpp_stage(spec: StageSpec, settings: Settings) -> ParallelScheduler:
     from omnivox.voice.llm.llamacpp_llm import LlamaCppLlm
     from omnivox.voice.stack import LOCAL_REQUEST_OPTIONS, max_reply_tokens
 
     budget = context_tokens(settings.model_copy(update={"llm": "local"}))
-    llm = LlamaCppLlm(
-        threads=spec.threads if spec.threads > 1 else settings.llm_threads,
-        context_tokens=budget + budget // 2,
-        max_tokens=max_reply_tokens(settings.model_copy(update={"llm": "local"})),
-        max_sentences=settings.llm_max_sentences or None,
-        exact=False,
-        request_options=LOCAL_REQUEST_OPTIONS,
-        parallel=spec.slots,
-        # a conversation's next turn may land in another slot: llama.cpp keeps the slots' states in
-        # RAM and restores the longest matching prefix, so it still computes only the new words
-        ram_cache_mib=int(spec.options.get("ram_cache_mib", 256)),
-    )
+    # options.servers: llama.cpp runtimes sharing the slots (each a thread, or ``threads``)
+    servers = max(1, min(spec.slots, int(spec.options.get("servers", 1))))
+    runtimes = [
+        LlamaCppLlm(
+            threads=spec.threads if spec.threads > 1 else settings.llm_threads,
+            context_tokens=budget + budget // 2,
+            max_tokens=max_reply_tokens(settings.model_copy(update={"llm": "local"})),
+            max_sentences=settings.llm_max_sentences or None,
+            exact=False,
+            request_options=LOCAL_REQUEST_OPTIONS,
+            parallel=len(range(i, spec.slots, servers)),  # slots i, i + servers, ...
+            # a conversation's next turn may land in another slot: llama.cpp keeps the slots' states
+            # in RAM and restores the longest matching prefix, so it still computes only the new words
+            ram_cache_mib=int(spec.options.get("ram_cache_mib", 256)),
+        )
+        for i in range(servers)
+    ]
+    llm: ChatLlm = runtimes[0] if servers == 1 else ServerSlots(runtimes)
     if settings.system_prompt:  # in every slot, as each worker's own stack does at start-up
         from omnivox.protocol.chat import ChatMessage
 

@@ -176,3 +176,23 @@ def test_a_conversation_goes_back_to_its_kv_slot() -> None:
     assert slots.take("a") == b  # its own slot is busy: the other one (a miss)
     assert slots.take("c") is None  # none free: the runtime queues it
     assert (slots.hits, slots.misses) == (1, 3)
+
+
+def test_slots_are_numbered_across_runtimes() -> None:
+    from omnivox.engines.stages.llm import ServerSlots
+    from omnivox.voice.llm.base import ChatLlm, LlmParams
+
+    class Runtime(ChatLlm):
+        def __init__(self, name: str) -> None:
+            self.name, self.calls = name, []
+
+        def stream(self, messages, params=None, stop=None):
+            self.calls.append(params.cache_slot)
+            yield self.name
+
+    a, b = Runtime("a"), Runtime("b")
+    llm = ServerSlots([a, b])
+    said = ["".join(llm.stream([], LlmParams(cache_slot=slot))) for slot in range(4)]
+    assert said == ["a", "b", "a", "b"]  # consecutive slots alternate runtimes
+    assert (a.calls, b.calls) == ([0, 1], [0, 1])  # each runtime's own slot numbers
+    assert {"".join(llm.stream([], LlmParams())) for _ in range(2)} == {"a", "b"}  # no slot: in turn
