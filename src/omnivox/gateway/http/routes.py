@@ -35,16 +35,26 @@ async def health(request: Request) -> dict[str, Any]:
         "workers_usable": usable,
         "queue_length": pool.queue_length,
     }
-    report = _ctx(request).pipeline
+    ctx = _ctx(request)
+    report = ctx.pipeline
     if report is not None:
+        stale = _pipeline_stale(ctx)
         body["pipeline"] = {
             "name": report.pipeline,
             "stages": len(report.stages),
-            "stages_alive": report.alive,
+            "stages_alive": 0 if stale else report.alive,
+            "stale": stale,
             "session_slots": pool.session_slots,
             "session_slots_used": pool.slots_used(),
         }
     return body
+
+
+PIPELINE_STALE_S = 5.0  # a coordinator reports about every second: this long without one, it is gone
+
+
+def _pipeline_stale(ctx: GatewayContext) -> bool:
+    return ctx.pool.clock() - ctx.pipeline_at > PIPELINE_STALE_S
 
 
 def _refuse(err: OmnivoxError) -> HTTPException:
@@ -101,6 +111,7 @@ async def stages(request: Request) -> dict[str, Any]:
     return {
         **report.model_dump(mode="json"),
         "reported_s_ago": round(ctx.pool.clock() - ctx.pipeline_at, 3),
+        "stale": _pipeline_stale(ctx),  # no report for a while: what it shows may be gone
         "session_slots_used": ctx.pool.slots_used(),
     }
 

@@ -45,8 +45,9 @@ function renderStages(data) {
   if (!data.pipeline) return;
   const used = data.session_slots_used ?? 0;
   const slots = data.session_slots ?? "–";
+  const stale = data.stale ? ` (no report for ${seconds(data.reported_s_ago)})` : "";
   document.getElementById("stages-summary").textContent =
-    `${data.pipeline}: ${used} of ${slots} session slots taken, ${data.clients} clients`;
+    `${data.pipeline}: ${used} of ${slots} session slots taken, ${data.clients} clients${stale}`;
   const items = data.stages.map((s) => {
     const load = s.load || {};
     const steps = load.steps || load.batches || 0;
