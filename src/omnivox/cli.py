@@ -1,5 +1,5 @@
-"""Command line: ``omnivox serve | gateway | worker | recordings cleanup | bench NAME``. ``--help``
-works everywhere."""
+"""Command line: ``omnivox serve | gateway | worker | coordinator | stage | recordings cleanup | bench
+NAME``. ``--help`` works everywhere."""
 
 from __future__ import annotations
 
@@ -71,6 +71,27 @@ def _gateway_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _pipeline_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--pipeline", help="pipeline spec: cascade, fanin, noop, or a TOML file (see omnivox/pipeline/specs)"
+    )
+
+
+def _pipeline_key_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--worker-key",
+        dest="worker_key",
+        help="the pipeline's key (better: OMNIVOX_WORKER_KEY): the coordinator, its stages and the "
+        "workers that use it share it, and nobody else gets in (CurveZMQ)",
+    )
+    p.add_argument(
+        "--public",
+        action="store_const",
+        const=True,
+        help="listen beyond loopback even without a key (anyone who reaches it could use the pipeline)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="omnivox", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -80,6 +101,10 @@ def build_parser() -> argparse.ArgumentParser:
     _gateway_flags(serve)
     _engine_flags(serve)
     serve.add_argument("--workers", type=int, help="local worker processes to start (default 1)")
+    _pipeline_flags(serve)
+    serve.add_argument(
+        "--coordinator-port", dest="coordinator_port", type=int, help="the pipeline coordinator's port"
+    )
 
     gateway = sub.add_parser("gateway", help="the gateway alone; workers register with it")
     _common(gateway)
@@ -95,6 +120,32 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument(
         "--worker-key", dest="worker_key", help="the gateway's worker key (better: OMNIVOX_WORKER_KEY)"
     )
+    worker.add_argument(
+        "--coordinator", help="a pipeline coordinator (tcp://HOST:PORT): host sessions on its stages"
+    )
+
+    coordinator = sub.add_parser("coordinator", help="a pipeline's coordinator, and its local stages")
+    _common(coordinator)
+    _pipeline_flags(coordinator)
+    _engine_flags(coordinator)
+    coordinator.add_argument("--host", dest="stage_host", help="address to listen on (default 127.0.0.1)")
+    coordinator.add_argument("--port", dest="coordinator_port", type=int, help="port (0 = any free)")
+    coordinator.add_argument("--gateway", dest="gateway_url", help="gateway to report the stages to")
+    coordinator.add_argument(
+        "--no-local-stages", dest="local_stages", action="store_false", help="start no stage processes"
+    )
+    _pipeline_key_flags(coordinator)
+
+    stage = sub.add_parser("stage", help="one pipeline stage (its model), anywhere")
+    _common(stage)
+    _pipeline_flags(stage)
+    _engine_flags(stage)
+    stage.add_argument("stage_name", metavar="NAME", help="the stage of the spec to run")
+    stage.add_argument("--coordinator", help="the coordinator (tcp://HOST:PORT)")
+    stage.add_argument("--host", dest="stage_host", help="address to listen on (default 127.0.0.1)")
+    stage.add_argument("--port", dest="stage_port", type=int, help="port (0 = any free)")
+    stage.add_argument("--advertise", dest="stage_advertise", help="host name other machines reach it by")
+    _pipeline_key_flags(stage)
 
     recordings = sub.add_parser("recordings", help="session recordings on disk")
     rec_sub = recordings.add_subparsers(dest="recordings", required=True)
@@ -156,6 +207,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     settings = settings_from_args(args)
     configure(settings.log_level)
+    if args.command == "worker" and settings.coordinator and settings.engine != "pipeline":
+        settings = settings.model_copy(update={"engine": "pipeline"})  # --coordinator: its stages
     if args.command == "worker" or (args.command == "serve" and settings.workers):
         check_models(settings)
     if args.command == "serve":
@@ -170,8 +223,81 @@ def main(argv: Sequence[str] | None = None) -> None:
         from omnivox.worker.serve import run_worker
 
         run_worker(settings)
+    elif args.command == "coordinator":
+        run_coordinator_command(settings, getattr(args, "local_stages", True))
+    elif args.command == "stage":
+        run_stage_command(settings, args.stage_name)
     elif args.command == "recordings":
         sys.exit(run_cleanup(settings, dry_run=args.dry_run))
+
+
+def _spec(settings: Settings):  # type: ignore[no-untyped-def]
+    from omnivox.pipeline.spec import load_spec
+
+    if not settings.pipeline:
+        sys.exit("omnivox: name a pipeline spec with --pipeline (cascade, fanin, noop, or a TOML file)")
+    try:
+        return load_spec(settings.pipeline)
+    except (FileNotFoundError, ValueError) as err:
+        sys.exit(f"omnivox: {err}")
+
+
+def run_coordinator_command(settings: Settings, local_stages: bool) -> None:
+    from omnivox.pipeline.process import run_coordinator
+    from omnivox.pipeline.relay import relay_from
+
+    spec = _spec(settings)
+    check_pipeline_exposure(settings)
+    run_coordinator(
+        spec,
+        settings.pipeline or spec.name,
+        host=settings.stage_host,
+        port=settings.coordinator_port,
+        local=local_stages,
+        gateway_url=settings.gateway_url,
+        key=settings.key_for("worker"),
+        heartbeat_s=settings.pipeline_heartbeat_s,
+        lost_after_s=settings.pipeline_lost_after_s,
+        relay=relay_from(settings),
+    )
+
+
+def run_stage_command(settings: Settings, name: str) -> None:
+    from omnivox.engines.stages.registry import build_scheduler
+    from omnivox.pipeline.process import run_stage
+    from omnivox.pipeline.relay import relay_from
+
+    spec = _spec(settings)
+    if name not in spec.names:
+        sys.exit(f"omnivox: pipeline {spec.name} has no stage {name!r} (it has {', '.join(spec.names)})")
+    if not settings.coordinator:
+        sys.exit("omnivox: a stage needs --coordinator tcp://HOST:PORT")
+    check_pipeline_exposure(settings)
+    run_stage(
+        spec,
+        name,
+        settings.coordinator,
+        lambda stage: build_scheduler(stage, settings),
+        host=settings.stage_host,
+        port=settings.stage_port,
+        advertise=settings.stage_advertise,
+        heartbeat_s=settings.pipeline_heartbeat_s,
+        relay=relay_from(settings),
+        key=settings.key_for("worker"),
+    )
+
+
+def check_pipeline_exposure(settings: Settings) -> None:
+    """As the gateway: without a key, a coordinator or stage listens on loopback only (or --public)."""
+    from omnivox.core.keys import is_loopback
+
+    if settings.key_for("worker") or is_loopback(settings.stage_host) or settings.public:
+        return
+    sys.exit(
+        f"omnivox: refusing to listen on {settings.stage_host} without a key: anyone who reaches it "
+        "could register a stage, submit requests or read what flows. Set OMNIVOX_WORKER_KEY (or "
+        "OMNIVOX_API_KEY) for the coordinator, its stages and its workers, or pass --public."
+    )
 
 
 def run_cleanup(settings: Settings, *, dry_run: bool) -> int:

@@ -72,3 +72,37 @@ def test_admin_shows_workers_and_a_queued_ticket_and_cancels_it(echo, open_page,
         until(holder, "done")
     expect(workers).to_contain_text("IDLE")
     expect(sessions).to_contain_text("No sessions connected")
+
+
+def test_admin_shows_the_pipeline_stages_and_session_slots(echo, open_page):
+    page = open_page(echo.url + "/admin")
+    expect(page.locator("#stages-section")).to_be_hidden()  # no pipeline reports to this gateway
+    report = {
+        "pipeline": "cascade",
+        "address": "tcp://127.0.0.1:5555",
+        "epoch": "e1",
+        "session_slots": 8,
+        "clients": 3,
+        "stages": [
+            {
+                "name": "asr",
+                "scheduler": "streaming",
+                "model": "whisper",
+                "alive": True,
+                "address": "tcp://127.0.0.1:6001",
+                "load": {"slots_used": 3, "slots_total": 8, "queue": 0, "decode_calls": 4, "decode_items": 6},
+            },
+            {"name": "llm", "scheduler": "parallel", "model": "chat", "alive": False, "lost": 2},
+        ],
+    }
+    httpx.post(echo.url + "/api/pipeline", json=report).raise_for_status()
+    expect(page.locator("#stages-section")).to_be_visible()
+    expect(page.locator("#stages-summary")).to_contain_text("cascade: 0 of 8 session slots taken, 3 clients")
+    asr = page.locator('#stages tr[data-stage="asr"]')
+    expect(asr).to_contain_text("alive")
+    expect(asr).to_contain_text("whisper (streaming)")
+    expect(asr.locator("td").nth(3)).to_have_text("3 / 8")
+    expect(asr.locator("td").nth(5)).to_have_text("4, mean 1.50")  # batched decodes, transcripts each
+    llm = page.locator('#stages tr[data-stage="llm"]')
+    expect(llm).to_contain_text("down")
+    expect(llm.locator("td").nth(6)).to_have_text("2")

@@ -73,6 +73,7 @@ def test_the_admin_api_needs_the_admin_key(keyed):
     for method, path in (
         ("GET", "/api/workers"),
         ("GET", "/api/sessions"),
+        ("GET", "/api/stages"),
         ("GET", "/api/queue"),
         ("GET", "/api/queue/t_1"),
         ("DELETE", "/api/queue/t_1"),
@@ -93,6 +94,13 @@ def test_registration_needs_the_worker_key(keyed):
         assert httpx.post(keyed.url + "/api/workers/register", json=body, headers=headers).status_code == 401
     workers = httpx.get(keyed.url + "/api/workers", headers=bearer("admin-k")).json()["workers"]
     assert [w["url"] for w in workers] == [keyed.worker_urls[0]]  # the real one, registered with its key
+    # a pipeline coordinator reports its stages (and session slots) with the worker key too
+    report = {"pipeline": "p", "address": "tcp://127.0.0.1:9", "epoch": "e"}
+    for headers in ({}, bearer("client-k"), bearer("admin-k")):
+        assert httpx.post(keyed.url + "/api/pipeline", json=report, headers=headers).status_code == 401
+    assert httpx.get(keyed.url + "/health").json().get("pipeline") is None
+    assert httpx.post(keyed.url + "/api/pipeline", json=report, headers=bearer("worker-k")).status_code == 200
+    assert httpx.get(keyed.url + "/api/stages", headers=bearer("admin-k")).json()["pipeline"] == "p"
 
 
 async def test_workers_take_sessions_and_health_checks_from_the_key_holder_only(keyed):

@@ -13,6 +13,7 @@ BENCHES = {
     "duplex": "N concurrent duplex callers: unit wall-clock (listen/speak), lagging, speech end to speech",
     "conversation": "scripted callers over a speakerphone: false barge-ins (echo, backchannel, noise), "
     "missed barge-ins and reaction, end of turn, voice-to-voice",
+    "pipeline": "the staged pipeline's own overhead: three no-op stages, latency and messages/s",
     "fuzz": "seeded hostile frames per protocol; the server must keep serving with no worker lost",
     "recording": "the session recorder's CPU and bytes per session-minute of each kind, in process",
 }

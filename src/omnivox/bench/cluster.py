@@ -38,6 +38,8 @@ class Cluster:
     log_dir: Path | None = None
     port: int = field(default_factory=free_port)
     gateway: subprocess.Popen[bytes] | None = None
+    coordinator: subprocess.Popen[bytes] | None = None  # a staged pipeline's (it starts its stages)
+    coordinator_url: str | None = None
     workers: list[subprocess.Popen[bytes]] = field(default_factory=list)
     worker_urls: list[str] = field(default_factory=list)
 
@@ -60,7 +62,28 @@ class Cluster:
         self.gateway = self._spawn(["gateway", "--port", str(self.port)], "gateway", env)
         self.wait(lambda h: h["status"] in ("ok", "degraded"))
 
+    def start_pipeline(self, spec: str, timeout: float = 120.0, **env: str) -> None:
+        """The coordinator of ``spec`` with its local stages, reporting to this gateway; workers
+        added after this use it (engine ``pipeline``)."""
+        port = free_port()
+        self.coordinator_url = f"tcp://127.0.0.1:{port}"
+        args = ["coordinator", "--pipeline", spec, "--port", str(port), "--gateway", self.url]
+        self.coordinator = self._spawn(args, "coordinator", env)
+        self.wait(
+            lambda h: (p := h.get("pipeline")) is not None and p["stages_alive"] == p["stages"], timeout
+        )
+
+    def pipeline_view(self) -> dict:
+        key = self.env.get("OMNIVOX_ADMIN_KEY") or self.env.get("OMNIVOX_API_KEY")
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        try:
+            return httpx.get(self.url + "/api/stages", headers=headers, timeout=2).json()
+        except (httpx.HTTPError, ValueError):
+            return {}
+
     def add_worker(self, engine: str = "echo", **env: str) -> subprocess.Popen[bytes]:
+        if self.coordinator_url is not None:
+            engine, env = "pipeline", {"OMNIVOX_COORDINATOR": self.coordinator_url, **env}
         port = free_port()
         proc = self._spawn(
             ["worker", "--gateway", self.url, "--port", str(port), "--engine", engine],
@@ -92,10 +115,10 @@ class Cluster:
         return self.wait(lambda h: h["workers_idle"] >= n, timeout)
 
     def stop(self) -> None:
-        for proc in [*self.workers, self.gateway]:
+        for proc in [*self.workers, self.coordinator, self.gateway]:
             if proc is not None and proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
-        for proc in [*self.workers, self.gateway]:
+        for proc in [*self.workers, self.coordinator, self.gateway]:
             if proc is not None:
                 try:
                     proc.wait(10)
@@ -105,11 +128,19 @@ class Cluster:
 
 @contextlib.contextmanager
 def cluster(
-    workers: int = 1, engine: str = "echo", log_dir: Path | None = None, **env: str
+    workers: int = 1,
+    engine: str = "echo",
+    log_dir: Path | None = None,
+    pipeline: str | None = None,
+    **env: str,
 ) -> Iterator[Cluster]:
+    """A gateway and ``workers`` workers; with ``pipeline`` (a spec), its coordinator and stages too,
+    and the workers are light session hosts on them."""
     c = Cluster(env=env, log_dir=log_dir)
     try:
         c.start_gateway()
+        if pipeline:
+            c.start_pipeline(pipeline)
         for _ in range(workers):
             c.add_worker(engine)
         if workers:

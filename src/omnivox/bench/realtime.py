@@ -16,7 +16,12 @@ CPU per session over the run, which for WebRTC holds Opus both ways, SRTP and th
 
 The models are the embedded default (``--llm local``, ``--asr whisper``) unless told otherwise; turn
 detection is ``server_vad`` and/or ``semantic_vad`` at the eagerness levels given (``--detection``).
-"worker MB" is the resident memory of a worker process at the end of the run.
+"worker MB" is the resident memory of a worker process at the end of the run; "MB/session" all the
+serving processes' memory (workers, and with ``--pipeline`` the coordinator and stages) per caller.
+
+With ``--pipeline cascade`` the callers' workers are light session hosts sharing one set of stages
+(batched Whisper slots, llama.cpp parallel slots, hibari), as ``omnivox serve --pipeline`` runs
+them; "ASR batch" is the mean (and largest) number of transcripts per batched decode.
 
 The gateway's metrics give the real-time factors of hearing (VAD + ASR) and speaking (TTS) on the
 workers under that load: busy time / audio time, summed over all sessions. Real time is held when
@@ -33,6 +38,7 @@ import asyncio
 import base64
 import json
 import re
+import secrets
 import statistics
 import tempfile
 import time
@@ -46,6 +52,7 @@ import websockets
 
 from omnivox.audio.pcm import to_pcm16
 from omnivox.bench.cluster import cluster
+from omnivox.bench.realtime_pipeline import add_pipeline_arguments, asr_batch, pipeline_spec, stage_pids
 from omnivox.bench.realtime_webrtc import LOOPBACK_ENV, WebRtcCaller
 from omnivox.bench.record_flag import add_record_argument, cpu_seconds, record_env, recorded, wait_finished
 from omnivox.bench.table import percentile, print_table, write_json
@@ -89,6 +96,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--log-dir", help="keep the server logs here")
     add_record_argument(parser)
+    add_pipeline_arguments(parser)
 
 
 @dataclass
@@ -261,7 +269,8 @@ def _env(args: argparse.Namespace) -> dict[str, str]:
 
 def _describe(args: argparse.Namespace) -> str:
     llm = f"LLM {args.llm_url}" if args.llm_url else f"{args.llm} LLM"
-    return f"{llm}, {args.asr} ASR"
+    where = f", pipeline {args.pipeline}" if args.pipeline else ", in-process workers"
+    return f"{llm}, {args.asr} ASR{where}"
 
 
 COLUMNS = [
@@ -278,6 +287,8 @@ COLUMNS = [
     "TTS RTF",
     "gateway CPU % per session",
     "worker MB",
+    "MB/session",
+    "ASR batch",
     "rec MB/min",
     "errors",
     "real time",
@@ -340,6 +351,8 @@ def _row(transport: str, mode: str, users: int, record: str, result: dict[str, A
         result["tts_rtf"],
         result["gateway_cpu_pct"],
         result["worker_rss_mb"],
+        result["mb_per_session"],
+        result.get("asr_batch", "-"),
         rec["mb_per_min"] if rec else "-",
         len(result["errors"]),
         "yes" if result["real_time"] else "no",
@@ -352,13 +365,20 @@ def _one(args: argparse.Namespace, users: int, clips: list, extra_env: dict[str,
     if log_dir:
         log_dir.mkdir(parents=True, exist_ok=True)
     env = {**_env(args), **extra_env, **(LOOPBACK_ENV if args.transport_now == "webrtc" else {})}
-    with cluster(workers=workers, engine="cascade", log_dir=log_dir, **env) as c:
+    spec = pipeline_spec(args, users, log_dir) if args.pipeline else None
+    if spec:  # as serve --pipeline: a worker key, so the pipeline's sockets speak CurveZMQ
+        env.setdefault("OMNIVOX_WORKER_KEY", secrets.token_hex(16))
+    with cluster(workers=workers, engine="cascade", log_dir=log_dir, pipeline=spec, **env) as c:
         assert c.gateway is not None
         began, cpu0 = time.monotonic(), cpu_seconds(c.gateway.pid)
         stats = asyncio.run(_load(c.url, users, clips, args))
         wall = time.monotonic() - began
         rtf = _rtf(httpx.get(c.url + "/metrics", timeout=5).text)
         rss = [_rss_mb(w.pid) for w in c.workers]
+        view = c.pipeline_view() if spec else {}
+        shared = [_rss_mb(pid) for pid in stage_pids(view)]
+        if c.coordinator is not None:
+            shared.append(_rss_mb(c.coordinator.pid))
         wait_finished(Path(env["OMNIVOX_DATA_DIR"]))
         gateway_cpu = cpu_seconds(c.gateway.pid) - cpu0  # the recorder's work included, replays too
     v2v = [s for st in stats for s in st.v2v_s]
@@ -384,6 +404,10 @@ def _one(args: argparse.Namespace, users: int, clips: list, extra_env: dict[str,
         "asr_rtf": rtf.get("asr", float("nan")),
         "tts_rtf": rtf.get("tts", float("nan")),
         "worker_rss_mb": statistics.fmean(rss) if rss else float("nan"),
+        "stage_rss_mb": sum(shared),
+        "mb_per_session": (sum(rss) + sum(shared)) / users,
+        "asr_batch": asr_batch(view),
+        "stages": view.get("stages", []),
         "gateway_cpu_pct": 100 * gateway_cpu / wall / users,
         "errors": errors,
         "wall_s": wall,

@@ -182,7 +182,9 @@ class EngineSettings(BaseModel):
     """The engine a worker hosts."""
 
     engine: str = Field(
-        "cascade", description="cascade (voice: VAD+ASR+LLM+TTS), echo, tiny, transformers, minicpmo"
+        "cascade",
+        description="cascade (voice: VAD+ASR+LLM+TTS), pipeline (the cascade on shared pipeline stages), "
+        "echo, tiny, transformers, minicpmo",
     )
     model: str | None = Field(None, description="model directory for the transformers and minicpmo engines")
     device: str = "cpu"
@@ -302,6 +304,37 @@ class DuplexSettings(BaseModel):
     )
 
 
+class PipelineSettings(BaseModel):
+    """The staged pipeline (omnivox.pipeline): its spec, where its coordinator is, its timings."""
+
+    pipeline: str | None = Field(
+        None,
+        description="a pipeline spec (cascade, fanin, noop, or a TOML path): `serve` starts its "
+        "coordinator and local stages, and its workers use the `pipeline` engine",
+    )
+    coordinator: str | None = Field(
+        None, description="the pipeline coordinator (tcp://HOST:PORT) that stages and pipeline workers use"
+    )
+    coordinator_port: int = Field(0, ge=0, le=65535, description="the coordinator's port (0: a free one)")
+    stage_host: str = Field("127.0.0.1", description="address the coordinator and stages listen on")
+    stage_port: int = Field(0, ge=0, le=65535, description="a stage's port (0: a free one)")
+    stage_advertise: str | None = Field(None, description="the host name other machines reach a stage by")
+    pipeline_heartbeat_s: float = Field(0.2, gt=0, description="stage and client heartbeats")
+    pipeline_lost_after_s: float = Field(
+        3.0,
+        gt=0,
+        description="a stage silent this long (hung) is lost: its requests fail with stage_lost; a stage "
+        "that dies is lost as soon as its connection closes",
+    )
+    relay_max_payload_bytes: int = Field(64 * MiB, ge=1024, description="largest payload between stages")
+    relay_capacity_bytes: int = Field(
+        256 * MiB, ge=MiB, description="unread shared memory one process may hold (more: relay_full)"
+    )
+    relay_shared_memory: bool = Field(
+        True, description="pass arrays between processes of one host through shared memory (else frames)"
+    )
+
+
 class CommonSettings(BaseModel):
     """What every process needs: protocol limits, storage, logging, the worker key."""
 
@@ -327,6 +360,7 @@ class CommonSettings(BaseModel):
 # with it (not the gateway's own, nor each worker's address, which its command line gives).
 WORKER_ROLES: tuple[type[BaseModel], ...] = (
     EngineSettings,
+    PipelineSettings,
     VoiceSettings,
     RealtimeSettings,
     DuplexSettings,
@@ -336,6 +370,7 @@ WORKER_ROLES: tuple[type[BaseModel], ...] = (
 
 class Settings(
     CommonSettings,
+    PipelineSettings,
     DuplexSettings,
     RealtimeSettings,
     VoiceSettings,

@@ -303,3 +303,79 @@ class TicketCancelled(OmnivoxError):
     code = "ticket_cancelled"
     http_status = 409
     close_code = WS_NORMAL
+
+
+# ---- the staged pipeline (omnivox.pipeline): errors a request fails with, carried as data in
+# ``Failed{code}`` messages and raised on the client side. All leave the session usable: the next
+# turn is a new request.
+
+
+class PipelineError(OmnivoxError):
+    """A pipeline request failed (the base of the pipeline's errors, and what a stage's own failure
+    is reported as: ``code`` is the stage's error code). Server-side faults the session survives,
+    like a lost worker: 502, and close 1011 only if a protocol decides to close."""
+
+    code = "pipeline_error"
+    category = Category.RECOVERABLE
+    http_status = 502
+    close_code = WS_SERVER_ERROR
+
+
+class StageLost(PipelineError):
+    """A stage serving the request died or stopped heartbeating (or the coordinator restarted)."""
+
+    code = "stage_lost"
+
+
+class StageUnavailable(PipelineError):
+    """A stage the request needs is not registered (and did not come back in time)."""
+
+    code = "stage_unavailable"
+
+
+class PayloadTooLarge(PipelineError):
+    """A payload over the relay's size limit: refused before any copy."""
+
+    code = "payload_too_large"
+
+
+class RelayFull(PipelineError):
+    """The relay holds its limit of unread payloads (or the next hop's queue is full)."""
+
+    code = "relay_full"
+
+
+class PayloadLost(PipelineError):
+    """A payload disappeared before it was read (its producer died and its memory was freed)."""
+
+    code = "payload_lost"
+
+
+class BadPipelineMessage(PipelineError):
+    """A control message that does not decode: not MessagePack, an unknown type, a wrong field."""
+
+    code = "bad_message"
+
+
+PIPELINE_ERRORS: dict[str, type[PipelineError]] = {
+    cls.code: cls
+    for cls in (
+        PipelineError,
+        StageLost,
+        StageUnavailable,
+        PayloadTooLarge,
+        RelayFull,
+        PayloadLost,
+        BadPipelineMessage,
+    )
+}
+
+
+def pipeline_error(code: str, message: str) -> OmnivoxError:
+    """The error a ``Failed{code}`` stands for (a stage's own error codes keep their code)."""
+    cls = PIPELINE_ERRORS.get(code)
+    if cls is not None:
+        return cls(message)
+    err = PipelineError(message)
+    err.code = code  # type: ignore[misc]  # the stage's code, as data (e.g. engine_error)
+    return err

@@ -8,6 +8,7 @@ accepts it; never in a query string (which ends up in access logs).
 from __future__ import annotations
 
 import hmac
+import ipaddress
 from collections.abc import Iterable, Mapping
 
 INSECURE_KEY = "openai-insecure-api-key."
@@ -26,6 +27,16 @@ def offered_key(headers: Mapping[str, str], subprotocols: Iterable[str] = ()) ->
 def key_matches(offered: str | None, key: str) -> bool:
     """Constant-time comparison (no timing hint of how much of a guess was right)."""
     return offered is not None and hmac.compare_digest(offered.encode(), key.encode())
+
+
+def is_loopback(host: str) -> bool:
+    """Whether listening on ``host`` reaches this machine only (what may go without a key)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def bearer(key: str | None) -> dict[str, str]:

@@ -96,7 +96,7 @@ class CascadeEngine(Engine):
     def duplex_prepare(self, params: DuplexParams) -> DuplexReady:
         self.duplex_cleanup()
         voice = self.voice_profile().resolve_voice(params.voice)
-        self._duplex = CascadeDuplex(self.voice, params, voice, TurnParams())
+        self._duplex = CascadeDuplex(self.voice, params, voice, TurnParams(), speak=self.reply)
         notes = ()
         if params.mode == "omni" and not self._duplex.sees:
             notes = ("frames are accepted and ignored: the LLM does not see images",)

@@ -31,6 +31,7 @@ import queue
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -43,10 +44,12 @@ from omnivox.voice.echo.gate import EchoGate
 from omnivox.voice.listener import Heard, Listener
 from omnivox.voice.llm.base import LlmParams
 from omnivox.voice.llm.history import trim_history
-from omnivox.voice.reply import ReplyRequest, Spoken, Word, produce_reply
+from omnivox.voice.reply import ReplyPiece, ReplyRequest, Spoken, Word, produce_reply
 from omnivox.voice.stack import ASR_RATE, VoiceStack
 from omnivox.voice.turn.interruption import Cut, Decision, Interruption, Pause, Resume, Verdict
 from omnivox.voice.vad.turn import TurnParams
+
+Speak = Callable[[ReplyRequest, threading.Event], Iterator[ReplyPiece]]
 
 log = logging.getLogger(__name__)
 
@@ -81,8 +84,19 @@ class _Reply:
 class CascadeDuplex:
     """One duplex session on a loaded ``VoiceStack`` (not thread-safe: the engine thread drives it)."""
 
-    def __init__(self, stack: VoiceStack, params: DuplexParams, voice: str, turn: TurnParams) -> None:
+    def __init__(
+        self,
+        stack: VoiceStack,
+        params: DuplexParams,
+        voice: str,
+        turn: TurnParams,
+        speak: Speak | None = None,
+    ) -> None:
         self.stack = stack
+        # how a reply is produced: the stack's own LLM and TTS, or a staged pipeline's
+        self.speak: Speak = speak or (
+            lambda request, stop: produce_reply(stack.llm, stack.tts, request, stop)
+        )
         self.params = params
         self.voice = voice
         # the ASR is flushed early in a pause (at 60% of the silence that ends a turn), so the final
@@ -280,7 +294,7 @@ class CascadeDuplex:
 
     def _produce(self, reply: _Reply, request: ReplyRequest) -> None:
         try:
-            for piece in produce_reply(self.stack.llm, self.stack.tts, request, reply.stop):
+            for piece in self.speak(request, reply.stop):
                 if isinstance(piece, Word):
                     reply.words.append(piece.text)
                 elif isinstance(piece, Spoken):

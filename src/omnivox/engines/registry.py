@@ -105,6 +105,12 @@ def _cascade(settings: Settings) -> Engine:
     return CascadeEngine(build_stack)
 
 
+def _pipeline(settings: Settings) -> Engine:
+    from omnivox.engines.pipeline import PipelineEngine
+
+    return PipelineEngine(settings)
+
+
 ENGINES: dict[str, Callable[[Settings], Engine]] = {
     "echo": _echo,
     "tiny": _tiny,
@@ -112,6 +118,7 @@ ENGINES: dict[str, Callable[[Settings], Engine]] = {
     "cascade": _cascade,
     "minicpmo": _minicpmo,
     "local": _local,
+    "pipeline": _pipeline,
 }
 
 
@@ -120,6 +127,8 @@ def missing_packages(settings: Settings) -> list[MissingModelPackage]:
     a server checks this before it starts, so a missing package stops it with the pip command)."""
     if settings.engine == "cascade":
         return missing_models(settings)
+    if settings.engine == "pipeline":  # the worker's own: VAD (in a wheel) and smart-turn
+        return [m for m in missing_models(settings) if m.package == "pipecat-ai"]
     if settings.engine == "local":
         try:
             SMOLLM2_135M_GGUF.path()

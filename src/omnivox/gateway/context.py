@@ -13,6 +13,7 @@ from omnivox.gateway.metrics import GatewayMetrics
 from omnivox.gateway.scheduling.admission import Admission
 from omnivox.gateway.scheduling.health import HealthMonitor
 from omnivox.gateway.scheduling.pool import WorkerPool
+from omnivox.protocol.pipeline import PipelineReport
 from omnivox.recording.service import RecordingService
 
 
@@ -26,6 +27,8 @@ class GatewayContext:
     recordings: RecordingService | None = None  # None: this gateway records nothing (tests)
     sessions: SessionRegistry = field(default_factory=SessionRegistry)
     calls: CallRegistry = field(default_factory=CallRegistry)  # WebRTC calls in progress
+    pipeline: PipelineReport | None = None  # the pipeline coordinator's last report, if one reports
+    pipeline_at: float = 0.0  # monotonic time of that report
     limits: ClientLimits = field(init=False)
     client_keys: ClientKeys = field(init=False)  # ephemeral keys not spent yet
 

@@ -70,6 +70,51 @@ def worker_command(settings: Settings, gateway_url: str, port: int) -> list[str]
     return cmd
 
 
+def coordinator_command(settings: Settings, gateway_url: str, port: int) -> list[str]:
+    assert settings.pipeline
+    return [
+        sys.executable,
+        "-m",
+        "omnivox",
+        "coordinator",
+        "--pipeline",
+        settings.pipeline,
+        "--host",
+        settings.stage_host,
+        "--port",
+        str(port),
+        "--gateway",
+        gateway_url,
+        "--log-level",
+        settings.log_level,
+    ]
+
+
+async def supervise_coordinator(settings: Settings, gateway_url: str, restart_delay_s: float = 1.0) -> None:
+    """Run the pipeline coordinator (which starts and restarts its local stages) until cancelled."""
+    assert settings.coordinator is not None
+    port = int(settings.coordinator.rsplit(":", 1)[1])
+    while True:
+        proc = await asyncio.create_subprocess_exec(
+            *coordinator_command(settings, gateway_url, port),
+            env={**os.environ, **worker_env(settings)},
+            preexec_fn=die_with_parent,
+        )
+        log.info("pipeline %s: coordinator started (pid %d, port %d)", settings.pipeline, proc.pid, port)
+        try:
+            code = await proc.wait()
+        except asyncio.CancelledError:
+            with contextlib.suppress(ProcessLookupError):
+                proc.terminate()
+            try:
+                await asyncio.wait_for(proc.wait(), 15)
+            except TimeoutError:
+                proc.kill()
+            raise
+        log.warning("pipeline coordinator exited with %s; restarting in %.1fs", code, restart_delay_s)
+        await asyncio.sleep(restart_delay_s)
+
+
 async def supervise_workers(
     settings: Settings, gateway_url: str, count: int, restart_delay_s: float = 1.0
 ) -> None:

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import functools
-import ipaddress
 import logging
 import secrets
 
 import uvicorn
 
 from omnivox.core.config import Settings
+from omnivox.core.keys import is_loopback
 from omnivox.gateway.app import create_gateway_app
-from omnivox.gateway.local_workers import supervise_workers
+from omnivox.gateway.local_workers import _free_port, supervise_coordinator, supervise_workers
+
+__all__ = ["check_exposure", "is_loopback", "serve", "serve_settings"]
 
 
 def _run(settings: Settings, app: object) -> None:
@@ -28,15 +30,6 @@ def _run(settings: Settings, app: object) -> None:
 
 
 log = logging.getLogger(__name__)
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def check_exposure(settings: Settings) -> None:
@@ -78,9 +71,20 @@ def serve(settings: Settings) -> None:
     settings = serve_settings(settings)
     host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host
     gateway_url = f"http://{host}:{settings.port}"
-    hooks = (
-        [functools.partial(supervise_workers, settings, gateway_url, settings.workers)]
-        if settings.workers
-        else []
-    )
+    hooks = []
+    if settings.pipeline:
+        # the coordinator and its stages next to the gateway; the workers become light session
+        # hosts on the `pipeline` engine that share the stages' models
+        port = settings.coordinator_port or _free_port(settings.stage_host)
+        stage_host = "127.0.0.1" if settings.stage_host in ("0.0.0.0", "::") else settings.stage_host
+        settings = settings.model_copy(
+            update={
+                "engine": "pipeline",
+                "coordinator": f"tcp://{stage_host}:{port}",
+                "coordinator_port": port,
+            }
+        )
+        hooks.append(functools.partial(supervise_coordinator, settings, gateway_url))
+    if settings.workers:
+        hooks.append(functools.partial(supervise_workers, settings, gateway_url, settings.workers))
     _run(settings, create_gateway_app(settings, background=hooks))

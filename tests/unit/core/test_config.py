@@ -48,8 +48,50 @@ def test_cli_flags_map_to_settings():
     assert (s.gateway_url, s.worker_port, s.worker_host) == ("http://g:1", 9, "0.0.0.0")
 
 
+def test_pipeline_flags_map_to_settings():
+    s = settings_from_args(build_parser().parse_args(["serve", "--pipeline", "cascade", "--workers", "4"]))
+    assert (s.pipeline, s.workers) == ("cascade", 4)
+    args = ["stage", "asr", "--pipeline", "cascade", "--coordinator", "tcp://h:5", "--host", "0.0.0.0"]
+    parsed = build_parser().parse_args([*args, "--port", "7001", "--advertise", "gpu1", "--asr", "whisper"])
+    s = settings_from_args(parsed)
+    assert parsed.stage_name == "asr"
+    assert (s.coordinator, s.stage_host, s.stage_port, s.stage_advertise) == (
+        "tcp://h:5",
+        "0.0.0.0",
+        7001,
+        "gpu1",
+    )
+    parsed = build_parser().parse_args(
+        ["coordinator", "--pipeline", "noop", "--port", "7000", "--no-local-stages"]
+    )
+    assert (settings_from_args(parsed).coordinator_port, parsed.local_stages) == (7000, False)
+    s = settings_from_args(build_parser().parse_args(["worker", "--coordinator", "tcp://h:5"]))
+    assert s.coordinator == "tcp://h:5"
+
+
+def test_workers_and_stages_inherit_the_pipeline_settings():
+    from omnivox.gateway.local_workers import worker_env
+
+    env = worker_env(load_settings(None, pipeline="cascade", coordinator="tcp://127.0.0.1:5000"))
+    assert (
+        env["OMNIVOX_COORDINATOR"] == "tcp://127.0.0.1:5000" and env["OMNIVOX_RELAY_SHARED_MEMORY"] == "true"
+    )
+
+
 @pytest.mark.parametrize(
-    "argv", [[], ["serve"], ["gateway"], ["worker"], ["bench"], ["bench", "pool"], ["bench", "kv"]]
+    "argv",
+    [
+        [],
+        ["serve"],
+        ["gateway"],
+        ["worker"],
+        ["coordinator"],
+        ["stage"],
+        ["bench"],
+        ["bench", "pool"],
+        ["bench", "kv"],
+        ["bench", "pipeline"],
+    ],
 )
 def test_help_everywhere(argv):
     out = subprocess.run(

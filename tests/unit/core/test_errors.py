@@ -31,6 +31,8 @@ POLICY = [
     E.SessionIdle,
 ]
 SERVER = [E.WorkerLost, E.EngineFailure, E.IllegalTransition, E.InternalError]
+# a request through the staged pipeline failed: server-side, and the session goes on
+PIPELINE = [c for c in ERRORS if issubclass(c, E.PipelineError)]
 
 
 def test_worker_lost_is_recoverable_for_streaming():
@@ -44,7 +46,18 @@ def test_every_error_has_a_distinct_code():
 
 
 def test_the_groups_cover_every_error():
-    assert set(RECOVERABLE) | set(POLICY) | set(SERVER) | {E.TicketCancelled} == set(ERRORS)
+    assert set(RECOVERABLE) | set(POLICY) | set(SERVER) | set(PIPELINE) | {E.TicketCancelled} == set(ERRORS)
+
+
+@pytest.mark.parametrize("cls", PIPELINE, ids=lambda c: c.__name__)
+def test_pipeline_faults_are_recoverable_server_faults(cls):
+    assert not cls("x").fatal and cls.http_status == 502 and cls.close_code == E.WS_SERVER_ERROR
+
+
+def test_a_stage_s_failure_keeps_its_code_and_known_codes_their_class():
+    assert isinstance(E.pipeline_error("stage_lost", "gone"), E.StageLost)
+    err = E.pipeline_error("engine_error", "the model failed")
+    assert err.code == "engine_error" and not err.fatal
 
 
 @pytest.mark.parametrize("cls", RECOVERABLE, ids=lambda c: c.__name__)

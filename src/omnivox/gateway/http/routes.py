@@ -12,6 +12,7 @@ from omnivox.core.errors import OmnivoxError
 from omnivox.gateway.auth import allowed, offered_key, require, require_same_origin
 from omnivox.gateway.context import GatewayContext
 from omnivox.gateway.metrics import GatewayMetrics
+from omnivox.protocol.pipeline import PipelineReport
 from omnivox.protocol.workers import Registration, RegistrationReply, WorkerState, worker_base_url
 
 router = APIRouter()
@@ -26,7 +27,7 @@ async def health(request: Request) -> dict[str, Any]:
     pool = _ctx(request).pool
     states = [w.state for w in pool.workers.values()]
     usable = sum(1 for s in states if s is WorkerState.IDLE or s.busy)
-    return {
+    body: dict[str, Any] = {
         "status": "ok" if usable else "degraded",
         "version": __version__,
         "workers": len(states),
@@ -34,6 +35,26 @@ async def health(request: Request) -> dict[str, Any]:
         "workers_usable": usable,
         "queue_length": pool.queue_length,
     }
+    ctx = _ctx(request)
+    report = ctx.pipeline
+    if report is not None:
+        stale = _pipeline_stale(ctx)
+        body["pipeline"] = {
+            "name": report.pipeline,
+            "stages": len(report.stages),
+            "stages_alive": 0 if stale else report.alive,
+            "stale": stale,
+            "session_slots": pool.session_slots,
+            "session_slots_used": pool.slots_used(),
+        }
+    return body
+
+
+PIPELINE_STALE_S = 5.0  # a coordinator reports about every second: this long without one, it is gone
+
+
+def _pipeline_stale(ctx: GatewayContext) -> bool:
+    return ctx.pool.clock() - ctx.pipeline_at > PIPELINE_STALE_S
 
 
 def _refuse(err: OmnivoxError) -> HTTPException:
@@ -68,6 +89,31 @@ async def register(body: Registration, request: Request) -> RegistrationReply:
     return RegistrationReply(
         worker_id=worker.worker_id, heartbeat_interval_s=ctx.settings.heartbeat_interval_s
     )
+
+
+@router.post("/api/pipeline", dependencies=[Depends(require("worker"))])
+async def pipeline_report(body: PipelineReport, request: Request) -> dict[str, Any]:
+    """A pipeline coordinator reports its stages (about every second). Their session slots bound the
+    voice sessions its workers take at once: past them, sessions wait in the queue."""
+    ctx = _ctx(request)
+    ctx.pipeline, ctx.pipeline_at = body, ctx.pool.clock()
+    ctx.pool.set_session_slots(body.session_slots)
+    return {"ok": True}
+
+
+@router.get("/api/stages", dependencies=ADMIN)
+async def stages(request: Request) -> dict[str, Any]:
+    """The staged pipeline's stages and their load, as its coordinator last reported them."""
+    ctx = _ctx(request)
+    report = ctx.pipeline
+    if report is None:
+        return {"pipeline": None, "stages": []}
+    return {
+        **report.model_dump(mode="json"),
+        "reported_s_ago": round(ctx.pool.clock() - ctx.pipeline_at, 3),
+        "stale": _pipeline_stale(ctx),  # no report for a while: what it shows may be gone
+        "session_slots_used": ctx.pool.slots_used(),
+    }
 
 
 @router.get("/api/sessions", dependencies=ADMIN)

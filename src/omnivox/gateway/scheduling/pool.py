@@ -21,6 +21,9 @@ from omnivox.gateway.scheduling.states import WorkerState, check_transition
 from omnivox.protocol.workers import TASKS, Capabilities
 
 _KEEP: Any = object()  # release(): leave the cached hash as it is
+# sessions that hold a pipeline's session slot (the ASR's) for their life, on `pipeline` workers
+SLOTTED_TASKS = frozenset({"realtime", "audio_duplex", "omni_duplex"})
+PIPELINE_ENGINE = "pipeline"
 
 
 @dataclass(eq=False)
@@ -99,6 +102,9 @@ class WorkerPool:
         self._snapshot: dict[str, tuple[int, float]] | None = None
         self._plan: WaitPlan | None = None
         self._snapshot_at = 0.0
+        # sessions a staged pipeline serves at once (None: no pipeline reports a limit); voice
+        # sessions on pipeline workers past it wait in the queue
+        self.session_slots: int | None = None
 
     # ---- workers
 
@@ -247,6 +253,20 @@ class WorkerPool:
         if worker.state in (WorkerState.DUPLEX_ACTIVE, WorkerState.DUPLEX_PAUSED):
             self.set_state(worker, WorkerState.DUPLEX_PAUSED if paused else WorkerState.DUPLEX_ACTIVE)
 
+    def set_session_slots(self, slots: int | None) -> None:
+        """What the pipeline coordinator reports; more slots may let queued sessions through."""
+        if slots != self.session_slots:
+            self.session_slots = slots
+            self._touch()
+            self._dispatch()
+
+    def slots_used(self) -> int:
+        return sum(1 for w in self.workers.values() if self._holds_slot(w))
+
+    @staticmethod
+    def _holds_slot(worker: WorkerRecord) -> bool:
+        return worker.state.busy and worker.engine == PIPELINE_ENGINE and worker.task_type in SLOTTED_TASKS
+
     # ---- views
 
     @property
@@ -334,13 +354,19 @@ class WorkerPool:
             return
         stale: list[Ticket] = []
         matches: list[tuple[Ticket, WorkerRecord]] = []
+        free = None if self.session_slots is None else self.session_slots - self.slots_used()
         for ticket in self._queue.values():
             if not idle:
                 break
             if ticket.future.done():  # its waiter went away without cancelling
                 stale.append(ticket)
                 continue
-            worker = self._route(ticket, idle)
+            able = idle
+            if free is not None and free <= 0 and ticket.task_type in SLOTTED_TASKS:
+                able = [w for w in idle if w.engine != PIPELINE_ENGINE]  # no slot: it waits for one
+            worker = self._route(ticket, able)
+            if worker is not None and free is not None and ticket.task_type in SLOTTED_TASKS:
+                free -= worker.engine == PIPELINE_ENGINE
             if worker is not None:
                 idle.remove(worker)
                 matches.append((ticket, worker))

@@ -245,6 +245,54 @@ class WhisperAsr(StreamingAsr):
         self.decode_seconds += self.last_decode_s
         return hyp
 
+    def transcribe_batch(self, clips: Sequence[np.ndarray]) -> list[str]:
+        """Several clips (float32 at ``sample_rate``) in one batched decode: the encoder and decoder
+        run once over all of them (a pipeline ASR stage decodes every session's due transcript
+        together). All take the window of the longest; a clip too long for every short window goes
+        through ``transcribe``'s standard path on its own. Thread-safe with respect to this
+        instance's stream state (it touches none of it)."""
+        if not clips:
+            return []
+        audio = [
+            resample(c, self.sample_rate, WHISPER_RATE) if self.sample_rate != WHISPER_RATE and len(c) else c
+            for c in clips
+        ]
+        texts = [""] * len(audio)
+        short = [i for i, a in enumerate(audio) if len(a) and self.window_for(len(a) / WHISPER_RATE)]
+        for i, a in enumerate(audio):
+            if len(a) and i not in short:
+                texts[i] = self._decode_standard(a)[0]
+        if not short:
+            return texts
+        began = time.perf_counter()
+        window = max(self.window_for(len(audio[i]) / WHISPER_RATE) or 30.0 for i in short)
+        frames = round(window * _FRAMES_PER_S)
+        feats = [self.model.feature_extractor(audio[i]) for i in short]
+        batch = np.zeros((len(short), feats[0].shape[0], frames), np.float32)  # padded with 0, as one
+        for row, features in enumerate(feats):
+            n = min(frames, features.shape[-1])
+            batch[row, :, :n] = features[:, :n]
+        encoded = self.model.model.encode(ctranslate2.StorageView.from_array(batch), to_cpu=False)
+        longest = max(len(audio[i]) for i in short) / WHISPER_RATE
+        results = self.model.model.generate(
+            encoded,
+            [self._prompt] * len(short),
+            beam_size=self.beam_size,
+            max_length=min(len(self._prompt) + int(16 + 8 * longest), self.model.max_length),
+            return_scores=True,
+            return_no_speech_prob=True,
+            suppress_blank=True,
+            suppress_tokens=self._suppress,
+        )
+        for i, result in zip(short, results, strict=True):
+            tokens = [t for t in result.sequences_ids[0] if t < self._tokenizer.eot]
+            avg_logprob = result.scores[0] * len(tokens) / (len(tokens) + 1) if tokens else -10.0
+            if not (result.no_speech_prob > _NO_SPEECH and avg_logprob <= _LOW_LOGPROB):
+                texts[i] = _clean(self._tokenizer.decode(tokens))
+        self.decodes += 1
+        self.decode_seconds += time.perf_counter() - began
+        return texts
+
     def _decode_standard(self, audio: np.ndarray) -> Hypothesis:
         segments, _ = self.model.transcribe(
             audio,

@@ -30,6 +30,7 @@ class LlmParams:
         None  # "auto" | "none" | "required" | {"type": "function", ...}
     )
     parallel_tool_calls: bool | None = None
+    cache_slot: int | None = None  # a runtime with several KV slots: the one that holds this conversation
 
 
 @dataclass(frozen=True)

@@ -104,7 +104,9 @@ class LlamaCppLlm(ChatLlm):
     processing is about 1.5x faster on one thread, 2x on two, but greedy replies then part from a full
     recompute's at the first near-tie: in 5 of 12 60-token replies measured); ``request_options`` adds
     llama.cpp server request fields to every call (``repeat_penalty``, ``min_p``...);
-    ``ram_cache_mib`` lets llama.cpp keep other conversations' states in RAM (0: off: the slot only).
+    ``ram_cache_mib`` lets llama.cpp keep other conversations' states in RAM (0: off: the slot only);
+    ``parallel`` gives the server that many slots (each ``context_tokens`` long) and lets that many
+    calls run at once, batched by llama.cpp (a pipeline LLM stage serving many sessions).
     """
 
     vision = False
@@ -122,7 +124,10 @@ class LlamaCppLlm(ChatLlm):
         exact: bool = True,
         ram_cache_mib: int = 0,
         request_options: Mapping[str, Any] | None = None,
+        parallel: int = 1,
     ) -> None:
+        if parallel < 1:
+            raise ValueError("parallel must be >= 1")
         if threads < 1 or context_tokens < 64 or max_tokens < 1:
             raise ValueError("threads must be >= 1, context_tokens >= 64 and max_tokens >= 1")
         if max_sentences is not None and max_sentences < 1:
@@ -143,8 +148,8 @@ class LlamaCppLlm(ChatLlm):
 
         p = xllamacpp.CommonParams()
         p.model.path = str(path)
-        p.n_ctx = context_tokens
-        p.n_parallel = 1  # one slot: the conversation whose KV state is kept
+        p.n_ctx = context_tokens * parallel  # llama.cpp shares the context among its slots
+        p.n_parallel = parallel  # one slot per conversation whose KV state is kept
         p.n_batch = 512
         # llama.cpp's CPU kernels sum in an order that depends on how many tokens go through at once,
         # so a token's keys and values differ in the last bits between a batched prefill and
@@ -165,7 +170,9 @@ class LlamaCppLlm(ChatLlm):
             self._server: Any = xllamacpp.Server(p)
         except Exception as exc:  # a bad file, too little memory
             raise EngineFailure(f"llama.cpp could not load {path.name}: {exc}") from exc
-        self._slot = threading.Lock()  # held from a request's start until the server is done with it
+        # held from a request's start until the server is done with it (one per slot)
+        self._slot = threading.Semaphore(parallel)
+        self.parallel = parallel
         self._producer: threading.Thread | None = None
         self._recompute = False
         self.last_stats = LlamaCppStats()
@@ -182,17 +189,24 @@ class LlamaCppLlm(ChatLlm):
         request = self.request(messages, params)
         return self._run(request, stop, max_sentences=self.max_sentences)
 
-    def prefill(self, messages: Sequence[ChatMessage]) -> LlamaCppStats:
-        """Bring the slot to ``messages`` plus the generation prompt without replying (llama.cpp
-        samples one token, which is dropped), so the next ``stream`` of the same conversation
-        computes one token before it answers. Returns the counts, as ``last_stats``."""
-        request = self.request(messages, LlmParams(max_tokens=1))
+    def prefill(self, messages: Sequence[ChatMessage], slot: int | None = None) -> LlamaCppStats:
+        """Bring the slot (``slot``, or the one llama.cpp picks) to ``messages`` plus the generation
+        prompt without replying (llama.cpp samples one token, which is dropped), so the next
+        ``stream`` of the same conversation computes one token before it answers. Returns the
+        counts, as ``last_stats``."""
+        request = self.request(messages, LlmParams(max_tokens=1, cache_slot=slot))
         for _ in self._run(request, None, max_sentences=None):
             pass
         return self.last_stats
 
     def warm(self, messages: Sequence[ChatMessage]) -> None:
-        self.prefill(messages)
+        """Compute ``messages`` in every slot (with ``parallel`` slots, each new conversation then
+        computes only its own words, whichever slot it gets)."""
+        if self.parallel == 1:
+            self.prefill(messages)
+            return
+        for slot in range(self.parallel):
+            self.prefill(messages, slot)
 
     def reset(self) -> None:
         """Forget the kept state: the next call computes its whole prompt (to compare against a full
@@ -202,9 +216,12 @@ class LlamaCppLlm(ChatLlm):
         self._recompute = True
 
     def close(self) -> None:
-        """Free the model (waits for a request still in flight)."""
-        with self._slot:
-            self._server = None
+        """Free the model (waits for the requests still in flight)."""
+        for _ in range(self.parallel):
+            self._slot.acquire()
+        self._server = None
+        for _ in range(self.parallel):
+            self._slot.release()
 
     # ---- requests
 
@@ -225,6 +242,8 @@ class LlamaCppLlm(ChatLlm):
             body["top_p"] = p.top_p
         if p.stop_sequences:
             body["stop"] = list(p.stop_sequences)
+        if p.cache_slot is not None:
+            body["id_slot"] = p.cache_slot  # the slot whose KV state holds this conversation
         return body
 
     def _run(

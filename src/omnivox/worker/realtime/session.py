@@ -266,7 +266,14 @@ class RealtimeSession(SessionHandler):
         while True:
             job = await hearing.jobs.get()
             if isinstance(job, Feed):
-                for heard in await hearing.feed(job):
+                try:
+                    heard_now = await hearing.feed(job)
+                except OmnivoxError as err:
+                    if err.fatal:
+                        raise
+                    self.conn.error(err, keep_open=True)  # e.g. stage_lost: the next turn is heard again
+                    continue
+                for heard in heard_now:
                     await self.execute(self.turns.heard(heard, job.arrival, self._floor()))
                 if self.turns.interruption.due(hearing.listener.audio_ms):
                     await self._expire()

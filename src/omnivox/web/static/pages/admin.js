@@ -39,6 +39,35 @@ function renderWorkers(workers) {
   rows(document.getElementById("workers"), items, 7, "No workers registered.");
 }
 
+function renderStages(data) {
+  const section = document.getElementById("stages-section");
+  section.hidden = !data.pipeline;
+  if (!data.pipeline) return;
+  const used = data.session_slots_used ?? 0;
+  const slots = data.session_slots ?? "–";
+  const stale = data.stale ? ` (no report for ${seconds(data.reported_s_ago)})` : "";
+  document.getElementById("stages-summary").textContent =
+    `${data.pipeline}: ${used} of ${slots} session slots taken, ${data.clients} clients${stale}`;
+  const items = data.stages.map((s) => {
+    const load = s.load || {};
+    const steps = load.steps || load.batches || 0;
+    const items = load.decode_items || load.batch_items || 0;
+    const calls = load.decode_calls || steps;
+    return el(
+      "tr",
+      { "data-stage": s.name },
+      el("td", {}, el("code", { text: s.name }), el("div", { class: "muted", text: s.address || "" })),
+      el("td", { text: s.alive ? "alive" : "down" }),
+      el("td", { text: `${s.model} (${s.scheduler})` }),
+      el("td", { class: "num", text: load.slots_total ? `${load.slots_used || 0} / ${load.slots_total}` : "–" }),
+      el("td", { class: "num", text: String(load.queue ?? 0) }),
+      el("td", { class: "num", text: calls ? `${calls}, mean ${(items / calls).toFixed(2)}` : "–" }),
+      el("td", { class: "num", text: String(s.lost) }),
+    );
+  });
+  rows(document.getElementById("stages"), items, 7, "No stages.");
+}
+
 async function cancel(ticketId, button) {
   button.disabled = true;
   const resp = await request(`/api/queue/${encodeURIComponent(ticketId)}`, { method: "DELETE" });
@@ -129,11 +158,12 @@ function renderMetrics(text) {
 }
 
 async function refresh() {
-  const [workers, queue, sessions, metrics] = await Promise.all([
+  const [workers, queue, sessions, metrics, stages] = await Promise.all([
     getJson("/api/workers"),
     getJson("/api/queue"),
     getJson("/api/sessions"),
     request("/metrics", { text: true }),
+    getJson("/api/stages"),
   ]);
   const failed = [workers, queue, sessions, metrics].filter((r) => !r.ok);
   const locked = failed.some((r) => r.status === 401);
@@ -149,6 +179,7 @@ async function refresh() {
   if (queue.ok) renderQueue(queue.data);
   if (sessions.ok) renderSessions(sessions.data);
   if (metrics.ok) renderMetrics(metrics.data);
+  if (stages.ok) renderStages(stages.data);
   document.getElementById("updated").textContent = `Updated ${new Date().toLocaleTimeString()}`;
 }
 

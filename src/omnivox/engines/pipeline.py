@@ -1,0 +1,101 @@
+"""The ``pipeline`` engine: the cascade with its models on a staged pipeline's shared stages.
+
+A worker hosting it is a light session host: it keeps the cheap per-session models (silero VAD, the
+smart-turn end-of-turn model) and reaches the heavy ones through the coordinator (``coordinator``
+setting): its hearing holds one ASR slot for the session's life, each reply goes LLM -> TTS through
+the stages, a streaming turn's audio parts are one-shot ASR requests. Many workers share one set of
+batched models. Everything else (the conversation views, streaming turns, realtime and cascade
+duplex sessions) is the cascade engine's own code over these proxies.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterator
+
+from omnivox.core.config import Settings
+from omnivox.core.errors import EngineFailure
+from omnivox.engines.cascade import CascadeEngine
+from omnivox.engines.pipeline_voice import RemoteAsr, RemoteLlm, RemoteTts, pipeline_reply
+from omnivox.pipeline.client import PipelineClient
+from omnivox.pipeline.relay import relay_from
+from omnivox.voice.listener import Listener
+from omnivox.voice.llm.history import ReplyTemperature
+from omnivox.voice.reply import ReplyPiece, ReplyRequest
+from omnivox.voice.stack import ASR_RATE, VoiceStack, context_tokens, max_reply_tokens
+from omnivox.voice.vad.turn import TurnParams
+
+log = logging.getLogger(__name__)
+READY_TIMEOUT_S = 300.0  # the stages load their models (seconds each) while the worker waits
+
+
+class PipelineEngine(CascadeEngine):
+    name = "pipeline"
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(self._stack)
+        if not settings.coordinator:
+            raise ValueError("the pipeline engine needs --coordinator tcp://HOST:PORT")
+        self.settings = settings
+        self.client: PipelineClient | None = None
+
+    def load(self) -> None:
+        s = self.settings
+        assert s.coordinator is not None
+        self.client = PipelineClient(
+            s.coordinator,
+            name=f"worker-{os.getpid()}",
+            heartbeat_s=s.pipeline_heartbeat_s,
+            lost_after_s=max(1.5, 2 * s.pipeline_lost_after_s),
+            relay=relay_from(s),
+            key=s.key_for("worker"),
+        )
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.client.ready.is_set() and {"asr", "llm", "tts"} <= set(self.client.stages):
+                break
+            time.sleep(0.1)
+        else:
+            raise EngineFailure(f"the pipeline at {s.coordinator} has no asr, llm and tts stages running")
+        super().load()
+
+    def _stack(self) -> VoiceStack:
+        from omnivox.voice.turn.smart_turn import SmartTurn
+        from omnivox.voice.vad.silero import SileroVad
+
+        client, s = self.client, self.settings
+        assert client is not None
+        tts = client.stages["tts"].info
+        voices = tuple(tts.get("voices") or ())
+        default = str(tts.get("default_voice") or (voices[0] if voices else "default"))
+        vision = bool(client.stages["llm"].info.get("vision", False))
+        llm_settings = s if s.llm != "auto" or s.llm_url else s.model_copy(update={"llm": "local"})
+        return VoiceStack(
+            vad=SileroVad(ASR_RATE),
+            asr=RemoteAsr(client, ASR_RATE),
+            tts=RemoteTts(client, voices, default),
+            llm=RemoteLlm(client, vision),
+            turn=SmartTurn(),
+            system_prompt=s.system_prompt,
+            temperature=ReplyTemperature(s.llm_temperature_first, s.llm_temperature_later),
+            context_tokens=context_tokens(llm_settings),
+            max_reply_tokens=max_reply_tokens(llm_settings),
+        )
+
+    def open_listener(self, params: TurnParams | None, confirm_ms: float) -> Listener:
+        asr = self.voice.asr
+        assert isinstance(asr, RemoteAsr)
+        asr.open_stream()  # the session's ASR slot, for its life
+        return super().open_listener(params, confirm_ms)
+
+    def reply(self, request: ReplyRequest, stop: threading.Event) -> Iterator[ReplyPiece]:
+        assert self.client is not None
+        return pipeline_reply(self.client, request, stop, session=self.client.name)
+
+    def close(self) -> None:
+        super().close()
+        if self.client is not None:
+            self.client.close()

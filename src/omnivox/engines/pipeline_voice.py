@@ -1,0 +1,216 @@
+"""The voice models of a pipeline worker: proxies that do their work on the pipeline's stages.
+
+- ``RemoteAsr``: a ``StreamingAsr`` whose audio goes to the ASR stage. The session's hearing is one
+  request that holds an ASR slot from ``open_stream`` (the session's start) to ``reset`` (its end);
+  utterances are flushed inside it. A whole clip is a one-shot request (no slot).
+- ``pipeline_reply``: ``voice.reply``'s producer done by the stages: the reply enters at the LLM,
+  whose words stream to the TTS and back here while the TTS streams each sentence's audio back.
+  ``stop`` (a barge-in) aborts the request in every stage at once.
+- ``RemoteLlm`` and ``RemoteTts``: the stages as a ``ChatLlm`` and a ``StreamingTts`` on their own.
+
+A stage that is lost mid-session is one recoverable error (``stage_lost``), raised once: the hearing
+goes deaf (audio dropped, no transcripts) and reopens itself once the stage is back.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+
+from omnivox.core.errors import OmnivoxError, StageLost
+from omnivox.pipeline.client import PipelineClient, Request
+from omnivox.protocol.chat import ChatMessage
+from omnivox.voice.asr.base import Hypothesis, StreamingAsr, Transcript
+from omnivox.voice.llm.base import ChatLlm, LlmParams
+from omnivox.voice.reply import FirstToken, ReplyPiece, ReplyRequest, Spoken, Word
+from omnivox.voice.tts.base import StreamingTts
+
+RETRY_S = 1.0  # a deaf hearing tries to reopen at most this often
+FINAL_TIMEOUT_S = 30.0
+
+
+class RemoteAsr(StreamingAsr):
+    streaming = True
+
+    def __init__(self, client: PipelineClient, sample_rate: int = 16000, stage: str = "asr") -> None:
+        super().__init__()
+        self.client = client
+        self.sample_rate = sample_rate
+        self.stage = stage
+        self._request: Request | None = None
+        self._utterance = 0
+        self._partial: str | None = None  # newest partial of the current utterance not yet reported
+        self._finals: dict[int, str] = {}
+        self._deaf_until = 0.0  # after a failure: drop audio until then, then try to reopen
+
+    def open_stream(self) -> None:
+        """Take an ASR slot for this session (waits in the stage if all are taken)."""
+        if self._request is None or self._request.finished:
+            self._request = self.client.submit({}, entries=[self.stage], exits=[self.stage])
+            self._finals.clear()
+
+    # ---- StreamingAsr hooks
+
+    def _process(self, audio: np.ndarray) -> Hypothesis | None:
+        request = self._live()
+        if request is None:
+            return None
+        request.stream({"audio": np.ascontiguousarray(audio, np.float32)})
+        self._poll(request, None)
+        partial, self._partial = self._partial, None
+        return (partial, ()) if partial else None
+
+    def _end(self) -> Hypothesis:
+        request = self._live()
+        n = self._utterance
+        self._utterance += 1
+        if request is None:
+            return ("", ())
+        request.stream({"flush": n})
+        text = self._poll(request, n)
+        return (text or "", ())
+
+    def _abandon(self) -> None:
+        request = self._live()
+        self._utterance += 1
+        if request is not None:
+            request.stream({"drop": True})
+
+    def _reset_session(self) -> None:
+        request, self._request = self._request, None
+        if request is not None:
+            request.close()  # the stage frees the slot
+        self._utterance, self._partial, self._deaf_until = 0, None, 0.0
+        self._finals.clear()
+
+    def transcribe(self, audio: np.ndarray, frame_ms: float = 20.0) -> Transcript:
+        """A whole clip: one request, no slot."""
+        clip = {"clip": np.ascontiguousarray(audio, np.float32)}
+        request = self.client.submit(clip, entries=[self.stage], exits=[self.stage])
+        text = ""
+        for event in request.events():
+            if event.kind == "result":
+                text = str(event.values.get("text", ""))
+        return Transcript(text, (), True, self.audio_ms)
+
+    # ---- internals
+
+    def _live(self) -> Request | None:
+        """The hearing request, reopened after a failure once the retry time has come."""
+        if self._request is not None and not self._request.finished:
+            return self._request
+        if time.monotonic() < self._deaf_until:
+            return None
+        try:
+            self._request = None
+            self.open_stream()
+        except OmnivoxError:
+            self._deaf_until = time.monotonic() + RETRY_S
+            return None
+        return self._request
+
+    def _poll(self, request: Request, want: int | None) -> str | None:
+        """Take what came back; with ``want``, wait for that utterance's final transcript."""
+        deadline = time.monotonic() + FINAL_TIMEOUT_S
+        while True:
+            if want is not None and want in self._finals:
+                return self._finals.pop(want)
+            try:
+                event = request.next(0.0 if want is None else 0.05)
+            except OmnivoxError:
+                self._request = None
+                self._deaf_until = time.monotonic() + RETRY_S
+                raise
+            if event is not None:
+                values = event.values
+                if "final" in values:
+                    self._finals[int(values["utterance"])] = str(values["final"])
+                elif "partial" in values and int(values["utterance"]) == self._utterance:
+                    self._partial = str(values["partial"])
+                continue
+            if want is None:
+                return None
+            if time.monotonic() > deadline:
+                raise StageLost(f"the {self.stage} stage sent no transcript in {FINAL_TIMEOUT_S:.0f} s")
+
+
+def pipeline_reply(
+    client: PipelineClient, request: ReplyRequest, stop: threading.Event, session: str | None = None
+) -> Iterator[ReplyPiece]:
+    """``voice.reply.produce_reply`` through the stages (see the module doc). ``session`` names the
+    conversation, so the LLM stage computes it in the KV slot that already holds it."""
+    values = {
+        "session": session,
+        "messages": [m.model_dump(mode="json") for m in request.messages],
+        "temperature": request.llm.temperature,
+        "max_tokens": request.llm.max_tokens,
+        "tts": {"voice": request.voice, "speed": request.speed},
+    }
+    began = time.monotonic()
+    pending = client.submit(values, entries=["llm"], exits=["llm", "tts"] if request.speak else ["llm"])
+    first = True
+    try:
+        for event in pending.events(stop):
+            if event.kind != "stream" or stop.is_set():
+                continue
+            v = event.values
+            if "word" in v:
+                if first:
+                    yield FirstToken(time.monotonic() - began)
+                    first = False
+                yield Word(str(v["word"]))
+            elif "audio" in v:
+                audio = np.asarray(v["audio"], np.float32)
+                yield Spoken(
+                    str(v.get("text", "")),
+                    audio,
+                    float(v.get("synth_s", 0.0)),
+                    bool(v.get("starts_sentence")),
+                )
+    finally:
+        if not pending.finished:
+            pending.abort("stopped")
+
+
+class RemoteLlm(ChatLlm):
+    def __init__(self, client: PipelineClient, vision: bool = False) -> None:
+        self.client = client
+        self.name = "pipeline:llm"
+        self.vision = vision
+
+    def stream(
+        self,
+        messages: Sequence[ChatMessage],
+        params: LlmParams | None = None,
+        stop: threading.Event | None = None,
+    ) -> Iterator[str]:
+        p = params or LlmParams()
+        request = ReplyRequest(list(messages), p, speak=False)
+        for piece in pipeline_reply(self.client, request, stop or threading.Event()):
+            if isinstance(piece, Word):
+                yield piece.text
+
+
+class RemoteTts(StreamingTts):
+    def __init__(self, client: PipelineClient, voices: tuple[str, ...], default_voice: str) -> None:
+        self.client = client
+        self._voices = voices or (default_voice,)
+        self.default_voice = default_voice
+
+    @property
+    def voices(self) -> tuple[str, ...]:
+        return self._voices
+
+    def _synthesize(self, text: str, voice: str, stop: threading.Event, speed: float) -> Iterator[np.ndarray]:
+        values = {"text": text, "tts": {"voice": voice, "speed": speed}}
+        request = self.client.submit(values, entries=["tts"], exits=["tts"])
+        try:
+            for event in request.events(stop):
+                if event.kind == "stream" and "audio" in event.values:
+                    yield np.asarray(event.values["audio"], np.float32)
+        finally:
+            if not request.finished:
+                request.abort("stopped")
