@@ -13,6 +13,7 @@ from omnivox.core.config import (
     DuplexSettings,
     EngineSettings,
     GatewaySettings,
+    PipelineSettings,
     RealtimeSettings,
     RecordingSettings,
     ServerSettings,
@@ -185,6 +186,7 @@ def test_every_field_of_settings_belongs_to_exactly_one_section():
         VoiceSettings,
         RealtimeSettings,
         DuplexSettings,
+        PipelineSettings,
         CommonSettings,
     )
     seen: dict[str, str] = {}
