@@ -85,10 +85,11 @@ def test_env_does_not_change_the_production_intervals_table():
 
 
 def test_describe():
-    assert bench._describe(parse()) == "local LLM, whisper ASR"
+    assert bench._describe(parse()) == "local LLM, whisper ASR, in-process workers"
     assert bench._describe(parse("--llm-url", "http://x/v1", "--asr", "pocketsphinx")) == (
-        "LLM http://x/v1, pocketsphinx ASR"
+        "LLM http://x/v1, pocketsphinx ASR, in-process workers"
     )
+    assert bench._describe(parse("--pipeline", "cascade")).endswith(", pipeline cascade")
 
 
 # ---- real-time factors from /metrics
@@ -143,6 +144,7 @@ def result(**over):
         "tts_rtf": 0.3,
         "gateway_cpu_pct": 1.5,
         "worker_rss_mb": 400.0,
+        "mb_per_session": 450.0,
         "errors": ["timeout", "timeout"],
         "real_time": False,
     }
@@ -157,6 +159,18 @@ def test_a_row_has_a_cell_per_column():
     assert cells["transport"] == "websocket" and cells["callers"] == 4 and cells["record"] == "off"
     assert cells["errors"] == 2 and cells["real time"] == "no" and cells["rec MB/min"] == "-"
     assert cells["v2v p95 ms"] == 900.0 and cells["TTS RTF"] == 0.3
+    assert cells["MB/session"] == 450.0 and cells["ASR batch"] == "-"  # in-process: no batches
+
+
+def test_a_pipeline_run_shows_its_asr_batch_occupancy():
+    cells = dict(
+        zip(
+            bench.COLUMNS,
+            bench._row("websocket", "server_vad", 8, "off", result(asr_batch="1.2 (4)")),
+            strict=True,
+        )
+    )
+    assert cells["ASR batch"] == "1.2 (4)"
 
 
 def test_a_recorded_run_shows_its_megabytes_per_minute():
