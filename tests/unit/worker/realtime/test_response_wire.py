@@ -27,15 +27,15 @@ def plan(
     text: str = "",
 ) -> ResponsePlan:
     item = Item("assistant", speak, text=text, id="item_1")
-    request = ReplyRequest(messages=list(MESSAGES), llm=LlmParams(max_tokens=max_tokens), speak=speak, voice=voice)
+    llm = LlmParams(max_tokens=max_tokens)
+    request = ReplyRequest(messages=list(MESSAGES), llm=llm, speak=speak, voice=voice)
     return ResponsePlan("resp_1", item, request, in_conversation=in_conversation, metadata=metadata)
 
 
 def obj(p: ResponsePlan, status: str, outputs: list[Item] | None = None, **kw) -> dict:
     figures = kw.pop("figures", Figures())
-    return response_object(
-        p, figures, status, [p.item] if outputs is None else outputs, kw.pop("audio_ms", 0.0), kw.pop("reported", None)
-    )
+    items = [p.item] if outputs is None else outputs
+    return response_object(p, figures, status, items, kw.pop("audio_ms", 0.0), kw.pop("reported", None))
 
 
 def test_the_plan_is_audio_when_the_request_speaks():
