@@ -204,9 +204,9 @@ class SessionConfig(_Strict):
 def _beta_to_ga(patch: dict[str, Any]) -> dict[str, Any]:
     """Move the flat beta fields of a session patch to their GA places."""
     out = {k: v for k, v in patch.items() if k not in _BETA_FIELDS}
-    audio: dict[str, Any] = dict(out.get("audio") or {})
-    inp: dict[str, Any] = dict(audio.get("input") or {})
-    outp: dict[str, Any] = dict(audio.get("output") or {})
+    audio = _object(out.get("audio"), "session.audio")
+    inp = _object(audio.get("input"), "session.audio.input")
+    outp = _object(audio.get("output"), "session.audio.output")
     if "modalities" in patch:
         # beta allowed ["text", "audio"]: audio output always carries its transcript
         mods = patch["modalities"] or []
@@ -234,6 +234,15 @@ def _beta_to_ga(patch: dict[str, Any]) -> dict[str, Any]:
     if audio:
         out["audio"] = audio
     return out
+
+
+def _object(value: object, param: str) -> dict[str, Any]:
+    """A copy of a patch's nested object (absent or null: empty); anything else is refused."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InvalidMessage(f"invalid {param}: expected an object", param=param)
+    return dict(value)
 
 
 _BETA_FIELDS = frozenset(

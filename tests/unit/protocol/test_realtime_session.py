@@ -346,3 +346,18 @@ def test_a_transcription_session_always_transcribes_and_reports_its_own_shape() 
         }
     )
     assert [p for p, _ in said] == ["session.audio.input.noise_reduction", "session.tracing"]
+
+
+@pytest.mark.parametrize(
+    ("patch", "param"),
+    [
+        ({"audio": "x"}, "session.audio"),
+        ({"audio": 5}, "session.audio"),
+        ({"audio": {"input": "x"}}, "session.audio.input"),
+        ({"audio": {"output": 7}}, "session.audio.output"),
+    ],
+)
+def test_an_audio_object_of_the_wrong_shape_is_an_invalid_event_naming_it(patch, param):
+    with pytest.raises(InvalidMessage) as err:
+        apply_update(SessionConfig(), patch)
+    assert err.value.details["param"] == param
