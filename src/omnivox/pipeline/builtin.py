@@ -5,7 +5,9 @@
   flight); ``options.stream`` streams the input that many times first.
 - ``echo``: a stream in, the same chunks out, then the number of chunks as the result (streaming).
 - ``count``: an AR stage whose "model" counts: request ``{"tokens": n}`` streams 0..n-1 (ar).
-- ``fail``: every request fails with ``engine_error``.
+- ``fail``: every request fails with ``engine_error`` (on every scheduler).
+
+On the ``ar`` scheduler every other model counts, on ``streaming`` every other model echoes.
 """
 
 from __future__ import annotations
@@ -64,13 +66,16 @@ class _Echo:
 class EchoHandler:
     """A stream handler that says back what it hears (the streaming scheduler's test model)."""
 
-    def __init__(self) -> None:
+    def __init__(self, fail: bool = False) -> None:
         self.resets: list[int] = []
+        self.fail = fail
 
     def needs_slot(self, data: Values) -> bool:
         return not data.get("oneshot", False)
 
     def open(self, slot: int | None, data: Values) -> _Echo:
+        if self.fail:
+            _fail(data)
         state = _Echo(slot)
         if data.get("oneshot"):
             state.chunks.append(data)
@@ -115,11 +120,14 @@ class _Count:
 class CountRunner:
     """An AR runner without a model: request ``{"tokens": n}`` decodes 0, 1, ..., n-1."""
 
-    def __init__(self) -> None:
+    def __init__(self, fail: bool = False) -> None:
         self.live = 0
         self.batches: list[int] = []
+        self.fail = fail
 
     def prefill(self, data: Values) -> _Count:
+        if self.fail:
+            _fail(data)
         goal = int(data.get("tokens", 4))
         if goal < 1:
             raise ValueError("tokens must be >= 1")
@@ -148,9 +156,9 @@ def build_builtin(spec: StageSpec) -> Scheduler | None:
     options = spec.options
     info = {"model": spec.model}
     if spec.scheduler == "ar":
-        return ARScheduler(CountRunner(), max_running=spec.batch, info=info)
+        return ARScheduler(CountRunner(fail=spec.model == "fail"), max_running=spec.batch, info=info)
     if spec.scheduler == "streaming":
-        return StreamingScheduler(EchoHandler(), spec.slots, info=info)
+        return StreamingScheduler(EchoHandler(fail=spec.model == "fail"), spec.slots, info=info)
     compute = _fail if spec.model == "fail" else _noop(options)
     if spec.scheduler == "parallel":
         sleep_s = float(options.get("sleep_ms", 0)) / 1000

@@ -129,11 +129,11 @@ class Relay:
         arrays: dict[str, ArrayRef] = {}
         frames: list[Buffer] = []
         for path, value in found:
-            array = np.ascontiguousarray(value)
+            array = np.ascontiguousarray(value).reshape(np.shape(value))  # a 0-d array stays 0-d
             if array.dtype.name not in DTYPES:
                 raise TypeError(f"the relay does not carry {array.dtype.name} arrays ({'/'.join(path)})")
             key = _SEP.join(path)
-            if same_host and self.use_shm and array.nbytes >= self.shm_min_bytes:
+            if same_host and self.use_shm and array.nbytes and array.nbytes >= self.shm_min_bytes:
                 arrays[key] = self._to_segment(array)
             else:
                 arrays[key] = ArrayRef(array.dtype.name, array.shape, array.nbytes, frame=len(frames))

@@ -99,7 +99,7 @@ def test_noop_parallel_gives_the_input_back() -> None:
     assert run_one(s, new("r", v=[1, 2])) == [OutgoingMessage("r", "result", {"v": [1, 2]})]
 
 
-@pytest.mark.parametrize("scheduler", ["simple", "parallel"])
+@pytest.mark.parametrize("scheduler", ["simple", "parallel", "ar", "streaming"])
 def test_fail_fails_every_request_with_engine_error(scheduler: str) -> None:
     s = build_builtin(stage("fail", scheduler))
     assert s is not None

@@ -264,3 +264,18 @@ def test_unpacked_meta_is_not_the_payload_meta() -> None:
     out = relay.unpack(payload, frames)
     out["text"] = "changed"
     assert payload.meta == {"text": "x"}
+
+
+@pytest.mark.parametrize("same_host", [True, False])
+def test_a_scalar_array_keeps_its_zero_dimensions(same_host: bool) -> None:
+    writer, reader = Relay(shm_min_bytes=0), Relay()
+    payload, frames = writer.pack({"a": np.array(7, np.int64)}, same_host=same_host)
+    out = reader.unpack(payload, [bytes(f) for f in frames])["a"]
+    assert out.shape == () and int(out) == 7
+
+
+def test_an_empty_array_never_becomes_a_segment() -> None:
+    writer, reader = Relay(shm_min_bytes=0), Relay()
+    payload, frames = writer.pack({"a": np.zeros((0, 3), np.float32)}, same_host=True)
+    assert payload.arrays["a"].segment is None and writer.segments_created == 0
+    assert reader.unpack(payload, [bytes(f) for f in frames])["a"].shape == (0, 3)
