@@ -57,7 +57,7 @@ class TransformersEngine(Engine):
         self._cache: Any = None
         self._rng = torch.Generator(device=self.device).manual_seed(seed)
         self._mask: torch.Tensor | None = None
-        forward = _forward_params(model)
+        forward = forward_params(model)
         self._pass_logits_to_keep = "logits_to_keep" in forward
         # transformers 5 renamed the cache argument (and warns about the old name until it drops it)
         self._cache_arg = "cache" if "cache" in forward else "past_key_values"
@@ -291,7 +291,8 @@ def _new_cache(model: Any) -> Any:
         return DynamicCache()
 
 
-def _forward_params(model: Any) -> set[str]:
+def forward_params(model: Any) -> set[str]:
+    """The keyword arguments ``model.forward`` takes (transformers renames some between versions)."""
     import inspect
 
     return set(inspect.signature(model.forward).parameters)

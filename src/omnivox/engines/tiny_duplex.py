@@ -31,6 +31,7 @@ from omnivox.core.errors import InvalidAudio, InvalidMessage, PrefillRequired
 from omnivox.engines.base import OUTPUT_SAMPLE_RATE
 from omnivox.engines.byte_codec import VOCAB_SIZE, ByteChatCodec, tiny_qwen2_config
 from omnivox.engines.duplex import INPUT_SAMPLE_RATE, DuplexParams, DuplexReady, DuplexUnit
+from omnivox.engines.hf import forward_params
 
 # The text codec's ids (bytes 0-255, role markers 256-259), then the duplex specials.
 UNIT, LISTEN, SPEAK, CHUNK_END, TURN_END = range(VOCAB_SIZE, VOCAB_SIZE + 5)
@@ -78,7 +79,7 @@ class TinyDuplexModel:
             self.patch_pos = _randn((patches, hidden_size), dtype, device) * 0.2
         self.dtype = dtype
         self.device = torch.device(device)
-        forward = _forward_params(self.lm)
+        forward = forward_params(self.lm)
         # transformers 5 renamed the cache argument (and warns about the old name).
         self._cache_arg = "cache" if "cache" in forward else "past_key_values"
         self._logits_to_keep = "logits_to_keep" in forward
@@ -362,9 +363,3 @@ def _tone(byte: int) -> np.ndarray:
 
 def _randn(shape: tuple[int, ...], dtype: torch.dtype, device: str) -> torch.Tensor:
     return torch.randn(shape, dtype=dtype).to(device)
-
-
-def _forward_params(model: Any) -> set[str]:
-    import inspect
-
-    return set(inspect.signature(model.forward).parameters)

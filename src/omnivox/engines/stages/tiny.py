@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from omnivox.core.config import Settings
-from omnivox.engines.hf import ChatCodec
+from omnivox.engines.hf import ChatCodec, forward_params
 from omnivox.pipeline.schedulers.ar import ARScheduler
 from omnivox.pipeline.schedulers.simple import SimpleScheduler
 from omnivox.pipeline.spec import StageSpec
@@ -52,6 +52,8 @@ class TinyRunner:
         gen = torch.Generator().manual_seed(seed + 1)
         self.soft = torch.randn(EMBED, hidden, generator=gen, dtype=model.dtype) / EMBED**0.5
         self.live = 0
+        # transformers 5.24 renamed the cache argument; an older one ignores the new name
+        self._cache_arg = "cache" if "cache" in forward_params(model) else "past_key_values"
 
     def prefill(self, data: Values) -> Decoding:
         messages = data.get("messages")
@@ -95,7 +97,11 @@ class TinyRunner:
         positions = torch.tensor([[s.length] for s in states])
         with torch.no_grad():
             out = self.model(
-                input_ids=inputs, cache=cache, attention_mask=mask, position_ids=positions, use_cache=True
+                input_ids=inputs,
+                attention_mask=mask,
+                position_ids=positions,
+                use_cache=True,
+                **{self._cache_arg: cache},
             )
         new = out.past_key_values if getattr(out, "past_key_values", None) is not None else cache
         for row, s in enumerate(states):
@@ -132,7 +138,7 @@ class TinyRunner:
         from transformers import DynamicCache
 
         cache = DynamicCache(config=self.model.config)
-        out = self.model(inputs_embeds=inputs, cache=cache, use_cache=True)
+        out = self.model(inputs_embeds=inputs, use_cache=True, **{self._cache_arg: cache})
         kv = out.past_key_values if getattr(out, "past_key_values", None) is not None else cache
         return [(layer.keys.clone(), layer.values.clone()) for layer in kv.layers]
 
