@@ -13,6 +13,7 @@ import logging
 import os
 import socket
 import sys
+from collections.abc import Callable
 
 from omnivox.core.config import WORKER_ROLES, Settings
 
@@ -95,22 +96,14 @@ async def supervise_coordinator(settings: Settings, gateway_url: str, restart_de
     assert settings.coordinator is not None
     port = int(settings.coordinator.rsplit(":", 1)[1])
     while True:
-        proc = await asyncio.create_subprocess_exec(
-            *coordinator_command(settings, gateway_url, port),
-            env={**os.environ, **worker_env(settings)},
-            preexec_fn=die_with_parent,
+        code = await _run_child(
+            coordinator_command(settings, gateway_url, port),
+            worker_env(settings),
+            15,
+            lambda pid: log.info(
+                "pipeline %s: coordinator started (pid %d, port %d)", settings.pipeline, pid, port
+            ),
         )
-        log.info("pipeline %s: coordinator started (pid %d, port %d)", settings.pipeline, proc.pid, port)
-        try:
-            code = await proc.wait()
-        except asyncio.CancelledError:
-            with contextlib.suppress(ProcessLookupError):
-                proc.terminate()
-            try:
-                await asyncio.wait_for(proc.wait(), 15)
-            except TimeoutError:
-                proc.kill()
-            raise
         log.warning("pipeline coordinator exited with %s; restarting in %.1fs", code, restart_delay_s)
         await asyncio.sleep(restart_delay_s)
 
@@ -123,23 +116,34 @@ async def supervise_workers(
     async def keep_one(index: int) -> None:
         port = settings.worker_port + index if settings.worker_port else _free_port(settings.worker_host)
         while True:
-            proc = await asyncio.create_subprocess_exec(
-                *worker_command(settings, gateway_url, port),
-                env={**os.environ, **worker_env(settings)},
-                preexec_fn=die_with_parent,
+            code = await _run_child(
+                worker_command(settings, gateway_url, port),
+                worker_env(settings),
+                10,
+                lambda pid: log.info("local worker %d started (pid %d, port %d)", index, pid, port),
             )
-            log.info("local worker %d started (pid %d, port %d)", index, proc.pid, port)
-            try:
-                code = await proc.wait()
-            except asyncio.CancelledError:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.terminate()
-                try:
-                    await asyncio.wait_for(proc.wait(), 10)
-                except TimeoutError:
-                    proc.kill()
-                raise
             log.warning("local worker %d exited with %s; restarting in %.1fs", index, code, restart_delay_s)
             await asyncio.sleep(restart_delay_s)
 
     await asyncio.gather(*(keep_one(i) for i in range(count)))
+
+
+async def _run_child(
+    command: list[str], env: dict[str, str], grace_s: float, started: Callable[[int], None]
+) -> int | None:
+    """Run one child process (dying with this one) until it exits; its exit code. Cancelled: it is
+    asked to terminate, and killed after ``grace_s``."""
+    proc = await asyncio.create_subprocess_exec(
+        *command, env={**os.environ, **env}, preexec_fn=die_with_parent
+    )
+    started(proc.pid)
+    try:
+        return await proc.wait()
+    except asyncio.CancelledError:
+        with contextlib.suppress(ProcessLookupError):
+            proc.terminate()
+        try:
+            await asyncio.wait_for(proc.wait(), grace_s)
+        except TimeoutError:
+            proc.kill()
+        raise
