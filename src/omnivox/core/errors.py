@@ -20,6 +20,7 @@ WS_NORMAL = 1000
 WS_POLICY = 1008
 WS_TOO_BIG = 1009
 WS_SERVER_ERROR = 1011
+WS_TRY_AGAIN_LATER = 1013
 
 
 class OmnivoxError(Exception):
@@ -274,6 +275,25 @@ class WorkerBusy(OmnivoxError):
     code = "worker_busy"
     http_status = 409
     close_code = WS_POLICY
+
+
+class StaleAssignment(OmnivoxError):
+    """A worker was offered a session older than one it has seen (its fencing epoch is stale: the
+    gateway that sends it paused past its lease and its assignment went to someone else), or a
+    second session for the one it serves."""
+
+    code = "stale_assignment"
+    http_status = 409
+    close_code = WS_POLICY
+
+
+class StoreUnavailable(OmnivoxError):
+    """The scheduler store (Redis) cannot be reached: no new session is admitted until it is back
+    (sessions already running go on)."""
+
+    code = "service_unavailable"
+    http_status = 503
+    close_code = WS_TRY_AGAIN_LATER
 
 
 class EngineFailure(OmnivoxError):

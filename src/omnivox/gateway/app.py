@@ -24,7 +24,9 @@ from omnivox.gateway.recording import recording_service, retention
 from omnivox.gateway.scheduling.admission import Admission
 from omnivox.gateway.scheduling.eta import DurationModel
 from omnivox.gateway.scheduling.health import HealthMonitor
+from omnivox.gateway.scheduling.memory_store import MemoryStore
 from omnivox.gateway.scheduling.pool import WorkerPool
+from omnivox.gateway.scheduling.store import SchedulerStore
 from omnivox.protocol.workers import worker_base_url
 
 Hook = Callable[[], Awaitable[None]]
@@ -32,16 +34,11 @@ Hook = Callable[[], Awaitable[None]]
 
 def create_gateway_app(settings: Settings, background: list[Hook] | None = None) -> FastAPI:
     """Build the gateway. ``background`` coroutines run for the app's life (e.g. local workers)."""
-    durations = DurationModel(alpha=settings.eta_ema_alpha, min_samples=settings.eta_min_samples)
-    pool = WorkerPool(
-        max_queue_size=settings.max_queue_size, durations=durations, max_workers=settings.max_workers
-    )
-    for url in settings.worker_urls:
-        pool.add_worker(worker_base_url(url))
+    store = build_store(settings)
     metrics = GatewayMetrics()
-    admission = Admission(pool, metrics, settings.queue_update_interval_s)
+    admission = Admission(store, metrics, settings.queue_update_interval_s)
     health = HealthMonitor(
-        pool,
+        store,
         interval_s=settings.health_interval_s,
         timeout_s=settings.health_timeout_s,
         offline_after=settings.offline_after_failures,
@@ -51,7 +48,7 @@ def create_gateway_app(settings: Settings, background: list[Hook] | None = None)
     recorder = recording_service(settings, metrics)
     ctx = GatewayContext(
         settings=settings,
-        pool=pool,
+        store=store,
         metrics=metrics,
         admission=admission,
         health=health,
@@ -60,6 +57,9 @@ def create_gateway_app(settings: Settings, background: list[Hook] | None = None)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await store.start()
+        for url in settings.worker_urls:
+            await store.register(worker_base_url(url))
         jobs = [admission.run(), health.run(), retention(recorder, settings, metrics)]
         tasks = [asyncio.create_task(job) for job in jobs] + [
             asyncio.create_task(h()) for h in background or []
@@ -71,6 +71,7 @@ def create_gateway_app(settings: Settings, background: list[Hook] | None = None)
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            await store.close()
             # the sessions have ended: their recordings are finished before the process goes
             await asyncio.to_thread(recorder.close)
 
@@ -91,3 +92,12 @@ def create_gateway_app(settings: Settings, background: list[Hook] | None = None)
     mount_pages(app)
     mount_protocols(app, ctx)
     return app
+
+
+def build_store(settings: Settings) -> SchedulerStore:
+    """The scheduler store the settings name: this process's memory (the default)."""
+    durations = DurationModel(alpha=settings.eta_ema_alpha, min_samples=settings.eta_min_samples)
+    pool = WorkerPool(
+        max_queue_size=settings.max_queue_size, durations=durations, max_workers=settings.max_workers
+    )
+    return MemoryStore(pool)

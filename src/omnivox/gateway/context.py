@@ -1,4 +1,5 @@
-"""What every gateway route shares: settings, the pool, admission, metrics, the session registry."""
+"""What every gateway route shares: settings, the scheduler store, admission, metrics, the session
+registry."""
 
 from __future__ import annotations
 
@@ -12,23 +13,20 @@ from omnivox.gateway.edges.sessions import SessionRegistry
 from omnivox.gateway.metrics import GatewayMetrics
 from omnivox.gateway.scheduling.admission import Admission
 from omnivox.gateway.scheduling.health import HealthMonitor
-from omnivox.gateway.scheduling.pool import WorkerPool
-from omnivox.protocol.pipeline import PipelineReport
+from omnivox.gateway.scheduling.store import SchedulerStore
 from omnivox.recording.service import RecordingService
 
 
 @dataclass
 class GatewayContext:
     settings: Settings
-    pool: WorkerPool
+    store: SchedulerStore
     metrics: GatewayMetrics
     admission: Admission
     health: HealthMonitor
     recordings: RecordingService | None = None  # None: this gateway records nothing (tests)
     sessions: SessionRegistry = field(default_factory=SessionRegistry)
     calls: CallRegistry = field(default_factory=CallRegistry)  # WebRTC calls in progress
-    pipeline: PipelineReport | None = None  # the pipeline coordinator's last report, if one reports
-    pipeline_at: float = 0.0  # monotonic time of that report
     limits: ClientLimits = field(init=False)
     client_keys: ClientKeys = field(init=False)  # ephemeral keys not spent yet
 

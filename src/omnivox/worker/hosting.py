@@ -21,7 +21,7 @@ from omnivox.core.keys import key_matches, offered_key
 from omnivox.protocol.internal import GATEWAY_HEADER, Metrics
 from omnivox.protocol.registry import PROTOCOLS
 from omnivox.protocol.spec import WireProtocol
-from omnivox.protocol.workers import TASKS, WorkerState
+from omnivox.protocol.workers import TASKS, WorkerState, assignment_epoch
 from omnivox.session.runtime import Connection
 from omnivox.session.sockets import AsgiSocket
 from omnivox.worker.handler import SessionHandler, SessionInfo
@@ -65,6 +65,7 @@ async def host_session(
         loaded = host.state not in (WorkerState.LOADING, WorkerState.ERROR)
         if loaded and not host.engine.capabilities.serves(task_type):
             raise WorkerUnavailable(f"engine {host.engine.name} cannot serve {task_type} sessions")
+        host.fence(assignment_epoch(query))  # before waiting: a stale gateway is refused at once
         await host.acquire()
     except OmnivoxError as err:
         with contextlib.suppress(Exception):

@@ -27,10 +27,11 @@ from omnivox.gateway.context import GatewayContext
 from omnivox.gateway.edges.sessions import SessionRecord
 from omnivox.gateway.edges.worker_link import CONNECT_FAILURES, connect_worker
 from omnivox.gateway.scheduling.admission import ClientGone
-from omnivox.gateway.scheduling.pool import WorkerRecord
+from omnivox.gateway.scheduling.store import Assignment
 from omnivox.protocol.internal import PauseReport, TurnEnd, parse_internal
 from omnivox.protocol.queue import QueueNotice
 from omnivox.protocol.spec import WireProtocol
+from omnivox.protocol.workers import assignment_params
 from omnivox.recording.service import SessionRecorder
 from omnivox.session.inbox import Inbox
 from omnivox.session.relay import Inbound, Relay, RelayEnd
@@ -83,7 +84,7 @@ class _Edge:
         if frame is not None:
             self.conn.send(frame)
 
-    async def admit(self, history_hash: str | None = None) -> WorkerRecord:
+    async def admit(self, history_hash: str | None = None) -> Assignment:
         worker, ticket = await self.ctx.admission.acquire(
             self.task_type,
             self.conn.gone,
@@ -97,24 +98,25 @@ class _Edge:
             self.recorder.assigned(worker.worker_id, worker.engine)
         return worker
 
-    def release(self, worker: WorkerRecord, *, confirmed: bool = True, **cache: str | None) -> None:
+    async def release(self, worker: Assignment, *, confirmed: bool = True, **cache: str | None) -> None:
         """End this session's assignment of ``worker`` (never a later one's). Unconfirmed (the
         worker did not say it was done): it is handed out again once it says it is free."""
-        self.ctx.pool.release(worker, ticket_id=self.ticket_id, confirmed=confirmed, **cache)
+        await self.ctx.store.release(worker, confirmed=confirmed, **cache)
         if not confirmed:
-            self.ctx.health.confirm(worker)
+            self.ctx.health.confirm(worker.worker_id, worker.url)
 
-    async def open(self, worker: WorkerRecord) -> Socket:
-        params = {**self.worker_params, "worker_id": worker.worker_id}
+    async def open(self, worker: Assignment) -> Socket:
+        # the ticket and its fencing epoch: the worker refuses an assignment older than one it saw
+        params = {**self.worker_params, **assignment_params(worker.worker_id, worker.ticket_id, worker.epoch)}
         url = self.protocol.worker_url(worker.url, self.session_id, params)
         return await connect_worker(url, self.settings)
 
     def relay(self, socket: Socket, control: Callable[[str], bool] = lambda frame: False) -> Relay:
         return Relay(self.inbox, self.conn, socket, see=self.taps.see, control=control)
 
-    def lost(self, worker: WorkerRecord, why: object) -> WorkerLost:
+    async def lost(self, worker: Assignment, why: object) -> WorkerLost:
         log.warning("worker %s lost mid-%s: %s", worker.worker_id, self.protocol.scope, why)
-        self.ctx.pool.mark_offline(worker)
+        await self.ctx.store.worker_lost(worker)
         return WorkerLost(f"worker {worker.worker_id} was lost; " + self._after_loss)
 
     _after_loss = "start a new session"
@@ -171,10 +173,10 @@ class SessionEdge(_Edge):
             if failure is None and end is not None and end.worker_dropped:
                 failure = "its connection dropped"
             if failure is not None:
-                self.conn.error(self.lost(worker, failure))
+                self.conn.error(await self.lost(worker, failure))
                 self.conn.end(WS_SERVER_ERROR)
             # no-op once marked offline; when the client went first, the worker is still winding down
-            self.release(worker, confirmed=end is not None and end.side == "worker")
+            await self.release(worker, confirmed=end is not None and end.side == "worker")
             self.record.idle()
         if end is not None and end.side == "worker":  # the worker ended the session: so does the client
             code = end.worker_code or 1000
@@ -193,11 +195,11 @@ class SessionEdge(_Edge):
                 self.conn.error(SessionIdle(f"nothing was heard from the client for {limit:g} s"))
                 return
 
-    def _control(self, worker: WorkerRecord, frame: str) -> bool:
-        """The worker's state changed within the session (a duplex pause): the pool follows."""
+    def _control(self, worker: Assignment, frame: str) -> bool:
+        """The worker's state changed within the session (a duplex pause): the store follows."""
         report = parse_internal(frame)
         if isinstance(report, PauseReport):
-            self.ctx.pool.set_paused(worker, report.paused)
+            self.ctx.store.note_paused(worker, report.paused)
             self.record.paused = report.paused
         return False
 
@@ -238,7 +240,7 @@ class TurnEdge(_Edge):
                 continue
             await self.turn(worker, item)
 
-    async def turn(self, worker: WorkerRecord, opening: Inbound) -> None:
+    async def turn(self, worker: Assignment, opening: Inbound) -> None:
         self._turn_end = None
         end: RelayEnd | None = None
         failure: object = None
@@ -257,13 +259,13 @@ class TurnEdge(_Edge):
             if failure is None and end is not None and end.worker_dropped and not end.held:
                 failure = "its connection dropped"
             if failure is not None:
-                self.conn.error(self.lost(worker, failure))  # marked offline: nothing to release
+                self.conn.error(await self.lost(worker, failure))  # marked offline: nothing to release
             elif self._turn_end is not None:
-                self.release(worker, cached_hash=self._turn_end.cached_hash)
+                await self.release(worker, cached_hash=self._turn_end.cached_hash)
             else:
                 # the turn did not end (its client left mid-turn): the worker is interrupted and
                 # winds down; it takes the next turn once it says it is free (the cache is kept)
-                self.release(worker, confirmed=False)
+                await self.release(worker, confirmed=False)
             self.record.idle()
 
     def _control(self, frame: str) -> bool:

@@ -24,37 +24,40 @@ def _ctx(request: Request) -> GatewayContext:
 
 @router.get("/health")
 async def health(request: Request) -> dict[str, Any]:
-    pool = _ctx(request).pool
-    states = [w.state for w in pool.workers.values()]
-    usable = sum(1 for s in states if s is WorkerState.IDLE or s.busy)
-    body: dict[str, Any] = {
-        "status": "ok" if usable else "degraded",
-        "version": __version__,
-        "workers": len(states),
-        "workers_idle": sum(1 for s in states if s is WorkerState.IDLE),
-        "workers_usable": usable,
-        "queue_length": pool.queue_length,
-    }
     ctx = _ctx(request)
-    report = ctx.pipeline
-    if report is not None:
-        stale = _pipeline_stale(ctx)
+    store = ctx.store
+    body: dict[str, Any] = {"status": "ok", "version": __version__}
+    try:
+        states = [w.state for w in await store.workers()]
+        queue_length = await store.queue_length()
+        pipeline = await store.pipeline()
+        slots = await store.session_slots()
+    except OmnivoxError:  # the store is unreachable: say so (running sessions go on)
+        body.update(status="degraded", store=await store.status())
+        return body
+    usable = sum(1 for s in states if s is WorkerState.IDLE or s.busy)
+    body.update(
+        status="ok" if usable else "degraded",
+        workers=len(states),
+        workers_idle=sum(1 for s in states if s is WorkerState.IDLE),
+        workers_usable=usable,
+        queue_length=queue_length,
+        store=await store.status(),
+    )
+    if pipeline is not None:
+        stale = pipeline.age_s > PIPELINE_STALE_S
         body["pipeline"] = {
-            "name": report.pipeline,
-            "stages": len(report.stages),
-            "stages_alive": 0 if stale else report.alive,
+            "name": pipeline.report.pipeline,
+            "stages": len(pipeline.report.stages),
+            "stages_alive": 0 if stale else pipeline.report.alive,
             "stale": stale,
-            "session_slots": pool.session_slots,
-            "session_slots_used": pool.slots_used(),
+            "session_slots": slots,
+            "session_slots_used": pipeline.slots_used,
         }
     return body
 
 
 PIPELINE_STALE_S = 5.0  # a coordinator reports about every second: this long without one, it is gone
-
-
-def _pipeline_stale(ctx: GatewayContext) -> bool:
-    return ctx.pool.clock() - ctx.pipeline_at > PIPELINE_STALE_S
 
 
 def _refuse(err: OmnivoxError) -> HTTPException:
@@ -66,9 +69,11 @@ ADMIN = [Depends(require("admin"))]
 
 @router.get("/api/workers", dependencies=ADMIN)
 async def list_workers(request: Request) -> dict[str, Any]:
-    pool = _ctx(request).pool
-    now = pool.clock()
-    return {"workers": [w.view(now) for w in pool.workers.values()]}
+    try:
+        workers = await _ctx(request).store.workers()
+    except OmnivoxError as err:
+        raise _refuse(err) from None
+    return {"workers": [w.to_json() for w in workers]}
 
 
 @router.post(
@@ -80,39 +85,39 @@ async def register(body: Registration, request: Request) -> RegistrationReply:
     ctx = _ctx(request)
     try:
         url = worker_base_url(body.url)
-        known = any(w.url == url for w in ctx.pool.workers.values())
-        worker = ctx.pool.add_worker(url, body.worker_id)
+        worker_id, new = await ctx.store.register(url, body.worker_id)
     except OmnivoxError as err:
         raise _refuse(err) from None
-    if not known:
-        ctx.health.check_soon(worker)
-    return RegistrationReply(
-        worker_id=worker.worker_id, heartbeat_interval_s=ctx.settings.heartbeat_interval_s
-    )
+    if new:
+        ctx.health.check_soon(worker_id, url)
+    return RegistrationReply(worker_id=worker_id, heartbeat_interval_s=ctx.settings.heartbeat_interval_s)
 
 
 @router.post("/api/pipeline", dependencies=[Depends(require("worker"))])
 async def pipeline_report(body: PipelineReport, request: Request) -> dict[str, Any]:
     """A pipeline coordinator reports its stages (about every second). Their session slots bound the
     voice sessions its workers take at once: past them, sessions wait in the queue."""
-    ctx = _ctx(request)
-    ctx.pipeline, ctx.pipeline_at = body, ctx.pool.clock()
-    ctx.pool.set_session_slots(body.session_slots)
+    try:
+        await _ctx(request).store.set_pipeline(body)
+    except OmnivoxError as err:
+        raise _refuse(err) from None
     return {"ok": True}
 
 
 @router.get("/api/stages", dependencies=ADMIN)
 async def stages(request: Request) -> dict[str, Any]:
     """The staged pipeline's stages and their load, as its coordinator last reported them."""
-    ctx = _ctx(request)
-    report = ctx.pipeline
-    if report is None:
+    try:
+        pipeline = await _ctx(request).store.pipeline()
+    except OmnivoxError as err:
+        raise _refuse(err) from None
+    if pipeline is None:
         return {"pipeline": None, "stages": []}
     return {
-        **report.model_dump(mode="json"),
-        "reported_s_ago": round(ctx.pool.clock() - ctx.pipeline_at, 3),
-        "stale": _pipeline_stale(ctx),  # no report for a while: what it shows may be gone
-        "session_slots_used": ctx.pool.slots_used(),
+        **pipeline.report.model_dump(mode="json"),
+        "reported_s_ago": round(pipeline.age_s, 3),
+        "stale": pipeline.age_s > PIPELINE_STALE_S,  # no report for a while: what it shows may be gone
+        "session_slots_used": pipeline.slots_used,
     }
 
 
@@ -125,45 +130,46 @@ async def sessions(request: Request) -> dict[str, Any]:
 
 @router.get("/api/queue", dependencies=ADMIN)
 async def queue(request: Request) -> dict[str, Any]:
-    pool = _ctx(request).pool
-    snap = pool.snapshot()
-    now = pool.clock()
+    store = _ctx(request).store
+    try:
+        tickets = await store.queue()
+    except OmnivoxError as err:
+        raise _refuse(err) from None
     return {
-        "queue_length": pool.queue_length,
-        "max_queue_size": pool.max_queue_size,
+        "queue_length": len(tickets),
+        "max_queue_size": store.max_queue_size,
         "tickets": [
             {
                 "ticket_id": t.ticket_id,
                 "task_type": t.task_type,
-                "position": snap[t.ticket_id][0],
-                "estimated_wait_s": snap[t.ticket_id][1],
-                "waited_s": round(now - t.enqueued_at, 3),
+                "position": t.position,
+                "estimated_wait_s": t.estimated_wait_s,
+                "waited_s": t.waited_s,
+                "gateway": t.gateway,
             }
-            for t in pool.queued()
+            for t in tickets
         ],
     }
 
 
 @router.get("/api/queue/{ticket_id}", dependencies=ADMIN)
 async def ticket(ticket_id: str, request: Request) -> dict[str, Any]:
-    pool = _ctx(request).pool
-    t = pool.ticket(ticket_id)
+    try:
+        t = await _ctx(request).store.ticket(ticket_id)
+    except OmnivoxError as err:
+        raise _refuse(err) from None
     if t is None:
         raise HTTPException(404, detail={"code": "not_found", "message": f"no ticket {ticket_id}"})
-    pos = pool.position(ticket_id)
-    return {
-        "ticket_id": t.ticket_id,
-        "task_type": t.task_type,
-        "status": "queued" if pos else "assigned",
-        "position": pos[0] if pos else 0,
-        "estimated_wait_s": pos[1] if pos else 0.0,
-        "worker_id": t.worker_id,
-    }
+    return t.to_json()
 
 
 @router.delete("/api/queue/{ticket_id}", dependencies=[Depends(require_same_origin), *ADMIN])
 async def cancel_ticket(ticket_id: str, request: Request) -> dict[str, Any]:
-    if not _ctx(request).pool.cancel(ticket_id):
+    try:
+        cancelled = await _ctx(request).store.cancel(ticket_id)
+    except OmnivoxError as err:
+        raise _refuse(err) from None
+    if not cancelled:
         raise HTTPException(404, detail={"code": "not_found", "message": f"no queued ticket {ticket_id}"})
     return {"ticket_id": ticket_id, "cancelled": True}
 
@@ -174,9 +180,17 @@ async def metrics(request: Request) -> Response:
     if ctx.settings.metrics_need_admin and not allowed(ctx.settings, "admin", offered_key(request.headers)):
         raise HTTPException(401, detail={"code": "unauthorized", "message": "metrics need the admin key"})
 
+    try:
+        queue_length = await ctx.store.queue_length()
+        states = [w.state for w in await ctx.store.workers()]
+    except OmnivoxError:  # the store is unreachable: the last figures stand
+        queue_length, states = None, None
+
     def refresh(m: GatewayMetrics) -> None:
-        m.queue_length.set(ctx.pool.queue_length)
+        if queue_length is None or states is None:
+            return
+        m.queue_length.set(queue_length)
         for state in WorkerState:
-            m.workers.labels(state.value).set(sum(1 for w in ctx.pool.workers.values() if w.state is state))
+            m.workers.labels(state.value).set(sum(1 for s in states if s is state))
 
     return Response(ctx.metrics.render(refresh), media_type=CONTENT_TYPE_LATEST)
