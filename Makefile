@@ -29,9 +29,10 @@ lint: $(STAMP)
 test: lint sysdeps
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
-# What the tests need from Debian: Chromium (browser tests) and espeak-ng (a second synthetic voice).
-# Installed when missing and we may (root); otherwise say what to install.
-SYSDEPS := chromium espeak-ng
+# What the tests need from Debian: Chromium (browser tests), espeak-ng (a second synthetic voice) and
+# redis-server (the shared scheduler store). Installed when missing and we may (root); otherwise say
+# what to install.
+SYSDEPS := chromium espeak-ng redis-server
 sysdeps:
 	@missing=""; for p in $(SYSDEPS); do command -v $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \

@@ -114,6 +114,24 @@ class GatewaySettings(BaseModel):
     ref_audio_max_bytes: int = Field(10 * MiB, ge=1024, description="largest upload accepted (413 above)")
     ref_audio_min_s: float = Field(1.0, ge=0, description="shortest clip accepted")
     ref_audio_max_s: float = Field(30.0, gt=0, description="longest clip accepted")
+    # past one gateway (omnivox[redis]): gateways sharing a store share one queue, workers and keys
+    store_url: str = Field(
+        "memory",
+        description="the scheduler store: memory (this process, the default) or redis://, rediss://, "
+        "unix://, redis+sentinel://host:26379/service (gateways sharing it share one queue)",
+    )
+    store_prefix: str = Field("{ovx}", description="key prefix in the store (its {hash tag}: one slot)")
+    gateway_lease_s: float = Field(
+        3.0, gt=0, description="a gateway that stops renewing its lease this long is reaped by the others"
+    )
+    advertise_url: str | None = Field(
+        None, description="how other gateways reach this one (sidebands of its calls, its sessions)"
+    )
+    media_secret: str | None = Field(
+        None,
+        description="signs recordings' media links; gateways sharing a store share one (default: kept "
+        "in the store, or random per process)",
+    )
 
 
 class RecordingSettings(BaseModel):

@@ -20,7 +20,6 @@ WS_NORMAL = 1000
 WS_POLICY = 1008
 WS_TOO_BIG = 1009
 WS_SERVER_ERROR = 1011
-WS_TRY_AGAIN_LATER = 1013
 
 
 class OmnivoxError(Exception):
@@ -293,7 +292,7 @@ class StoreUnavailable(OmnivoxError):
 
     code = "service_unavailable"
     http_status = 503
-    close_code = WS_TRY_AGAIN_LATER
+    close_code = WS_POLICY
 
 
 class EngineFailure(OmnivoxError):

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
 from omnivox.core.config import Settings
+from omnivox.gateway.cluster.connection import parse_store_url
 from omnivox.gateway.context import GatewayContext
 from omnivox.gateway.edges.mount import mount_protocols
 from omnivox.gateway.edges.worker_link import worker_headers
@@ -95,9 +98,33 @@ def create_gateway_app(settings: Settings, background: list[Hook] | None = None)
 
 
 def build_store(settings: Settings) -> SchedulerStore:
-    """The scheduler store the settings name: this process's memory (the default)."""
+    """The scheduler store the settings name: this process's memory (the default), or a Redis
+    server that several gateways share (``omnivox[redis]``)."""
     durations = DurationModel(alpha=settings.eta_ema_alpha, min_samples=settings.eta_min_samples)
-    pool = WorkerPool(
-        max_queue_size=settings.max_queue_size, durations=durations, max_workers=settings.max_workers
+    url = parse_store_url(settings.store_url)
+    if url.is_memory:
+        pool = WorkerPool(
+            max_queue_size=settings.max_queue_size, durations=durations, max_workers=settings.max_workers
+        )
+        return MemoryStore(pool)
+    from omnivox.gateway.cluster.connection import connect
+    from omnivox.gateway.cluster.scheduler import RedisStore
+
+    return RedisStore(
+        connect(url),
+        prefix=settings.store_prefix,
+        url=url,
+        max_queue_size=settings.max_queue_size,
+        max_workers=settings.max_workers,
+        durations=durations,
+        lease_s=settings.gateway_lease_s,
+        info={"url": advertised_url(settings), "started_at": time.time()},
     )
-    return MemoryStore(pool)
+
+
+def advertised_url(settings: Settings) -> str:
+    """How other gateways reach this one (the configured one, else its host and port)."""
+    if settings.advertise_url:
+        return settings.advertise_url.rstrip("/")
+    host = settings.host if settings.host not in ("0.0.0.0", "::", "") else socket.gethostname()
+    return f"http://{host}:{settings.port}"

@@ -29,6 +29,8 @@ POLICY = [
     E.SlowClient,
     E.TooManyWorkers,
     E.SessionIdle,
+    E.StaleAssignment,
+    E.StoreUnavailable,
 ]
 SERVER = [E.WorkerLost, E.EngineFailure, E.IllegalTransition, E.InternalError]
 # a request through the staged pipeline failed: server-side, and the session goes on

@@ -7,17 +7,15 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
-from omnivox.gateway.scheduling.eta import DurationModel
-from omnivox.gateway.scheduling.memory_store import MemoryStore
 from omnivox.gateway.scheduling.pool import WorkerPool, WorkerRecord
 from omnivox.gateway.scheduling.states import WorkerState
 from omnivox.gateway.scheduling.store import SchedulerStore
 from omnivox.protocol.workers import Capabilities
-from stores import FakeClock, health
+from stores import FakeClock, health, memory_store, prefix, redis_store
 
 MakePool = Callable[..., tuple[WorkerPool, list[WorkerRecord]]]
 MakeStore = Callable[..., Awaitable[tuple[SchedulerStore, list[str]]]]
-STORES = ["memory"]
+STORES = ["memory", "redis"]
 
 
 @pytest.fixture
@@ -49,8 +47,9 @@ def make_pool(clock: FakeClock) -> MakePool:
 async def make_store(request: pytest.FixtureRequest, clock: FakeClock) -> AsyncIterator[MakeStore]:
     """``await make_store(n, duplex=, realtime=, engine=, max_queue=, max_workers=, min_samples=)``:
     a scheduler store on ``clock`` with ``n`` IDLE workers (URLs ``http://w0`` ...), reported healthy
-    the way the health loop would. Parametrized over every store."""
+    the way the health loop would. Parametrized over every store (Redis: a real redis-server)."""
     made: list[SchedulerStore] = []
+    key_prefix = prefix()
 
     async def make(
         n: int,
@@ -62,9 +61,12 @@ async def make_store(request: pytest.FixtureRequest, clock: FakeClock) -> AsyncI
         max_workers: int = 64,
         min_samples: int = 3,
     ) -> tuple[SchedulerStore, list[str]]:
-        durations = DurationModel(min_samples=min_samples)
-        pool = WorkerPool(max_queue_size=max_queue, clock=clock, max_workers=max_workers, durations=durations)
-        store: SchedulerStore = MemoryStore(pool)
+        limits = {"max_queue": max_queue, "max_workers": max_workers, "min_samples": min_samples}
+        if request.param == "memory":
+            store: SchedulerStore = memory_store(clock, **limits)
+        else:
+            server = request.getfixturevalue("redis_db")
+            store = redis_store(server.unix_url, f"{key_prefix}{len(made)}", clock, **limits)
         await store.start()
         made.append(store)
         ids = []

@@ -79,7 +79,7 @@ class HealthMonitor:
     async def check_all(self) -> None:
         """Check every worker this gateway monitors (with several gateways, each checks its share)."""
         workers = await self.store.monitored()
-        await asyncio.gather(*(self.check(w.worker_id, w.url) for w in workers))
+        await asyncio.gather(*(self.check(worker_id, url) for worker_id, url in workers))
 
     async def check(self, worker_id: str, url: str) -> WorkerHealth | None:
         """One check of the worker; never raises (but for cancellation)."""

@@ -115,8 +115,8 @@ class MemoryStore:
             self.pool.remove_worker(w.worker_id)
         return [w.view(now) for w in gone]
 
-    async def monitored(self) -> list[WorkerView]:
-        return await self.workers()
+    async def monitored(self) -> list[tuple[str, str]]:
+        return [(w.worker_id, w.url) for w in self.pool.workers.values()]
 
     async def set_pipeline(self, report: PipelineReport) -> None:
         self._report, self._report_at = report, self.pool.clock()
@@ -137,19 +137,21 @@ class MemoryStore:
         return [w.view(now) for w in self.pool.workers.values()]
 
     async def queue(self) -> list[TicketView]:
-        snap = self.pool.snapshot()
         now = self.pool.clock()
-        return [
-            TicketView(
-                ticket_id=t.ticket_id,
-                task_type=t.task_type,
-                position=snap[t.ticket_id][0],
-                estimated_wait_s=snap[t.ticket_id][1],
-                waited_s=round(now - t.enqueued_at, 3),
-                gateway=self.gateway_id,
+        views = []
+        for t in self.pool.queued():
+            position, wait = self.pool.position(t.ticket_id) or (0, 0.0)  # waits as of now
+            views.append(
+                TicketView(
+                    ticket_id=t.ticket_id,
+                    task_type=t.task_type,
+                    position=position,
+                    estimated_wait_s=wait,
+                    waited_s=round(now - t.enqueued_at, 3),
+                    gateway=self.gateway_id,
+                )
             )
-            for t in self.pool.queued()
-        ]
+        return views
 
     async def ticket(self, ticket_id: str) -> TicketView | None:
         t = self.pool.ticket(ticket_id)

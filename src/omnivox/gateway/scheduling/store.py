@@ -211,8 +211,9 @@ class SchedulerStore(Protocol):
         """Remove the workers OFFLINE for longer than ``after_s``; those removed."""
         ...
 
-    async def monitored(self) -> list[WorkerView]:
-        """The workers this gateway health-checks (all of them with one gateway)."""
+    async def monitored(self) -> list[tuple[str, str]]:
+        """(worker id, url) of the workers this gateway health-checks (all of them with one
+        gateway; an even share, by lease, with several)."""
         ...
 
     async def set_pipeline(self, report: PipelineReport) -> None:
