@@ -295,6 +295,14 @@ class StoreUnavailable(OmnivoxError):
     close_code = WS_POLICY
 
 
+class GatewayDraining(OmnivoxError):
+    """The gateway is stopping (a rolling update): new sessions go to another gateway."""
+
+    code = "gateway_draining"
+    http_status = 503
+    close_code = WS_POLICY
+
+
 class EngineFailure(OmnivoxError):
     code = "engine_error"
 

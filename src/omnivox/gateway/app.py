@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -15,6 +16,7 @@ from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
 from omnivox.core.config import Settings
+from omnivox.core.errors import OmnivoxError
 from omnivox.gateway.cluster.connection import parse_store_url
 from omnivox.gateway.context import GatewayContext
 from omnivox.gateway.edges.mount import mount_protocols
@@ -58,9 +60,20 @@ def create_gateway_app(settings: Settings, background: list[Hook] | None = None)
         recordings=recorder,
     )
 
+    media_tokens = recordings.MediaTokens(secret=_configured_secret(settings))
+    if store.kind == "redis":
+        from omnivox.gateway.cluster.services import share
+
+        share(ctx, store)  # type: ignore[arg-type]
+
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await store.start()
+        if store.kind == "redis" and not settings.media_secret:
+            from omnivox.gateway.cluster.services import media_secret
+
+            with contextlib.suppress(OmnivoxError):  # unreachable: links open on this gateway only
+                media_tokens.use_secret(await media_secret(store))  # type: ignore[arg-type]
         for url in settings.worker_urls:
             await store.register(worker_base_url(url))
         jobs = [admission.run(), health.run(), retention(recorder, settings, metrics)]
@@ -80,7 +93,7 @@ def create_gateway_app(settings: Settings, background: list[Hook] | None = None)
 
     app = FastAPI(title="omnivox gateway", lifespan=lifespan)
     app.state.ctx = ctx
-    app.state.media_tokens = recordings.MediaTokens()
+    app.state.media_tokens = media_tokens
     if settings.allowed_origins:  # pages of those origins may read the API (same origin needs nothing)
         app.add_middleware(
             CORSMiddleware,
@@ -120,6 +133,10 @@ def build_store(settings: Settings) -> SchedulerStore:
         lease_s=settings.gateway_lease_s,
         info={"url": advertised_url(settings), "started_at": time.time()},
     )
+
+
+def _configured_secret(settings: Settings) -> bytes | None:
+    return hashlib.sha256(settings.media_secret.encode()).digest() if settings.media_secret else None
 
 
 def advertised_url(settings: Settings) -> str:

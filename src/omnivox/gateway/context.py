@@ -7,8 +7,9 @@ from dataclasses import dataclass, field
 
 from omnivox.core.config import Settings
 from omnivox.gateway.edges.calls import CallRegistry
-from omnivox.gateway.edges.client_keys import ClientKeys
-from omnivox.gateway.edges.limits import ClientLimits
+from omnivox.gateway.edges.client_keys import ClientKeys, KeyStore
+from omnivox.gateway.edges.limits import ClientLimits, Limits
+from omnivox.gateway.edges.peers import NoPeers, Peers
 from omnivox.gateway.edges.sessions import SessionRegistry
 from omnivox.gateway.metrics import GatewayMetrics
 from omnivox.gateway.scheduling.admission import Admission
@@ -27,8 +28,10 @@ class GatewayContext:
     recordings: RecordingService | None = None  # None: this gateway records nothing (tests)
     sessions: SessionRegistry = field(default_factory=SessionRegistry)
     calls: CallRegistry = field(default_factory=CallRegistry)  # WebRTC calls in progress
-    limits: ClientLimits = field(init=False)
-    client_keys: ClientKeys = field(init=False)  # ephemeral keys not spent yet
+    peers: Peers = field(default_factory=NoPeers)  # other gateways on the same store
+    limits: Limits = field(init=False)
+    client_keys: KeyStore = field(init=False)  # ephemeral keys not spent yet
+    draining: bool = False  # stopping: new sessions are refused, those running go on
 
     def __post_init__(self) -> None:
         s = self.settings

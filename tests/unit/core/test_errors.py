@@ -31,6 +31,7 @@ POLICY = [
     E.SessionIdle,
     E.StaleAssignment,
     E.StoreUnavailable,
+    E.GatewayDraining,
 ]
 SERVER = [E.WorkerLost, E.EngineFailure, E.IllegalTransition, E.InternalError]
 # a request through the staged pipeline failed: server-side, and the session goes on

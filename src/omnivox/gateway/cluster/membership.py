@@ -23,6 +23,7 @@ import asyncio
 import json
 import logging
 import secrets
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from omnivox.core.errors import StoreUnavailable
@@ -40,6 +41,7 @@ class Member(Protocol):
     info: dict[str, Any]
     inbox: Inbox
     pending: Pending
+    beat_hooks: list[Callable[[bool], Awaitable[None]]]
 
     async def call(self, op: str, *args: str | int | float) -> Any: ...
 
@@ -97,6 +99,8 @@ class Membership:
                 store.inbox.restart()
         if lost or (status == "joined" and any(store.held())):
             await self.reassert()
+        for hook in store.beat_hooks:
+            await hook(lost)
         return status
 
     async def reassert(self) -> None:

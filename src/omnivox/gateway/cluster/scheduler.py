@@ -37,7 +37,7 @@ from omnivox.gateway.cluster.connection import StoreUrl, aioredis, reaching
 from omnivox.gateway.cluster.inbox import Inbox
 from omnivox.gateway.cluster.membership import Membership
 from omnivox.gateway.cluster.pending import Pending
-from omnivox.gateway.cluster.scripts import Scripts
+from omnivox.gateway.cluster.scripts import SHARED_OPS, Scripts, scheduler_source, shared_source
 from omnivox.gateway.scheduling.eta import DurationModel
 from omnivox.gateway.scheduling.store import (
     KEEP,
@@ -101,7 +101,8 @@ class RedisStore:
         self.max_queue_size = max_queue_size
         self.max_workers = max_workers
         self.model = durations or DurationModel()
-        self.scripts = Scripts(client, prefix, self.model.alpha)
+        self.scripts = Scripts(client, prefix, scheduler_source(self.model.alpha))
+        self.shared = Scripts(client, prefix, shared_source())  # keys, limits, calls
         # a clock given (tests) is the store's time too; otherwise the server's clock is
         self._given_clock = clock
         self.clock: Callable[[], float] = clock or time.monotonic
@@ -116,6 +117,9 @@ class RedisStore:
         self.membership = Membership(self)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._seen_version: str | None = None
+        # what else this gateway keeps in the store (limits, calls): renewed after every beat, put
+        # back (``lost``) when the store lost it
+        self.beat_hooks: list[Callable[[bool], Awaitable[None]]] = []
 
     # ---- life
 
@@ -127,9 +131,13 @@ class RedisStore:
             self._spawn(self.membership.run())
 
     async def close(self) -> None:
-        for task in list(self._tasks):
+        tasks = list(self._tasks)
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if tasks:
+            # (bounded: a blocking read cancelled on a connection that went bad in a pause can hang
+            # in the client library; the connections are closed below either way)
+            await asyncio.wait(tasks, timeout=1.0)
         with contextlib.suppress(StoreUnavailable):
             await self.pending.retry()
             await self.call("leave", self.gateway_id)  # what it held goes at once, not after its lease
@@ -142,8 +150,11 @@ class RedisStore:
         return -1 if self._given_clock is None else round(self._given_clock() * 1000)
 
     async def call(self, op: str, *args: str | int | float) -> Any:
+        """Run an operation (of the scheduler script, or the shared one: keys, limits, calls);
+        raises ``StoreUnavailable``."""
+        script = self.shared if op in SHARED_OPS else self.scripts
         try:
-            reply = await self.scripts.call(op, self.now_ms(), *args)
+            reply = await script.call(op, self.now_ms(), *args)
         except StoreUnavailable:
             self.up = False
             raise

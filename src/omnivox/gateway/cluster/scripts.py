@@ -1,6 +1,7 @@
 """The store's scripts: ``scheduler.lua`` with its constants prepended from their source of truth
-(task types, the worker state table, which sessions hold a pipeline slot), loaded once per server and
-re-sent by the client library when a restarted server no longer knows them."""
+(task types, the worker state table, which sessions hold a pipeline slot), and ``shared.lua`` (keys,
+limits, calls); loaded once per server and re-sent by the client library when a restarted server no
+longer knows them."""
 
 from __future__ import annotations
 
@@ -43,18 +44,41 @@ def prelude(alpha: float) -> str:
     return "".join(f"local {name} = {_lua(value)}\n" for name, value in constants.items())
 
 
+# the operations of shared.lua (every other one is scheduler.lua's)
+SHARED_OPS = frozenset(
+    {
+        "mint_key",
+        "take_key",
+        "admit_client",
+        "leave_client",
+        "reassert_clients",
+        "hold_calls",
+        "drop_call",
+        "find_call",
+        "media_secret",
+    }
+)
+
+
+def _source(name: str) -> str:
+    return resources.files("omnivox.gateway.cluster").joinpath(name).read_text()
+
+
 def scheduler_source(alpha: float) -> str:
-    body = resources.files("omnivox.gateway.cluster").joinpath("scheduler.lua").read_text()
-    return prelude(alpha) + body
+    return prelude(alpha) + _source("scheduler.lua")
+
+
+def shared_source() -> str:
+    return _source("shared.lua")
 
 
 class Scripts:
-    """The scheduler script on one client, under one key prefix."""
+    """One script on one client, under one key prefix."""
 
-    def __init__(self, client: aioredis.Redis, prefix: str, alpha: float) -> None:
+    def __init__(self, client: aioredis.Redis, prefix: str, source: str) -> None:
         self.client = client
         self.prefix = prefix
-        self._script = client.register_script(scheduler_source(alpha))
+        self._script = client.register_script(source)
 
     async def call(self, op: str, now_ms: int, *args: str | int | float) -> Any:
         """Run ``op``; raises ``StoreUnavailable`` when the store cannot be reached.

@@ -7,7 +7,8 @@ For each protocol that serves them (``client_secrets``, ``media``), under its pa
 - ``POST {path}/calls``: an SDP offer (``application/sdp``, or multipart ``sdp`` + optional
   ``session`` JSON, as the openai SDK sends it) -> 201 with the SDP answer and ``Location`` naming
   the call; the call's session runs like a WebSocket's (``edges.calls``);
-- ``POST {path}/calls/{call_id}/hangup``: end a call.
+- ``POST {path}/calls/{call_id}/hangup``: end a call (passed on to the gateway holding it, when
+  that is another one on the same store).
 
 Errors are JSON ``{"error": {type, code, message, param}}``, as OpenAI's HTTP API words them.
 """
@@ -21,12 +22,13 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
-from omnivox.core.errors import InvalidMessage, OmnivoxError, TooManySessions, Unauthorized
+from omnivox.core.errors import GatewayDraining, InvalidMessage, OmnivoxError, TooManySessions, Unauthorized
 from omnivox.gateway.auth import allowed, offered_key, origin_allowed
 from omnivox.gateway.context import GatewayContext
 from omnivox.gateway.edges.calls import Call
 from omnivox.gateway.edges.client import authorize, serve_session
 from omnivox.gateway.edges.client_keys import is_ephemeral
+from omnivox.gateway.edges.elsewhere import pass_on
 from omnivox.protocol.spec import WireProtocol
 
 MAX_SDP_BYTES = 64 * 1024
@@ -64,15 +66,25 @@ def mount_http(app: FastAPI, protocol: WireProtocol, ctx: GatewayContext) -> Non
         async def hangup(call_id: str, request: Request) -> Response:
             try:
                 _check_client(request, ctx)
-                call = ctx.calls.find(call_id)
+                owner = None if ctx.calls.held(call_id) else await ctx.peers.call_owner(call_id)
+                call = None if owner is not None else ctx.calls.find(call_id)
             except OmnivoxError as err:
                 return http_error(err)
+            if owner is not None:  # another gateway holds the call: it hangs up there
+                passed = await pass_on(owner, "POST", request.url.path, _forwarded(request))
+                return Response(passed.content, status_code=passed.status_code)
             assert call is not None
             call.end("hung up")
             return Response(status_code=200)
 
         app.add_api_route(f"{protocol.path}/calls", calls, methods=["POST"])
         app.add_api_route(f"{protocol.path}/calls/{{call_id}}/hangup", hangup, methods=["POST"])
+
+
+def _forwarded(request: Request) -> dict[str, str]:
+    """What a request passed on to another gateway keeps of this one's headers: its key (the origin
+    was checked here; gateway to gateway is no browser's request)."""
+    return {k: v for k, v in request.headers.items() if k.lower() == "authorization"}
 
 
 def _check_client(request: Request, ctx: GatewayContext) -> None:
@@ -111,7 +123,7 @@ async def _mint(request: Request, protocol: WireProtocol, ctx: GatewayContext) -
     if session is not None and not isinstance(session, dict):
         raise InvalidMessage("session must be an object", param="session")
     effective = protocol.session_defaults(session or {})
-    key, grant = ctx.client_keys.mint(seconds, session or None)
+    key, grant = await ctx.client_keys.mint(seconds, session or None)
     return {"value": key, "expires_at": int(grant.expires_at), "session": effective}
 
 
@@ -149,7 +161,7 @@ async def _call(request: Request, protocol: WireProtocol, ctx: GatewayContext) -
     key = offered_key(request.headers)
     if is_ephemeral(key):
         assert key is not None
-        ctx.client_keys.check(key)  # spent only once the offer is answered
+        await ctx.client_keys.check(key)  # spent only once the offer is answered
     elif not allowed(settings, "client", key):
         raise Unauthorized("a valid API key is required (Authorization: Bearer <key>)")
     sdp, session = await _offer(request)
@@ -159,15 +171,17 @@ async def _call(request: Request, protocol: WireProtocol, ctx: GatewayContext) -
         protocol.session_defaults(session)
     if len(ctx.calls) >= settings.webrtc_max_calls:
         raise TooManySessions(f"the gateway holds {len(ctx.calls)} calls, its limit")
-    held = contextlib.ExitStack()
-    held.enter_context(ctx.limits.admit(request.client.host if request.client else "unknown"))
+    if ctx.draining:
+        raise GatewayDraining("this gateway is stopping; call again (another one answers)")
+    held = contextlib.AsyncExitStack()
+    await held.enter_async_context(ctx.limits.hold(request.client.host if request.client else "unknown"))
     assert protocol.media is not None
     call = Call(protocol.media, settings.webrtc_connect_timeout_s, settings.webrtc_host_addresses)
     try:
         answer = await call.answer(sdp)
-        grant = authorize(ctx, key)
+        grant = await authorize(ctx, key)
     except BaseException:
-        held.close()
+        await held.aclose()
         await call.pc.close()
         raise
     defaults = {**((grant.session if grant else None) or {}), **(session or {})}
@@ -176,7 +190,7 @@ async def _call(request: Request, protocol: WireProtocol, ctx: GatewayContext) -
     host = request.client.host if request.client else None
 
     async def run_session(c: Call) -> None:
-        with held:
+        async with held:
             await serve_session(c, protocol, ctx, c.id, {}, headers, preamble, host)
 
     ctx.calls.start(call, run_session)

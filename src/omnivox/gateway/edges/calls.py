@@ -299,14 +299,20 @@ class Call:
 
 
 class CallRegistry:
-    """The calls the gateway holds, by id."""
+    """The calls the gateway holds, by id. ``on_change(call_id, held)`` hears each call start and end
+    (gateways sharing a store tell the others which gateway holds a call)."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_change: Callable[[str, bool], None] | None = None) -> None:
         self.calls: dict[str, Call] = {}
+        self.on_change = on_change
         self._tasks: set[asyncio.Task[None]] = set()
 
     def __len__(self) -> int:
         return len(self.calls)
+
+    def held(self, call_id: str | None) -> bool:
+        """Whether this gateway holds the call (None: a session that names no call)."""
+        return call_id is None or call_id in self.calls
 
     def find(self, call_id: str | None) -> Call | None:
         """The call a sideband names (None when it names none); raises ``CallNotFound``."""
@@ -319,12 +325,16 @@ class CallRegistry:
 
     def start(self, call: Call, session: Callable[[Call], Awaitable[None]]) -> None:
         self.calls[call.id] = call
+        if self.on_change is not None:
+            self.on_change(call.id, True)
 
         async def run() -> None:
             try:
                 await call.run(session)
             finally:
                 self.calls.pop(call.id, None)
+                if self.on_change is not None:
+                    self.on_change(call.id, False)
 
         task = asyncio.create_task(run(), name=f"call-{call.id}")
         self._tasks.add(task)

@@ -4,18 +4,30 @@ One client must not be able to fill the whole queue or starve the gateway: each 
 most ``max_sessions_per_client`` connections and open new ones at ``client_connect_rate`` per second
 (a token bucket holding ``client_connect_burst``). A refused connection gets ``too_many_sessions``
 and close 1008; it never takes a place in the queue.
+
+These are one gateway's counts; gateways sharing a store count together (``cluster.limits``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
+from typing import Protocol
 
 from omnivox.core.errors import TooManySessions
 
 _IDLE_BUCKETS = 10_000  # buckets kept before full ones are forgotten
+
+
+class Limits(Protocol):
+    """Per-client limits, one gateway's (``ClientLimits``) or every gateway's on a shared store."""
+
+    def hold(self, client: str) -> contextlib.AbstractAsyncContextManager[None]:
+        """Hold one connection of ``client`` for the block; raises ``TooManySessions`` (or
+        ``StoreUnavailable``) instead."""
+        ...
 
 
 @dataclass
@@ -38,6 +50,12 @@ class ClientLimits:
         self.clock = clock
         self.open: dict[str, int] = {}
         self._buckets: dict[str, _Bucket] = {}
+
+    @contextlib.asynccontextmanager
+    async def hold(self, client: str) -> AsyncIterator[None]:
+        """``admit``, as every gateway's limits are held (the shared ones await the store)."""
+        with self.admit(client):
+            yield
 
     @contextlib.contextmanager
     def admit(self, client: str) -> Iterator[None]:

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -36,7 +37,7 @@ from omnivox.recording.service import SessionRecorder
 from omnivox.session.inbox import Inbox
 from omnivox.session.relay import Inbound, Relay, RelayEnd
 from omnivox.session.runtime import Connection
-from omnivox.session.sockets import Socket
+from omnivox.session.sockets import PeerGone, Socket
 from omnivox.session.taps import Direction, Frame, Taps
 
 log = logging.getLogger(__name__)
@@ -249,7 +250,10 @@ class TurnEdge(_Edge):
             try:
                 # the turn's opening message goes to the worker outside the relay: taps see it here
                 self.taps.see(Frame(Direction.TO_WORKER, time.monotonic(), opening.raw))
-                await socket.send(opening.raw)
+                with contextlib.suppress(PeerGone):
+                    # the worker refused the session at once (a stale assignment): it said why
+                    # before it closed, and the relay passes that on
+                    await socket.send(opening.raw)
                 end = await self.relay(socket, self._control).run()
             finally:
                 await socket.close()

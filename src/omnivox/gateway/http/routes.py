@@ -1,9 +1,11 @@
-"""HTTP routes of the gateway: health, workers, queue, metrics."""
+"""HTTP routes of the gateway: health, workers, queue, sessions, drain, metrics."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
+import httpx
 from fastapi import APIRouter, Depends, HTTPException, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
@@ -23,10 +25,14 @@ def _ctx(request: Request) -> GatewayContext:
 
 
 @router.get("/health")
-async def health(request: Request) -> dict[str, Any]:
+async def health(request: Request, response: Response) -> dict[str, Any]:
     ctx = _ctx(request)
     store = ctx.store
     body: dict[str, Any] = {"status": "ok", "version": __version__}
+    if ctx.draining:
+        response.status_code = 503  # not ready: a load balancer sends no new client here
+        body["draining"] = True
+        body["active_sessions"] = len(ctx.sessions)
     try:
         states = [w.state for w in await store.workers()]
         queue_length = await store.queue_length()
@@ -122,10 +128,54 @@ async def stages(request: Request) -> dict[str, Any]:
 
 
 @router.get("/api/sessions", dependencies=ADMIN)
-async def sessions(request: Request) -> dict[str, Any]:
-    """The sessions connected now: kind, state (idle, queued, active), worker, turns, age."""
-    views = _ctx(request).sessions.views()
-    return {"active_sessions": len(views), "sessions": views}
+async def sessions(request: Request, scope: str = "all") -> dict[str, Any]:
+    """The sessions connected now: kind, state (idle, queued, active), worker, turns, age, and the
+    gateway holding each. With gateways sharing a store, each is asked for its own (``scope=local``
+    answers for this gateway alone); one that does not answer is listed as unreachable."""
+    ctx = _ctx(request)
+    here = ctx.store.gateway_id
+    views = [{**v, "gateway": here} for v in ctx.sessions.views()]
+    gateways: list[dict[str, Any]] = [{"gateway_id": here, "reachable": True}]
+    if scope != "local":
+        for gateway_id, url, listed in await _ask_peers(ctx, "/api/sessions?scope=local", request):
+            gateways.append({"gateway_id": gateway_id, "url": url, "reachable": listed is not None})
+            views += (listed or {}).get("sessions", [])
+    body: dict[str, Any] = {"active_sessions": len(views), "sessions": views}
+    if ctx.store.kind != "memory":
+        body["gateways"] = gateways  # which were asked, and which answered
+    return body
+
+
+async def _ask_peers(
+    ctx: GatewayContext, path: str, request: Request
+) -> list[tuple[str, str, dict[str, Any] | None]]:
+    """GET ``path`` of every other live gateway (with this request's key): (id, url, answer|None)."""
+    peers = await ctx.peers.others()
+    if not peers:
+        return []
+    headers = {k: v for k, v in request.headers.items() if k.lower() == "authorization"}
+    async with httpx.AsyncClient(timeout=3.0, headers=headers) as client:
+
+        async def ask(url: str) -> dict[str, Any] | None:
+            try:
+                resp = await client.get(url.rstrip("/") + path)
+                resp.raise_for_status()
+                return resp.json()
+            except (httpx.HTTPError, ValueError):
+                return None
+
+        answers = await asyncio.gather(*(ask(url) for _, url in peers))
+    return [(gw, url, answer) for (gw, url), answer in zip(peers, answers, strict=True)]
+
+
+@router.post("/api/drain", dependencies=[Depends(require_same_origin), *ADMIN])
+async def drain(request: Request) -> dict[str, Any]:
+    """Stop taking new sessions (a rolling update's pre-stop): they are refused with
+    ``gateway_draining`` so clients reconnect to another gateway; those running go on. ``/health``
+    answers 503 from now on, so a load balancer stops sending any."""
+    ctx = _ctx(request)
+    ctx.draining = True
+    return {"draining": True, "active_sessions": len(ctx.sessions)}
 
 
 @router.get("/api/queue", dependencies=ADMIN)

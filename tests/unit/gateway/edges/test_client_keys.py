@@ -16,34 +16,34 @@ class Clock:
         return self.now
 
 
-def test_a_key_opens_one_session_and_carries_its_defaults() -> None:
+async def test_a_key_opens_one_session_and_carries_its_defaults() -> None:
     keys = ClientKeys(10, clock=Clock())
-    key, grant = keys.mint(60, {"instructions": "hi"})
+    key, grant = await keys.mint(60, {"instructions": "hi"})
     assert is_ephemeral(key) and grant.expires_at == 1060
     assert key not in str(keys._keys)  # held by digest only
-    keys.check(key)  # checking spends nothing
-    assert keys.take(key).session == {"instructions": "hi"}
+    await keys.check(key)  # checking spends nothing
+    assert (await keys.take(key)).session == {"instructions": "hi"}
     with pytest.raises(Unauthorized, match="already used"):
-        keys.take(key)
+        await keys.take(key)
     with pytest.raises(Unauthorized):
-        keys.check("ek_never-minted")
+        await keys.check("ek_never-minted")
 
 
-def test_expired_keys_are_refused_and_forgotten() -> None:
+async def test_expired_keys_are_refused_and_forgotten() -> None:
     clock = Clock()
     keys = ClientKeys(2, clock=clock)
-    key, _ = keys.mint(10)
+    key, _ = await keys.mint(10)
     clock.now += 10
     with pytest.raises(Unauthorized, match="expired"):
-        keys.check(key)
+        await keys.check(key)
     with pytest.raises(Unauthorized, match="expired"):
-        keys.take(key)
-    keys.mint(10)
-    keys.mint(10)
+        await keys.take(key)
+    await keys.mint(10)
+    await keys.mint(10)
     with pytest.raises(TooManySessions):
-        keys.mint(10)
+        await keys.mint(10)
     clock.now += 11
-    keys.mint(10)  # the expired ones made room
+    await keys.mint(10)  # the expired ones made room
     assert len(keys) == 1
 
 
