@@ -269,3 +269,31 @@ async def test_an_ephemeral_key_from_one_gateway_opens_exactly_one_session_on_th
             ) as ws:
                 refusal = await ws.recv()
                 assert '"unauthorized"' in refusal
+
+
+async def test_with_the_store_down_new_sessions_are_refused_and_running_ones_go_on(two_gateways, tmp_path):
+    c = two_gateways
+    a, b = c.gateways
+    holder = await hold(a)
+    c.redis.stop()
+    try:
+        for g in (a, b):  # a new session: refused, saying why
+            async with StreamingClient(g.ws, "refused", timeout=30) as late:
+                await late.send("prefill", messages=USER)
+                refusal = await late.until("error")
+            assert refusal[-1]["code"] == "service_unavailable"
+        health = c.wait(a, lambda h: h["status"] == "degraded" and not h["store"]["up"], 10)
+        assert health["store"]["kind"] == "redis"
+        # the running session goes on: the relay never touches the store
+        await let_go(holder)
+        assert c.wait(a, lambda h: h["store"]["pending_operations"] >= 1, 10)  # its release, kept
+    finally:
+        c.redis.start()  # back, empty: the gateways re-assert, the worker re-registers
+    c.wait_idle(1, 30)
+    after = Waiter(b, "after")
+    await after.join()
+    await asyncio.wait_for(after.finish(), 30)
+    assert after.outcome == "served"
+    sessions, refusals = worker_sessions(worker_log(tmp_path))
+    assert refusals == []
+    assert_no_overlap(sessions)
