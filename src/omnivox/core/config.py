@@ -42,6 +42,11 @@ class ServerSettings(BaseModel):
         None, description="admin API (workers, queue, sessions, recordings); default: api_key"
     )
     metrics_need_admin: bool = Field(False, description="GET /metrics needs the admin key too")
+    ws_compression: bool = Field(
+        False,
+        description="per-message deflate on client WebSockets (smaller frames, but about 49 KiB of "
+        "zlib state per open socket)",
+    )
     allowed_origins: list[str] = Field(
         default_factory=list,
         description="browser origins besides the gateway's own that may open sessions and post forms",

@@ -88,8 +88,11 @@ def durations(eta: dict[str, str], alpha: float, min_samples: int) -> DurationMo
     return model
 
 
-def queue_places(state: Sequence[Any], alpha: float, min_samples: int) -> list[tuple[str, str, int, float]]:
-    """The queue in order from a ``queue_state`` reply: (ticket, task, position, wait in s) each."""
+def queue_places(
+    state: Sequence[Any], alpha: float, min_samples: int
+) -> tuple[list[tuple[str, str, int, float]], WaitPlan]:
+    """The queue in order from a ``queue_state`` reply: (ticket, task, position, wait in s) each;
+    and the plan after the last ticket (a ticket joining the tail is placed on it)."""
     now_ms, queues, workers, eta = int(state[0]), state[1], state[2], pairs(state[3])
     model = durations(eta, alpha, min_samples)
     entries = []
@@ -105,7 +108,8 @@ def queue_places(state: Sequence[Any], alpha: float, min_samples: int) -> list[t
         elif worker_state.busy and task and busy_ms:
             remaining.append(model.expected(task) - (now_ms - int(busy_ms)) / 1000)
     plan = WaitPlan(remaining, model)
-    return [
+    places = [
         (tid, task, i + 1, round(max(0.0, round(plan.add(task), 1)), 1))
         for i, (_, tid, task) in enumerate(entries)
     ]
+    return places, plan

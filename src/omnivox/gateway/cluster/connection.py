@@ -37,6 +37,7 @@ except ImportError:  # pragma: no cover - depends on the installed extras
     UNREACHABLE = (OSError,)
 
 MEMORY = "memory"
+MAX_CONNECTIONS = 32  # per gateway
 SCHEMES = ("redis", "rediss", "unix", "redis+sentinel")
 
 
@@ -75,7 +76,12 @@ def connect(url: StoreUrl, *, timeout_s: float = 2.0) -> aioredis.Redis:
         "decode_responses": True,
     }
     if url.scheme != "redis+sentinel":
-        return aioredis.from_url(url.raw, **options)
+        # a bounded pool that makes a burst wait for a connection (thousands of clients arriving at
+        # once would otherwise open as many connections, or fail past the library's 100)
+        pool = aioredis.BlockingConnectionPool.from_url(
+            url.raw, max_connections=MAX_CONNECTIONS, timeout=timeout_s, **options
+        )
+        return aioredis.Redis(connection_pool=pool)
     # redis+sentinel://[:password@]host:port[,host:port...]/service[/db]
     parts = urlsplit(url.raw)
     password = unquote(parts.password) if parts.password else None
@@ -95,7 +101,7 @@ def connect(url: StoreUrl, *, timeout_s: float = 2.0) -> aioredis.Redis:
         db=db,
         **options,
     )
-    return sentinel.master_for(path[0])
+    return sentinel.master_for(path[0], max_connections=MAX_CONNECTIONS * 4)
 
 
 @contextlib.asynccontextmanager

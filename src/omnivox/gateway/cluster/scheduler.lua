@@ -459,6 +459,13 @@ function ops.queue_length()
   return queued_total()
 end
 
+-- seq: how many queued tickets come before it, and how many are queued
+function ops.rank()
+  local before = 0
+  for _, q in ipairs(TASKS) do before = before + redis.call('ZCOUNT', qkey(q), '-inf', '(' .. A[1]) end
+  return {before, queued_total()}
+end
+
 -- gw, the boot id it knows ('' = none yet), lease ms, info json, a fresh boot id, hold ms
 function ops.beat()
   local gw, known, lease, info, fresh, hold = A[1], A[2], tonumber(A[3]), A[4], A[5], tonumber(A[6])

@@ -38,7 +38,7 @@ from omnivox.gateway.cluster.inbox import Inbox
 from omnivox.gateway.cluster.membership import Membership
 from omnivox.gateway.cluster.pending import Pending
 from omnivox.gateway.cluster.scripts import SHARED_OPS, Scripts, scheduler_source, shared_source
-from omnivox.gateway.scheduling.eta import DurationModel
+from omnivox.gateway.scheduling.eta import DurationModel, WaitPlan
 from omnivox.gateway.scheduling.store import (
     KEEP,
     Assignment,
@@ -117,6 +117,8 @@ class RedisStore:
         self.membership = Membership(self)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._seen_version: str | None = None
+        self._plan: WaitPlan | None = None  # the last pass's estimate, grown as tickets join the tail
+        self._plan_at = 0.0
         # what else this gateway keeps in the store (limits, calls): renewed after every beat, put
         # back (``lost``) when the store lost it
         self.beat_hooks: list[Callable[[bool], Awaitable[None]]] = []
@@ -336,7 +338,9 @@ class RedisStore:
 
     async def _places(self) -> list[tuple[str, str, int, float]]:
         state = await self.call("queue_state")
-        return codec.queue_places(state, self.model.alpha, self.model.min_samples)
+        places, self._plan = codec.queue_places(state, self.model.alpha, self.model.min_samples)
+        self._plan_at = self.clock()
+        return places
 
     async def queue(self) -> list[TicketView]:
         places = await self._places()
@@ -372,6 +376,16 @@ class RedisStore:
         places = await self._places()
         wanted = set(ticket_ids)
         return Positions(len(places), {tid: (pos, wait) for tid, _, pos, wait in places if tid in wanted})
+
+    async def place(self, ticket: Ticket) -> Positions:
+        waiting = self._waiting.get(ticket.ticket_id)
+        if waiting is None or not waiting.seq:
+            return Positions(await self.queue_length(), {})
+        if self._plan is None:  # no pass yet: this one, which has it already
+            return await self.positions([ticket.ticket_id])
+        before, total = await self.call("rank", waiting.seq)
+        wait = self._plan.add(ticket.task_type) - (self.clock() - self._plan_at)
+        return Positions(int(total), {ticket.ticket_id: (int(before) + 1, round(max(0.0, wait), 1))})
 
     async def queue_length(self) -> int:
         return int(await self.call("queue_length"))

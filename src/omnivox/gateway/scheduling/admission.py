@@ -14,8 +14,11 @@ Sessions differ only in how they word the notices (the streaming protocol's ``qu
 A waiter cancelled in the very step its ticket was assigned gives the worker back: a worker is never
 left busy for a session that is no longer there.
 
-A round sends its notices in slices, yielding between them: with thousands waiting, a round must
-not hold the event loop while a worker freed meanwhile waits to be handed to the head of the queue.
+With thousands waiting every dispatch moves everyone, so a round would tell thousands: a waiter near
+the head (``HEAD``) hears each move at once, one further back at most every ``interval_s / 3`` (and
+every ``interval_s`` anyway). A round sends its notices in slices, yielding between them, and the
+notifier rests at least four times as long as its last round took: it never holds the event loop
+while a worker freed meanwhile waits to be handed to the head of the queue.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from omnivox.protocol.queue import NoticeKind, QueueNotice
 
 Notify = Callable[[QueueNotice], None]
 _SLICE = 200  # notices sent in a round before it yields to the event loop
+HEAD = 10  # waiters this close to the head hear every move of theirs at once
 
 
 class Tracked(Protocol):
@@ -117,7 +121,7 @@ class Admission:
             return ticket.future.result()
         leaving = asyncio.ensure_future(gone.wait())
         try:
-            where = await self.store.positions([ticket.ticket_id])
+            where = await self.store.place(ticket)
             if not ticket.future.done():  # (a store that awaits may have assigned it meanwhile)
                 position, wait = where.places.get(ticket.ticket_id, (0, 0.0))
                 notify(QueueNotice("queued", ticket.ticket_id, position, where.queue_length, wait))
@@ -145,16 +149,22 @@ class Admission:
     async def run(self) -> None:
         """The notifier: a round after each (coalesced) change, and a check every half interval.
         A round that fails (the store is unreachable) is skipped: notices are a courtesy."""
+        loop = asyncio.get_running_loop()
+        took = 0.0
         while True:
             await self.store.wait_changed(self.interval_s / 2)
-            await asyncio.sleep(self.coalesce_s)
+            await asyncio.sleep(max(self.coalesce_s, 4 * took))
+            started = loop.time()
             try:
                 await self.notify_round()
             except OmnivoxError:
                 continue
+            finally:
+                took = loop.time() - started
 
     async def notify_round(self) -> None:
-        """Tell each waiting client its place if it moved, or if it last heard ``interval_s`` ago."""
+        """Tell each waiting client its place if it moved (at once near the head, at most every
+        third of ``interval_s`` further back), or if it last heard ``interval_s`` ago."""
         if not self._watching:
             return
         where = await self.store.positions(list(self._watching))
@@ -165,7 +175,9 @@ class Admission:
             if entry is None:
                 continue  # assigned or cancelled: its waiter takes over
             position, wait = entry
-            if position != watch.position or now - watch.sent_at >= self.interval_s:
+            quiet = now - watch.sent_at
+            moved = position != watch.position and (position <= HEAD or quiet >= self.interval_s / 3)
+            if moved or quiet >= self.interval_s:
                 watch.notify(self._notice("queue_update", ticket_id, position, where.queue_length, wait))
                 watch.position, watch.sent_at = position, now
                 sent += 1

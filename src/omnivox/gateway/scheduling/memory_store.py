@@ -176,6 +176,9 @@ class MemoryStore:
                 places[ticket_id] = entry
         return Positions(self.pool.queue_length, places)
 
+    async def place(self, ticket: Ticket) -> Positions:
+        return await self.positions([ticket.ticket_id])  # the snapshot grows in place at the tail
+
     async def queue_length(self) -> int:
         return self.pool.queue_length
 
