@@ -8,6 +8,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+import msgspec
+
 from omnivox.gateway.scheduling.eta import DurationModel, WaitPlan
 from omnivox.gateway.scheduling.store import Assignment, WorkerView
 from omnivox.protocol.workers import TASKS, Capabilities, WorkerState
@@ -88,6 +90,38 @@ def durations(eta: dict[str, str], alpha: float, min_samples: int) -> DurationMo
     return model
 
 
+def _plan(now_ms: int, workers: Sequence[Any], model: DurationModel) -> WaitPlan:
+    remaining = []
+    for state_name, task, busy_ms in workers:
+        worker_state = WorkerState(state_name)
+        if worker_state in (WorkerState.IDLE, WorkerState.LOADING):
+            remaining.append(0.0)
+        elif worker_state.busy and task and busy_ms:
+            remaining.append(model.expected(task) - (now_ms - int(busy_ms)) / 1000)
+    return WaitPlan(remaining, model)
+
+
+def seq_places(
+    state: Sequence[Any], mine: dict[int, str], alpha: float, min_samples: int
+) -> tuple[int, dict[str, tuple[int, float]], WaitPlan]:
+    """From a ``queue_seqs`` reply: the queue's length, (position, wait) of the tickets in ``mine``
+    (seq -> ticket id), and the plan after the last ticket."""
+    now_ms, packed, workers, eta = int(state[0]), state[1], state[2], pairs(state[3])
+    model = durations(eta, alpha, min_samples)
+    raw = packed.encode("utf-8", "surrogateescape") if isinstance(packed, str) else packed  # (binary)
+    per_task = msgspec.msgpack.decode(raw)
+    order = sorted((seq, i) for i, seqs in enumerate(per_task) for seq in seqs)
+    tasks = list(TASKS)
+    plan = _plan(now_ms, workers, model)
+    places = {}
+    for position, (seq, i) in enumerate(order, 1):
+        wait = plan.add(tasks[i])
+        tid = mine.get(seq)
+        if tid is not None:
+            places[tid] = (position, round(max(0.0, wait), 1))
+    return len(order), places, plan
+
+
 def queue_places(
     state: Sequence[Any], alpha: float, min_samples: int
 ) -> tuple[list[tuple[str, str, int, float]], WaitPlan]:
@@ -100,14 +134,7 @@ def queue_places(
         for i in range(0, len(flat), 2):
             entries.append((float(flat[i + 1]), flat[i], task))
     entries.sort()
-    remaining = []
-    for state_name, task, busy_ms in workers:
-        worker_state = WorkerState(state_name)
-        if worker_state in (WorkerState.IDLE, WorkerState.LOADING):
-            remaining.append(0.0)
-        elif worker_state.busy and task and busy_ms:
-            remaining.append(model.expected(task) - (now_ms - int(busy_ms)) / 1000)
-    plan = WaitPlan(remaining, model)
+    plan = _plan(now_ms, workers, model)
     places = [
         (tid, task, i + 1, round(max(0.0, round(plan.add(task), 1)), 1))
         for i, (_, tid, task) in enumerate(entries)

@@ -74,6 +74,7 @@ def connect(url: StoreUrl, *, timeout_s: float = 2.0) -> aioredis.Redis:
         "socket_connect_timeout": timeout_s,
         "retry": Retry(NoBackoff(), 0),
         "decode_responses": True,
+        "encoding_errors": "surrogateescape",  # a packed (binary) reply comes back intact
     }
     if url.scheme != "redis+sentinel":
         # a bounded pool that makes a burst wait for a connection (thousands of clients arriving at

@@ -373,9 +373,16 @@ class RedisStore:
         )
 
     async def positions(self, ticket_ids: list[str]) -> Positions:
-        places = await self._places()
-        wanted = set(ticket_ids)
-        return Positions(len(places), {tid: (pos, wait) for tid, _, pos, wait in places if tid in wanted})
+        """This gateway's own tickets from the packed pass; any other through the full one."""
+        mine = {w.seq: tid for tid in ticket_ids if (w := self._waiting.get(tid)) is not None and w.seq}
+        if len(mine) < len(ticket_ids):
+            places = await self._places()
+            wanted = set(ticket_ids)
+            return Positions(len(places), {tid: (pos, wait) for tid, _, pos, wait in places if tid in wanted})
+        state = await self.call("queue_seqs")
+        length, where, self._plan = codec.seq_places(state, mine, self.model.alpha, self.model.min_samples)
+        self._plan_at = self.clock()
+        return Positions(length, where)
 
     async def place(self, ticket: Ticket) -> Positions:
         waiting = self._waiting.get(ticket.ticket_id)
