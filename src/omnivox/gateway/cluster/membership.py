@@ -124,3 +124,29 @@ class Membership:
             log.warning("gateway %s stopped renewing its lease: reaped", gateway)
         self.store.resolve(dispatched)
         return list(reaped)
+
+    async def status(self, url: str | None, up: bool, pending: int) -> dict[str, Any]:
+        """What ``/health`` says of the store: reachable, operations waiting, the live gateways."""
+        store = self.store
+        body: dict[str, Any] = {
+            "kind": "redis",
+            "url": url,
+            "up": up,
+            "gateway_id": store.gateway_id,
+            "pending_operations": pending,
+        }
+        try:
+            now_ms, live = await store.call("gateways")
+        except StoreUnavailable:
+            body["up"] = False
+            return body
+        body["gateways"] = [
+            {
+                **json.loads(info),
+                "gateway_id": gw,
+                "lease_left_s": round((float(exp) - int(now_ms)) / 1000, 1),
+                "self": gw == store.gateway_id,
+            }
+            for gw, exp, info in live
+        ]
+        return body

@@ -413,28 +413,9 @@ class RedisStore:
                 return
 
     async def status(self) -> dict[str, Any]:
-        body: dict[str, Any] = {
-            "kind": self.kind,
-            "url": self.url.redacted if self.url else None,
-            "up": self.up,
-            "gateway_id": self.gateway_id,
-            "pending_operations": len(self.pending),
-        }
-        try:
-            now_ms, live = await self.call("gateways")
-        except StoreUnavailable:
-            body["up"] = False
-            return body
-        body["gateways"] = [
-            {
-                **json.loads(info),
-                "gateway_id": gw,
-                "lease_left_s": round((float(exp) - int(now_ms)) / 1000, 1),
-            }
-            | {"self": gw == self.gateway_id}
-            for gw, exp, info in live
-        ]
-        return body
+        return await self.membership.status(
+            self.url.redacted if self.url else None, self.up, len(self.pending)
+        )
 
     # ---- what this gateway holds (re-asserted after the store lost it)
 
