@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 
 from omnivox.core.errors import TooManySessions
 from omnivox.gateway.cluster.scheduler import RedisStore
+from omnivox.gateway.edges.limits import count_down
 
 
 class RedisClientLimits:
@@ -47,11 +48,7 @@ class RedisClientLimits:
         try:
             yield
         finally:
-            left = self.open[client] - 1
-            if left:
-                self.open[client] = left
-            else:
-                del self.open[client]
+            count_down(self.open, client)
             await store.pending.run("leave_client", client, store.gateway_id)
 
     async def _after_beat(self, lost: bool) -> None:

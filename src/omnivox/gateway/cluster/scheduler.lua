@@ -7,15 +7,7 @@
 -- KEYS[1] is the key prefix (it carries the hash tag, so every key lives in one cluster slot).
 -- ARGV[1] is the operation, ARGV[2] the time in ms (-1: the server's clock), the rest its arguments.
 
-local P = KEYS[1]
-local OP = ARGV[1]
-local NOW = tonumber(ARGV[2])
-if NOW < 0 then
-  local t = redis.call('TIME')
-  NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-local A = {}
-for i = 3, #ARGV do A[#A + 1] = ARGV[i] end
+-- (P, OP, NOW and A come from the header scripts.py puts before every script)
 
 local IS_BUSY = {BUSY_STREAMING = true, DUPLEX_ACTIVE = true, DUPLEX_PAUSED = true}
 

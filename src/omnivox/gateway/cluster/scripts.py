@@ -60,8 +60,22 @@ SHARED_OPS = frozenset(
 )
 
 
+# every script's first lines: the key prefix, the operation, the time (ms; the server's when the
+# caller gives -1) and the operation's arguments
+HEADER = """local P = KEYS[1]
+local OP = ARGV[1]
+local NOW = tonumber(ARGV[2])
+if NOW < 0 then
+  local t = redis.call('TIME')
+  NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local A = {}
+for i = 3, #ARGV do A[#A + 1] = ARGV[i] end
+"""
+
+
 def _source(name: str) -> str:
-    return resources.files("omnivox.gateway.cluster").joinpath(name).read_text()
+    return HEADER + resources.files("omnivox.gateway.cluster").joinpath(name).read_text()
 
 
 def scheduler_source(alpha: float) -> str:

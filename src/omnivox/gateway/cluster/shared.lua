@@ -4,15 +4,7 @@
 -- script is one atomic step. Calling conventions as scheduler.lua: KEYS[1] the prefix, ARGV[1] the
 -- operation, ARGV[2] the time in ms (-1: the server's clock).
 
-local P = KEYS[1]
-local OP = ARGV[1]
-local NOW = tonumber(ARGV[2])
-if NOW < 0 then
-  local t = redis.call('TIME')
-  NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-local A = {}
-for i = 3, #ARGV do A[#A + 1] = ARGV[i] end
+-- (P, OP, NOW and A come from the header scripts.py puts before every script)
 
 local function fmt(n) return string.format('%.0f', n) end
 local function gkey(g, what) return P .. ':gw:' .. g .. ':' .. what end

@@ -21,6 +21,15 @@ from omnivox.core.errors import TooManySessions
 _IDLE_BUCKETS = 10_000  # buckets kept before full ones are forgotten
 
 
+def count_down(open_: dict[str, int], client: str) -> None:
+    """One connection of ``client`` ended (a count reaching 0 is forgotten)."""
+    left = open_[client] - 1
+    if left:
+        open_[client] = left
+    else:
+        del open_[client]
+
+
 class Limits(Protocol):
     """Per-client limits, one gateway's (``ClientLimits``) or every gateway's on a shared store."""
 
@@ -71,11 +80,7 @@ class ClientLimits:
         try:
             yield
         finally:
-            left = self.open[client] - 1
-            if left:
-                self.open[client] = left
-            else:
-                del self.open[client]
+            count_down(self.open, client)
 
     def _take_token(self, client: str) -> None:
         if not self.rate:
