@@ -288,10 +288,10 @@ async def test_every_error_code_and_the_session_stays_open(rt_cluster):
         assert (await s.error({"type": "response.cancel"}))["code"] == "response_cancel_not_active"
         assert (await s.error({"type": "conversation.item.retrieve", "item_id": "item_nope"}))[
             "code"
-        ] == "item_not_found"
+        ] == "item_retrieve_invalid_item_id"
         assert (await s.error({"type": "conversation.item.delete", "item_id": "item_nope"}))[
             "code"
-        ] == "item_not_found"
+        ] == "item_delete_invalid_item_id"
         big = "A" * (9 * 1024 * 1024)
         assert (await s.error({"type": "input_audio_buffer.append", "audio": big}, timeout=30))[
             "code"

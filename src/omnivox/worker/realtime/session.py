@@ -127,6 +127,7 @@ class RealtimeSession(SessionHandler):
             units=self.conn.units,
             executor=self.output_thread,
             lead_ms=float(self.settings.audio_lead_ms),
+            apology=self.settings.failure_apology,
             config=lambda: self.config,
             encoder=lambda: self.encoder,
             on_finished=self._finished,
@@ -171,11 +172,8 @@ class RealtimeSession(SessionHandler):
         elif isinstance(event, rt.ConversationItemRetrieve):
             self.conversation.retrieve(event.item_id)
         elif isinstance(event, rt.ConversationItemTruncate):
-            item = self.conversation.check_truncation(event.item_id, event.audio_end_ms)
-            active = self.responses.active
-            if active is not None and active.plan.item is item:
-                active.cancel("client_cancelled")
-            self.conversation.truncate(item, event.audio_end_ms)
+            item, heard_ms = self.conversation.check_truncation(event.item_id, event.audio_end_ms)
+            self.responses.truncate(item, heard_ms)
         elif isinstance(event, rt.ConversationItemDelete):
             self.conversation.delete(event.item_id)
 
@@ -354,11 +352,12 @@ class RealtimeSession(SessionHandler):
 
     async def _finished(self, response: Response) -> None:
         figures = response.figures
-        if figures.error is not None:
-            self.conn.error(figures.error, keep_open=True)
+        # a failed reply is told in its response.done alone (stock clients take an error event as
+        # the session's end); the gateway counts it
         asr_busy, asr_audio = self.hearing.take_figures()
         self.internal(
             Metrics(
+                error_code=figures.error.wire_code if figures.error is not None else None,
                 voice_to_voice_s=figures.voice_to_voice_s,
                 llm_ttft_s=figures.llm_ttft_s,
                 tts_ttfa_s=figures.tts_ttfa_s,
