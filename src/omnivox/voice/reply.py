@@ -151,8 +151,10 @@ def with_apology(
     said = False
     try:
         for piece in pieces:
-            said = said or isinstance(piece, Spoken | ToolCallDelta) or (
-                isinstance(piece, Word) and bool(piece.text.strip())
+            said = (
+                said
+                or isinstance(piece, Spoken | ToolCallDelta)
+                or (isinstance(piece, Word) and bool(piece.text.strip()))
             )
             yield piece
     except Exception as exc:
