@@ -113,15 +113,15 @@ class ItemNotFound(NotFound):
 # The OpenAI Realtime API names a missing item by what the client tried to do with it; stock clients
 # wait for these codes (pipecat's ``retrieve_conversation_item`` settles on the first).
 class RetrieveItemNotFound(ItemNotFound):
-    realtime_code = "item_retrieve_invalid_item_id"
+    code = "item_retrieve_invalid_item_id"
 
 
 class TruncateItemNotFound(ItemNotFound):
-    realtime_code = "item_truncate_invalid_item_id"
+    code = "item_truncate_invalid_item_id"
 
 
 class DeleteItemNotFound(ItemNotFound):
-    realtime_code = "item_delete_invalid_item_id"
+    code = "item_delete_invalid_item_id"
 
 
 class ItemExists(_Recoverable):

@@ -60,11 +60,13 @@ class Client:
 
 @pytest.fixture
 async def session(request) -> AsyncIterator[tuple[Client, FakeVoiceEngine, RealtimeSession]]:
-    script, hold = getattr(request, "param", ([], False))
+    script, hold, *rest = getattr(request, "param", ([], False))
+    query = rest[0] if rest else {"omnivox_events": "true"}  # omnivox's own events too, unless said
     engine = FakeVoiceEngine(script, hold=hold)
     socket = MemorySocket()
     conn = Connection(socket, REALTIME)
-    handler = RealtimeSession(conn, Host(engine), Settings(audio_lead_ms=5000), SessionInfo("s1"))  # type: ignore[arg-type]
+    info = SessionInfo("s1", query=query)
+    handler = RealtimeSession(conn, Host(engine), Settings(audio_lead_ms=5000), info)  # type: ignore[arg-type]
     running = asyncio.create_task(conn.run(handler.on_frame, handler.main()))
     client = Client(socket)
     await client.until("session.created")
@@ -290,3 +292,28 @@ async def test_a_failed_reply_is_one_failed_response_done_and_no_error_event(ses
     client.send("response.create", response={"output_modalities": ["text"]})
     events = await client.until("response.done")  # the session goes on
     assert "error" not in types(events) and events[-1]["response"]["status"] == "completed"
+
+
+@pytest.mark.parametrize("session", [([], False, {})], indirect=True)
+async def test_a_stock_client_gets_no_omnivox_events_and_the_settings_in_effect(session, caplog) -> None:
+    client, _, _ = session
+    with caplog.at_level("INFO", logger="omnivox.worker.realtime.session"):
+        client.send(
+            "session.update",
+            session={
+                "type": "realtime",
+                "audio": {
+                    "output": {"voice": "alloy"},
+                    "input": {"transcription": {"model": "gpt-4o-mini-transcribe"}},
+                },
+                "tracing": "auto",
+            },
+        )
+        updated = (await client.until("session.updated"))[-1]["session"]
+        client.send("response.cancel")  # something after it, to read past any warning
+        events = await client.until("error")
+    assert not [e for e in events if e["type"].startswith("omnivox.")]
+    assert updated["audio"]["output"]["voice"] == "v1"  # the voice that speaks, not the one asked
+    assert updated["audio"]["input"]["transcription"]["model"] == "default"  # the one that transcribes
+    said = " ".join(r.getMessage() for r in caplog.records)
+    assert "alloy" in said and "traces" in said  # each told in the log instead
