@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +50,8 @@ class Request:
     session_id: str
     query: dict[str, str]
     worker_params: dict[str, str]  # what the worker must know of it (protocol.worker_params)
+    # when the client can be served (a WebRTC call: once its media connects; False: it never will)
+    ready: Callable[[], Awaitable[bool]] | None = None
 
 
 class _Edge:
@@ -73,6 +75,7 @@ class _Edge:
         self.record = record
         self.session_id = request.session_id
         self.worker_params = request.worker_params
+        self.ready = request.ready
         self.taps = taps
         self.inbox: Inbox[Inbound] = Inbox(self.settings.max_message_bytes * 2)
         self.task_type = protocol.task_type(request.session_id, request.query)
@@ -148,6 +151,8 @@ class SessionEdge(_Edge):
                 )
 
     async def main(self) -> None:
+        if self.ready is not None and not await self.ready():
+            return  # gone before it could be served (a call whose media never connected): no worker
         try:
             worker = await self.admit()
         except ClientGone:
