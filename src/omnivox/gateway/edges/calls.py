@@ -32,12 +32,12 @@ from aiortc import RTCConfiguration, RTCPeerConnection, RTCSessionDescription
 from aiortc.jitterbuffer import JitterBuffer
 from aiortc.mediastreams import MediaStreamTrack
 
+from omnivox.connection.sockets import PeerGone, Socket
 from omnivox.core.errors import InvalidMessage, NotFound
 from omnivox.core.ids import new_id
+from omnivox.core.transitions import Machine
 from omnivox.gateway.edges.call_audio import Playout, hear
 from omnivox.protocol.media import MediaBridge
-from omnivox.session.sockets import PeerGone, Socket
-from omnivox.session.transitions import Machine
 
 log = logging.getLogger(__name__)
 

@@ -27,6 +27,10 @@ from collections.abc import Awaitable, Callable, Mapping
 
 from fastapi import WebSocket
 
+from omnivox.connection.relay import Inbound
+from omnivox.connection.runtime import Connection
+from omnivox.connection.sockets import AsgiSocket, Socket
+from omnivox.connection.taps import Taps
 from omnivox.core.errors import (
     WS_POLICY,
     OmnivoxError,
@@ -41,10 +45,6 @@ from omnivox.gateway.edges.taps import MetricsTap
 from omnivox.protocol.spec import WireProtocol
 from omnivox.recording.service import SessionRecorder
 from omnivox.recording.session import SessionInfo
-from omnivox.session.relay import Inbound
-from omnivox.session.runtime import Connection
-from omnivox.session.sockets import AsgiSocket, Socket
-from omnivox.session.taps import Taps
 
 log = logging.getLogger(__name__)
 

@@ -15,6 +15,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from omnivox.connection.inbox import Inbox
+from omnivox.connection.relay import Inbound, Relay, RelayEnd
+from omnivox.connection.runtime import Connection
+from omnivox.connection.sockets import Socket
+from omnivox.connection.taps import Direction, Frame, Taps
 from omnivox.core.config import Settings
 from omnivox.core.errors import (
     WS_SERVER_ERROR,
@@ -28,15 +33,10 @@ from omnivox.gateway.edges.sessions import SessionRecord
 from omnivox.gateway.edges.worker_link import CONNECT_FAILURES, connect_worker
 from omnivox.gateway.scheduling.admission import ClientGone
 from omnivox.gateway.scheduling.pool import WorkerRecord
-from omnivox.protocol.internal import PauseReport, TurnEnd, parse_internal
-from omnivox.protocol.queue import QueueNotice
+from omnivox.protocol.control.internal import PauseReport, TurnEnd, parse_internal
+from omnivox.protocol.control.queue import QueueNotice
 from omnivox.protocol.spec import WireProtocol
 from omnivox.recording.service import SessionRecorder
-from omnivox.session.inbox import Inbox
-from omnivox.session.relay import Inbound, Relay, RelayEnd
-from omnivox.session.runtime import Connection
-from omnivox.session.sockets import Socket
-from omnivox.session.taps import Direction, Frame, Taps
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """One realtime session on a worker: the OpenAI Realtime protocol over the engine's voice methods.
 
-The session is a protocol handler on the session runtime (``session.runtime``): client events arrive
+The session is a protocol handler on the connection runtime (``connection.runtime``): client events arrive
 through ``on_frame``, its events leave through the connection's outbox, work units are the
 connection's. Its parts own their state: ``Conversation`` (items and their events), ``TurnTaking``
 (what was heard -> typed actions), ``Responses`` (each response an explicit state machine),
@@ -22,11 +22,16 @@ from typing import Any
 from omnivox.audio.clips import decode_clip_at
 from omnivox.core.errors import InputAudioBufferCommitEmpty, InvalidMessage, OmnivoxError
 from omnivox.core.ids import new_id
-from omnivox.protocol import realtime as rt
-from omnivox.protocol import realtime_events as ev
 from omnivox.protocol.chat import ChatMessage
-from omnivox.protocol.internal import Metrics
-from omnivox.protocol.realtime_session import OmnivoxOptions, SessionConfig, TurnDetection, apply_update
+from omnivox.protocol.control.internal import Metrics
+from omnivox.protocol.realtime import events as ev
+from omnivox.protocol.realtime import wire as rt
+from omnivox.protocol.realtime.session_config import (
+    OmnivoxOptions,
+    SessionConfig,
+    TurnDetection,
+    apply_update,
+)
 from omnivox.voice.echo.reference import EchoReference
 from omnivox.voice.turn.interruption import InterruptionPolicy
 from omnivox.voice.vad.turn import TurnParams

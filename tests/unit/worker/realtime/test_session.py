@@ -14,9 +14,9 @@ import pytest
 from fake_voice_engine import FakeVoiceEngine
 from memsocket import MemorySocket
 from omnivox.audio.pcm import to_pcm16
+from omnivox.connection.runtime import Connection
 from omnivox.core.config import Settings
-from omnivox.protocol.realtime import REALTIME
-from omnivox.session.runtime import Connection
+from omnivox.protocol.realtime.wire import REALTIME
 from omnivox.voice.listener import Heard
 from omnivox.worker.handler import SessionInfo
 from omnivox.worker.realtime.session import RealtimeSession
