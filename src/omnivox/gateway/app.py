@@ -25,6 +25,7 @@ from omnivox.gateway.scheduling.admission import Admission
 from omnivox.gateway.scheduling.eta import DurationModel
 from omnivox.gateway.scheduling.health import HealthMonitor
 from omnivox.gateway.scheduling.pool import WorkerPool
+from omnivox.gateway.telephony.routes import mount_telephony
 from omnivox.protocol.workers import worker_base_url
 
 Hook = Callable[[], Awaitable[None]]
@@ -90,4 +91,5 @@ def create_gateway_app(settings: Settings, background: list[Hook] | None = None)
     app.include_router(recordings.router)
     mount_pages(app)
     mount_protocols(app, ctx)
+    mount_telephony(app, ctx)
     return app

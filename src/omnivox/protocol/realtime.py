@@ -23,6 +23,7 @@ from omnivox.core.errors import WS_POLICY, OmnivoxError, QueueFull, SessionLimit
 from omnivox.protocol.queue import QueueNotice
 from omnivox.protocol.realtime_events import QueueStatus, error_event
 from omnivox.protocol.realtime_media import REALTIME_MEDIA
+from omnivox.protocol.realtime_phone import REALTIME_PHONE
 from omnivox.protocol.realtime_session import SessionConfig, apply_update
 from omnivox.protocol.realtime_timeline import RealtimeTimeline
 from omnivox.protocol.spec import Parser, WireProtocol
@@ -220,6 +221,7 @@ class RealtimeProtocol(WireProtocol):
 
     client_secrets = True
     media = REALTIME_MEDIA
+    phone = REALTIME_PHONE
 
     def session_defaults(self, session: dict[str, Any]) -> dict[str, Any]:
         return apply_update(SessionConfig(), session).wire()

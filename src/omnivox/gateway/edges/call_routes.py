@@ -157,8 +157,8 @@ async def _call(request: Request, protocol: WireProtocol, ctx: GatewayContext) -
         raise InvalidMessage(f"the SDP offer is larger than {MAX_SDP_BYTES} bytes", param="sdp")
     if session is not None:
         protocol.session_defaults(session)
-    if len(ctx.calls) >= settings.webrtc_max_calls:
-        raise TooManySessions(f"the gateway holds {len(ctx.calls)} calls, its limit")
+    if ctx.calls.count("webrtc") >= settings.webrtc_max_calls:
+        raise TooManySessions(f"the gateway holds {ctx.calls.count('webrtc')} calls, its limit")
     held = contextlib.ExitStack()
     held.enter_context(ctx.limits.admit(request.client.host if request.client else "unknown"))
     assert protocol.media is not None
