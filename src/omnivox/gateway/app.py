@@ -65,9 +65,14 @@ def create_gateway_app(settings: Settings, background: list[Hook] | None = None)
         tasks = [asyncio.create_task(job) for job in jobs] + [
             asyncio.create_task(h()) for h in background or []
         ]
+        sip = getattr(app.state, "sip", None)
+        if sip is not None:
+            await sip.start()
         try:
             yield
         finally:
+            if sip is not None:
+                await sip.stop()
             await ctx.calls.close()
             for task in tasks:
                 task.cancel()

@@ -99,8 +99,7 @@ class RtpEndpoint(asyncio.DatagramProtocol):
             self._pacer = asyncio.ensure_future(self._pace())
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.DatagramTransport)
-        self._transport = transport
+        self._transport = transport  # type: ignore[assignment]  # uvloop's is no asyncio.DatagramTransport
 
     def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:  # type: ignore[override]
         plan = self.plan
