@@ -14,11 +14,30 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from omnivox.core.errors import InvalidJson, InvalidMessage, MessageTooLarge
 
 MAX_FRAME_BYTES = 256 * 1024  # a carrier's media frame is a few hundred bytes
+
+
+class Message(BaseModel):
+    """A carrier's message: fields omnivox does not read are kept, not refused."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class MediaBody(Message):
+    payload: str
+    track: str = "inbound"
+
+
+class DtmfBody(Message):
+    digit: str = Field(min_length=1, max_length=1)
+
+
+class MarkBody(Message):
+    name: str
 
 
 @dataclass(frozen=True)

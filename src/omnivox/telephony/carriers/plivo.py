@@ -9,10 +9,12 @@ import base64
 import json
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import Field, TypeAdapter
 
 from omnivox.telephony.carriers.base import (
     Carrier,
+    DtmfBody,
+    MediaBody,
     StreamDtmf,
     StreamEvent,
     StreamMark,
@@ -22,59 +24,47 @@ from omnivox.telephony.carriers.base import (
     StreamStop,
     encoding_of,
 )
+from omnivox.telephony.carriers.base import Message as CarrierMessage
 from omnivox.telephony.carriers.twilio import b64
 
 
-class _Message(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-
-class MediaFormat(_Message):
+class MediaFormat(CarrierMessage):
     encoding: str
     sampleRate: int = 8000
 
 
-class StartBody(_Message):
+class StartBody(CarrierMessage):
     callId: str = Field("", max_length=128)
     streamId: str = Field(min_length=1, max_length=128)
     mediaFormat: MediaFormat
 
 
-class Start(_Message):
+class Start(CarrierMessage):
     event: Literal["start"]
     start: StartBody
     extra_headers: str | None = None
 
 
-class MediaBody(_Message):
-    payload: str
-    track: str = "inbound"
-
-
-class Media(_Message):
+class Media(CarrierMessage):
     event: Literal["media"]
     media: MediaBody
 
 
-class DtmfBody(_Message):
-    digit: str = Field(min_length=1, max_length=1)
-
-
-class Dtmf(_Message):
+class Dtmf(CarrierMessage):
     event: Literal["dtmf"]
     dtmf: DtmfBody
 
 
-class PlayedStream(_Message):
+class PlayedStream(CarrierMessage):
     event: Literal["playedStream"]
     name: str
 
 
-class ClearedAudio(_Message):
+class ClearedAudio(CarrierMessage):
     event: Literal["clearedAudio"]
 
 
-class Stop(_Message):
+class Stop(CarrierMessage):
     event: Literal["stop"]
 
 

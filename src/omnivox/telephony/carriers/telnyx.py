@@ -8,10 +8,13 @@ import base64
 import json
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import Field, TypeAdapter
 
 from omnivox.telephony.carriers.base import (
     Carrier,
+    DtmfBody,
+    MarkBody,
+    MediaBody,
     StreamDtmf,
     StreamEvent,
     StreamMark,
@@ -21,24 +24,21 @@ from omnivox.telephony.carriers.base import (
     StreamStop,
     encoding_of,
 )
+from omnivox.telephony.carriers.base import Message as CarrierMessage
 from omnivox.telephony.carriers.twilio import b64
 
 
-class _Message(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-
-class Connected(_Message):
+class Connected(CarrierMessage):
     event: Literal["connected"]
 
 
-class MediaFormat(_Message):
+class MediaFormat(CarrierMessage):
     encoding: str
     sample_rate: int = 8000
     channels: int = 1
 
 
-class StartBody(_Message):
+class StartBody(CarrierMessage):
     call_control_id: str = Field("", max_length=256)
     media_format: MediaFormat
     client_state: str | None = None
@@ -46,45 +46,32 @@ class StartBody(_Message):
     from_: str | None = Field(None, alias="from")
 
 
-class Start(_Message):
+class Start(CarrierMessage):
     event: Literal["start"]
     stream_id: str = Field(min_length=1, max_length=128)
     start: StartBody
 
 
-class MediaBody(_Message):
-    payload: str
-    track: str = "inbound"
-
-
-class Media(_Message):
+class Media(CarrierMessage):
     event: Literal["media"]
     media: MediaBody
 
 
-class DtmfBody(_Message):
-    digit: str = Field(min_length=1, max_length=1)
-
-
-class Dtmf(_Message):
+class Dtmf(CarrierMessage):
     event: Literal["dtmf"]
     dtmf: DtmfBody
 
 
-class MarkBody(_Message):
-    name: str
-
-
-class Mark(_Message):
+class Mark(CarrierMessage):
     event: Literal["mark"]
     mark: MarkBody
 
 
-class Stop(_Message):
+class Stop(CarrierMessage):
     event: Literal["stop"]
 
 
-class Error(_Message):
+class Error(CarrierMessage):
     event: Literal["error"]
 
 

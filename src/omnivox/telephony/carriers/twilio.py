@@ -19,11 +19,14 @@ from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 from xml.sax.saxutils import quoteattr
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import Field, TypeAdapter
 
 from omnivox.core.errors import InvalidMessage
 from omnivox.telephony.carriers.base import (
     Carrier,
+    DtmfBody,
+    MarkBody,
+    MediaBody,
     StreamDtmf,
     StreamEvent,
     StreamMark,
@@ -33,72 +36,53 @@ from omnivox.telephony.carriers.base import (
     StreamStop,
     encoding_of,
 )
+from omnivox.telephony.carriers.base import Message as CarrierMessage
 
 
-class _Message(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-
-class Connected(_Message):
+class Connected(CarrierMessage):
     event: Literal["connected"]
 
 
-class MediaFormat(_Message):
+class MediaFormat(CarrierMessage):
     encoding: str
     sampleRate: int = 8000
     channels: int = 1
 
 
-class StartBody(_Message):
+class StartBody(CarrierMessage):
     streamSid: str = Field(min_length=1, max_length=128)
     callSid: str = Field("", max_length=128)
     accountSid: str = ""
-    tracks: list[str] = []
-    customParameters: dict[str, str] = {}
+    tracks: list[str] = Field(default_factory=list)
+    customParameters: dict[str, str] = Field(default_factory=dict)
     mediaFormat: MediaFormat
 
 
-class Start(_Message):
+class Start(CarrierMessage):
     event: Literal["start"]
     streamSid: str | None = None
     start: StartBody
 
 
-class MediaBody(_Message):
-    payload: str
-    track: str = "inbound"
-    chunk: str | None = None
-    timestamp: str | None = None
-
-
-class Media(_Message):
+class Media(CarrierMessage):
     event: Literal["media"]
     streamSid: str | None = None
     media: MediaBody
 
 
-class DtmfBody(_Message):
-    digit: str = Field(min_length=1, max_length=1)
-    track: str | None = None
-
-
-class Dtmf(_Message):
+class Dtmf(CarrierMessage):
     event: Literal["dtmf"]
     streamSid: str | None = None
     dtmf: DtmfBody
 
 
-class MarkBody(_Message):
-    name: str
-
-
-class Mark(_Message):
+class Mark(CarrierMessage):
     event: Literal["mark"]
     streamSid: str | None = None
     mark: MarkBody
 
 
-class Stop(_Message):
+class Stop(CarrierMessage):
     event: Literal["stop"]
     streamSid: str | None = None
 
