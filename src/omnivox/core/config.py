@@ -153,6 +153,9 @@ class WorkerSettings(BaseModel):
     worker_port: int = Field(0, ge=0, le=65535, description="0 picks a free port")
     worker_public_url: str | None = Field(None, description="URL the gateway uses to reach this worker")
     gateway_url: str | None = Field(None, description="gateway a worker registers with")
+    dependency_check_s: float = Field(
+        30.0, gt=0, description="how often a worker checks the LLM/ASR/TTS servers it uses (--llm-url, ...)"
+    )
 
 
 class EngineSettings(BaseModel):

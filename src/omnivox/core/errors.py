@@ -110,6 +110,27 @@ class ItemNotFound(NotFound):
     code = "item_not_found"
 
 
+# The OpenAI Realtime API names a missing item by what the client tried to do with it; stock clients
+# wait for these codes (pipecat's ``retrieve_conversation_item`` settles on the first).
+class RetrieveItemNotFound(ItemNotFound):
+    code = "item_retrieve_invalid_item_id"
+
+
+class TruncateItemNotFound(ItemNotFound):
+    code = "item_truncate_invalid_item_id"
+
+
+class DeleteItemNotFound(ItemNotFound):
+    code = "item_delete_invalid_item_id"
+
+
+class ItemExists(_Recoverable):
+    """``conversation.item.create`` with the id of an item the conversation already has."""
+
+    code = "item_already_exists"
+    http_status = 409
+
+
 class CallNotFound(NotFound):
     """A ``function_call_output`` for a call that was never made."""
 

@@ -6,14 +6,14 @@ and, for clients that ask with ``OpenAI-Beta: realtime=v1``, used on output (``B
 
 This module holds the client events and the protocol's description (``REALTIME``); the server
 events are in ``protocol.realtime_events`` and the session configuration in
-``protocol.realtime_session``. Omnivox extensions use the ``omnivox.`` prefix: ``omnivox.queue``
-tells a waiting client its place.
+``protocol.realtime_session``. Omnivox extension events use the ``omnivox.`` prefix and reach only
+clients that ask with ``?omnivox_events=true`` (``wants_extensions``).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from omnivox.core.config import Settings
 from omnivox.core.errors import WS_POLICY, OmnivoxError, QueueFull, SessionLimitReached, TicketCancelled
 from omnivox.protocol.queue import QueueNotice
-from omnivox.protocol.realtime_events import QueueStatus, error_event
+from omnivox.protocol.realtime_events import EXTENSION_PREFIX, QueueStatus, error_event
 from omnivox.protocol.realtime_media import REALTIME_MEDIA
 from omnivox.protocol.realtime_session import SessionConfig, apply_update
 from omnivox.protocol.realtime_timeline import RealtimeTimeline
@@ -165,6 +165,17 @@ BETA_CLIENT_TYPES = {"transcription_session.update": "session.update"}
 
 # ---------------------------------------------------------------- the protocol
 
+EXTENSIONS_QUERY = "omnivox_events"  # ?omnivox_events=true: send omnivox's own events too
+
+
+def wants_extensions(query: Mapping[str, str]) -> bool:
+    """Whether the client asked for omnivox's extension events (the pages and benches do)."""
+    return query.get(EXTENSIONS_QUERY, "").lower() in ("1", "true", "yes")
+
+
+def is_extension(frame: str | bytes) -> bool:
+    return isinstance(frame, str) and frame.startswith(EXTENSION_PREFIX)
+
 
 class RealtimeProtocol(WireProtocol):
     """``WS /v1/realtime``: one worker for the session's whole life (task type ``realtime``)."""
@@ -229,6 +240,9 @@ class RealtimeProtocol(WireProtocol):
 
     def call_id(self, query: Mapping[str, str]) -> str | None:
         return query.get("call_id")
+
+    def withheld(self, query: Mapping[str, str]) -> Callable[[str | bytes], bool] | None:
+        return None if wants_extensions(query) else is_extension
 
     def refusal(self, err: OmnivoxError) -> OmnivoxError:
         """Every refusal is ``session_limit_reached`` (close 1008), as OpenAI words capacity."""

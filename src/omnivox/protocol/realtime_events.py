@@ -1,7 +1,12 @@
 """Server events of the OpenAI Realtime API (``WS /v1/realtime``), GA names; beta names for clients
-that ask for them (``BETA_SERVER_TYPES``). ``omnivox.queue`` is omnivox's extension event for a session
-waiting for a worker; ``omnivox.interruption.paused`` / ``.resumed`` tell a client that a reply's audio
-stopped for speech over it and plays on after all (it was a cough, a backchannel or its own echo).
+that ask for them (``BETA_SERVER_TYPES``).
+
+omnivox's own events (``ExtensionEvent``) reach only clients that ask for them (``?omnivox_events=true``;
+stock clients take an event they cannot parse for an error): ``omnivox.queue`` for a session waiting
+for a worker; ``omnivox.interruption.paused`` / ``.resumed`` tell a client that a reply's audio
+stopped for speech over it and plays on after all (it was a cough, a backchannel or its own echo);
+``omnivox.warning`` names a setting accepted but not served. Their ``type`` comes first in their
+JSON (``EXTENSION_PREFIX``), so the gateway withholds them without parsing frames.
 """
 
 from __future__ import annotations
@@ -29,6 +34,16 @@ class ErrorDetail(BaseModel):
     message: str
     param: str | None = None
     event_id: str | None = None  # the client event that caused it
+
+
+EXTENSION_PREFIX = '{"type":"omnivox.'
+
+
+class ExtensionEvent(Msg):
+    """An omnivox extension event (sent only to clients that ask; see the module doc)."""
+
+    type: str  # first: the frame starts with EXTENSION_PREFIX
+    event_id: str = Field(default_factory=event_id)
 
 
 class Error(ServerEvent):
@@ -264,7 +279,7 @@ class OutputAudioStopped(ServerEvent):
     response_id: str
 
 
-class SettingWarning(ServerEvent):
+class SettingWarning(ExtensionEvent):
     """omnivox extension: a setting was accepted but is not served (said once per setting)."""
 
     type: Literal["omnivox.warning"] = "omnivox.warning"
@@ -273,7 +288,7 @@ class SettingWarning(ServerEvent):
     param: str | None = None
 
 
-class QueueStatus(ServerEvent):
+class QueueStatus(ExtensionEvent):
     """omnivox extension: the session waits for a worker (sent on every change of its place)."""
 
     type: Literal["omnivox.queue"] = "omnivox.queue"
@@ -284,7 +299,7 @@ class QueueStatus(ServerEvent):
     estimated_wait_s: float = 0.0
 
 
-class InterruptionPaused(ServerEvent):
+class InterruptionPaused(ExtensionEvent):
     """omnivox extension: speech over the reply paused its audio at ``audio_end_ms`` of the item's
     audio (a client may pause its player there); a ``response.done`` or ``.resumed`` follows."""
 
@@ -294,7 +309,7 @@ class InterruptionPaused(ServerEvent):
     audio_end_ms: int
 
 
-class InterruptionResumed(ServerEvent):
+class InterruptionResumed(ExtensionEvent):
     """omnivox extension: the speech was not an interruption; the reply plays on from
     ``audio_start_ms`` (nothing was truncated)."""
 

@@ -17,7 +17,7 @@ for. Adding a protocol is a module here plus a worker handler.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import quote, urlencode
@@ -114,6 +114,11 @@ class WireProtocol(ABC):
     def refusal(self, err: OmnivoxError) -> OmnivoxError:
         """How a failed admission (full queue, cancelled ticket, wait ran out) is said."""
         return err
+
+    def withheld(self, query: Mapping[str, str]) -> Callable[[str | bytes], bool] | None:
+        """Which of the server's frames this client is not sent (seen by recording all the same),
+        e.g. extension events it did not ask for (None: it gets them all)."""
+        return None
 
     # ---- recording
 

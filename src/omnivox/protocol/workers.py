@@ -49,7 +49,7 @@ class Capabilities(BaseModel):
 class WorkerHealth(BaseModel):
     """``GET /health`` on a worker."""
 
-    status: str = "ok"
+    status: str = "ok"  # ok | degraded (it works, but see problems) | error
     state: WorkerState  # the worker's own state machine (never OFFLINE: it answered)
     engine: str
     capabilities: Capabilities
@@ -58,6 +58,7 @@ class WorkerHealth(BaseModel):
     sessions_served: int = 0
     error: str | None = None
     voices: list[str] = Field(default_factory=list)
+    problems: list[str] = Field(default_factory=list)  # e.g. the LLM server it uses cannot be reached
 
 
 class Registration(BaseModel):

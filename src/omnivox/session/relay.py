@@ -2,8 +2,9 @@
 
 Client frames come from the session's inbox (filled by the client connection's receive task) and go
 to the worker as they are; worker frames go to the client's outbox, except internal ones (worker ->
-gateway, see ``protocol.internal``), which go to ``control`` instead. Every frame, internal ones
-included, is shown to the taps with its time and direction; taps never slow the relay.
+gateway, see ``protocol.internal``), which go to ``control`` instead, and those the client did not ask
+for (``withheld``). Every frame, internal ones included, is shown to the taps with its time and
+direction; taps never slow the relay.
 
 When ``control`` says the worker is done (a turn is over), the relay *holds*: client frames stay in
 the inbox for whoever reads next (the next turn), while the worker's last frames still reach the
@@ -61,6 +62,7 @@ class Relay:
         *,
         see: Callable[[Frame], None] = lambda frame: None,
         control: Callable[[str], bool] = lambda frame: False,
+        withheld: Callable[[str | bytes], bool] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.source = source
@@ -68,6 +70,7 @@ class Relay:
         self.worker = worker
         self.see = see
         self.control = control  # an internal frame; True: the worker is done, hold the client's frames
+        self.withheld = withheld  # frames the client is not sent (the taps see them)
         self.clock = clock
         self._stopping = False
         self._held = asyncio.Event()
@@ -118,7 +121,8 @@ class Relay:
                     self._held.set()
                 continue
             self.see(Frame(Direction.TO_CLIENT, self.clock(), frame))
-            await self.sink.send_wait(frame)
+            if self.withheld is None or not self.withheld(frame):
+                await self.sink.send_wait(frame)
         return self._ended_by_worker()
 
     def _ended_by_worker(self) -> RelayEnd:

@@ -85,7 +85,8 @@ def _server_event_types() -> set[str]:
 
     return {
         c.model_fields["type"].default
-        for c in subclasses(ev.ServerEvent)
+        for base in (ev.ServerEvent, ev.ExtensionEvent)
+        for c in subclasses(base)
         if "type" in c.model_fields and isinstance(c.model_fields["type"].default, str)
     }
 
@@ -119,3 +120,20 @@ def test_ga_type(given, ga):
 def test_ga_type_undoes_every_beta_name():
     for ga, beta in ev.BETA_SERVER_TYPES.items():
         assert ev.ga_type(beta) == ga and ev.ga_type(ga) == ga
+
+
+def test_extension_events_say_their_type_first_so_the_gateway_can_withhold_them() -> None:
+    from omnivox.protocol.realtime import REALTIME, is_extension
+
+    for event in (
+        ev.SettingWarning(message="m"),
+        ev.QueueStatus(status="queued", ticket_id="t"),
+        ev.InterruptionPaused(response_id="r", item_id="i", audio_end_ms=1),
+        ev.InterruptionResumed(response_id="r", item_id="i", audio_start_ms=1, reason="echo"),
+    ):
+        assert is_extension(event.model_dump_json()), event
+    assert not is_extension(ev.SessionCreated(session={}).model_dump_json())
+    assert not is_extension('{"type":"error"}') and not is_extension(b'{"type":"omnivox.queue"}')
+    withheld = REALTIME.withheld({})
+    assert withheld is is_extension  # stock clients never see them
+    assert REALTIME.withheld({"omnivox_events": "true"}) is None  # the pages and benches ask

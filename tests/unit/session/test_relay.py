@@ -139,3 +139,16 @@ async def test_cancelling_the_relay_stops_both_directions() -> None:
 def test_frames_carry_direction_time_and_data() -> None:
     f = Frame(Direction.TO_CLIENT, 1.5, "x", internal=True)
     assert (f.direction.value, f.at, f.data, f.internal) == ("to_client", 1.5, "x", True)
+
+
+async def test_frames_the_client_did_not_ask_for_are_withheld_from_it_and_seen_by_the_taps() -> None:
+    source: Inbox[Inbound] = Inbox()
+    sink, worker, seen = Sink(), MemorySocket(), []
+    relay = Relay(source, sink, worker, see=seen.append, withheld=lambda f: f.startswith("ext"))
+    running = asyncio.create_task(relay.run())
+    worker.feed("a", "ext:paused", "b")
+    await sink.wait_for(2)
+    assert sink.frames == ["a", "b"]  # never the extension frame
+    assert [f.data for f in seen] == ["a", "ext:paused", "b"]  # recording still sees it
+    worker.close_from_peer()
+    await asyncio.wait_for(running, 1)

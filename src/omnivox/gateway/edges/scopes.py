@@ -76,11 +76,12 @@ class _Edge:
         self.taps = taps
         self.inbox: Inbox[Inbound] = Inbox(self.settings.max_message_bytes * 2)
         self.task_type = protocol.task_type(request.session_id, request.query)
+        self.withheld = protocol.withheld(request.query)  # frames this client did not ask for
         self.ticket_id: str | None = None
 
     def notify(self, notice: QueueNotice) -> None:
         frame = self.protocol.notice_frame(notice)
-        if frame is not None:
+        if frame is not None and (self.withheld is None or not self.withheld(frame)):
             self.conn.send(frame)
 
     async def admit(self, history_hash: str | None = None) -> WorkerRecord:
@@ -110,7 +111,9 @@ class _Edge:
         return await connect_worker(url, self.settings)
 
     def relay(self, socket: Socket, control: Callable[[str], bool] = lambda frame: False) -> Relay:
-        return Relay(self.inbox, self.conn, socket, see=self.taps.see, control=control)
+        return Relay(
+            self.inbox, self.conn, socket, see=self.taps.see, control=control, withheld=self.withheld
+        )
 
     def lost(self, worker: WorkerRecord, why: object) -> WorkerLost:
         log.warning("worker %s lost mid-%s: %s", worker.worker_id, self.protocol.scope, why)

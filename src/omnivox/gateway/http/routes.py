@@ -27,8 +27,17 @@ async def health(request: Request) -> dict[str, Any]:
     pool = _ctx(request).pool
     states = [w.state for w in pool.workers.values()]
     usable = sum(1 for s in states if s is WorkerState.IDLE or s.busy)
+    problems = [
+        f"worker {w.worker_id}: {problem}"
+        for w in pool.workers.values()
+        if w.state is WorkerState.IDLE or w.state.busy
+        for problem in w.problems
+    ]
+    if not usable:
+        problems.insert(0, "no worker can take a session")
     body: dict[str, Any] = {
-        "status": "ok" if usable else "degraded",
+        "status": "degraded" if problems else "ok",
+        "problems": problems,
         "version": __version__,
         "workers": len(states),
         "workers_idle": sum(1 for s in states if s is WorkerState.IDLE),
@@ -166,6 +175,31 @@ async def cancel_ticket(ticket_id: str, request: Request) -> dict[str, Any]:
     if not _ctx(request).pool.cancel(ticket_id):
         raise HTTPException(404, detail={"code": "not_found", "message": f"no queued ticket {ticket_id}"})
     return {"ticket_id": ticket_id, "cancelled": True}
+
+
+def _models(ctx: GatewayContext) -> list[dict[str, Any]]:
+    """What ``model`` a client may name: ``omnivox`` (the voice agent; any name is taken as it) and
+    the engine of each worker that can serve."""
+    engines = sorted(
+        {w.engine for w in ctx.pool.workers.values() if w.engine and w.state is not WorkerState.OFFLINE}
+    )
+    return [
+        {"id": name, "object": "model", "created": 0, "owned_by": "omnivox"} for name in ["omnivox", *engines]
+    ]
+
+
+@router.get("/v1/models", dependencies=[Depends(require("client"))])
+async def list_models(request: Request) -> dict[str, Any]:
+    """OpenAI-compatible: tools probe it before they connect."""
+    return {"object": "list", "data": _models(_ctx(request))}
+
+
+@router.get("/v1/models/{model_id}", dependencies=[Depends(require("client"))])
+async def get_model(model_id: str, request: Request) -> dict[str, Any]:
+    for model in _models(_ctx(request)):
+        if model["id"] == model_id:
+            return model
+    raise HTTPException(404, detail={"code": "model_not_found", "message": f"no model {model_id!r}"})
 
 
 @router.get("/metrics")

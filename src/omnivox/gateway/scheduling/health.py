@@ -30,6 +30,7 @@ def apply_health(pool: WorkerPool, worker: WorkerRecord, health: WorkerHealth) -
     worker.engine = health.engine
     worker.capabilities = health.capabilities
     worker.voices = health.voices
+    worker.problems = health.problems
     serving = worker.state.busy and worker.ticket_id is not None
     if not serving and not health.state.busy:
         # The worker's own hash is the truth about its cache (it may have restarted empty). Not while

@@ -43,6 +43,7 @@ class WorkerRecord:
     kv_length: int = 0
     voices: list[str] = field(default_factory=list)
     error: str | None = None
+    problems: list[str] = field(default_factory=list)  # what it says is wrong (e.g. its LLM server)
     offline_since: float | None = None  # when it went OFFLINE (it is forgotten after a while)
 
     def can_serve(self, task_type: str) -> bool:
@@ -63,6 +64,7 @@ class WorkerRecord:
             "sessions_served": self.sessions_served,
             "kv_length": self.kv_length,
             "error": self.error,
+            "problems": self.problems,
         }
 
 

@@ -50,7 +50,7 @@ from omnivox.worker.realtime.turns import (
     StopIdle,
     TurnTaking,
 )
-from omnivox.worker.realtime.warnings import SettingWarnings
+from omnivox.worker.realtime.warnings import SettingWarnings, own_recogniser
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +103,11 @@ class RealtimeSession(SessionHandler):
             backchannel_max_ms=settings.backchannel_max_ms,
         )
         self.reference = EchoReference()  # the reply audio as it plays, for the echo guard
-        self.events = Events(self.conn, beta=self.info.query.get("beta") in ("1", "true"))
+        self.events = Events(
+            self.conn,
+            beta=self.info.query.get("beta") in ("1", "true"),
+            extensions=self.info.behind_gateway or rt.wants_extensions(self.info.query),
+        )
         self.conversation = Conversation(self.events.put)
         self.input_thread = ThreadPoolExecutor(1, thread_name_prefix="rt-input")
         self.output_thread = ThreadPoolExecutor(1, thread_name_prefix="rt-output")
@@ -127,6 +131,7 @@ class RealtimeSession(SessionHandler):
             units=self.conn.units,
             executor=self.output_thread,
             lead_ms=float(self.settings.audio_lead_ms),
+            apology=self.settings.failure_apology,
             config=lambda: self.config,
             encoder=lambda: self.encoder,
             on_finished=self._finished,
@@ -171,11 +176,8 @@ class RealtimeSession(SessionHandler):
         elif isinstance(event, rt.ConversationItemRetrieve):
             self.conversation.retrieve(event.item_id)
         elif isinstance(event, rt.ConversationItemTruncate):
-            item = self.conversation.check_truncation(event.item_id, event.audio_end_ms)
-            active = self.responses.active
-            if active is not None and active.plan.item is item:
-                active.cancel("client_cancelled")
-            self.conversation.truncate(item, event.audio_end_ms)
+            item, heard_ms = self.conversation.check_truncation(event.item_id, event.audio_end_ms)
+            self.responses.truncate(item, heard_ms)
         elif isinstance(event, rt.ConversationItemDelete):
             self.conversation.delete(event.item_id)
 
@@ -196,9 +198,13 @@ class RealtimeSession(SessionHandler):
             self.turns.interruption.policy = interruption_policy(new.omnivox)
             if echo_job(new.omnivox) != echo_job(old.omnivox):
                 self.hearing.submit(echo_job(new.omnivox))
+        warnings = self.warnings.check(patch, new)
+        if (asr := new.audio.input.transcription) is not None and not own_recogniser(asr.model):
+            asr.model = "default"  # what transcribes (the warning said which was asked for)
         self.events.put(ev.SessionUpdated(session=new.wire()))
-        for warning in self.warnings.check(patch, new):
-            self.events.put(warning)
+        for warning in warnings:
+            log.info("session %s: %s (%s)", self.info.session_id or "-", warning.message, warning.param)
+            self.events.put(warning)  # only to clients that asked for omnivox's events
         idle = vad is not None and vad.idle_timeout_ms is not None
         if idle and self.responses.active is None and not self.turns.in_turn:
             await self._arm_idle(self.responses.playback_left_s())  # the timer runs from now on
@@ -354,11 +360,12 @@ class RealtimeSession(SessionHandler):
 
     async def _finished(self, response: Response) -> None:
         figures = response.figures
-        if figures.error is not None:
-            self.conn.error(figures.error, keep_open=True)
+        # a failed reply is told in its response.done alone (stock clients take an error event as
+        # the session's end); the gateway counts it
         asr_busy, asr_audio = self.hearing.take_figures()
         self.internal(
             Metrics(
+                error_code=figures.error.wire_code if figures.error is not None else None,
                 voice_to_voice_s=figures.voice_to_voice_s,
                 llm_ttft_s=figures.llm_ttft_s,
                 tts_ttfa_s=figures.tts_ttfa_s,
