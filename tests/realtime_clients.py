@@ -276,6 +276,7 @@ class LiveKitCall:
         try:
             async for message in ev.message_stream:
                 generation.message_ids.append(message.message_id)
+                self.speaker.stop()  # the message before it has played out by now
                 self._playing = (message.message_id, message.modalities)
                 text = asyncio.create_task(_join(message.text_stream))
                 async for frame in message.audio_stream:

@@ -54,12 +54,14 @@ def echo_cluster(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def dead_llm_cluster(tmp_path_factory):
-    """A worker whose LLM server (``--llm-url``) is a closed loopback port: every reply fails."""
+    """A worker whose LLM server (``--llm-url``) is a closed loopback port: every reply fails (with
+    the spoken apology turned off: that is a completed reply, tested in test_realtime_dependencies)."""
     env = {
         "OMNIVOX_API_KEY": KEY,
         "OMNIVOX_LLM": "openai",
         "OMNIVOX_LLM_URL": f"http://127.0.0.1:{free_port()}/v1",
         "OMNIVOX_ASR": "pocketsphinx",
+        "OMNIVOX_FAILURE_APOLOGY": "",
     }
     with cluster(workers=1, engine="cascade", log_dir=tmp_path_factory.mktemp("dead"), **env) as c:
         yield c
