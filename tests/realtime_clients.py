@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from omnivox.audio.pcm import to_pcm16
+from wiretap import wait_until
 
 RATE = 24000
 CLIENT_LOGGERS = ("livekit", "openai.agents", "openai", "pipecat")
@@ -357,16 +358,12 @@ class AgentsCall:
         await paced(audio, self.session.send_audio, speed=speed)
 
     async def wait_for(self, kind: str, count: int = 1, timeout: float = 20.0) -> Any:
-        deadline = time.monotonic() + timeout
-        while len(found := self.of(kind)) < count:
-            left = deadline - time.monotonic()
-            if left <= 0 or self.closed is not None:
-                seen = [e.type for _, e in self.events]
-                raise TimeoutError(
-                    f"the Agents SDK session had no {kind} (#{count}) in {timeout}s "
-                    f"(session ended: {self.closed!r}); its events: {seen}"
-                )
-            self._new.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._new.wait(), left)
+        await wait_until(lambda: len(self.of(kind)) >= count or self.closed is not None, self._new, timeout)
+        found = self.of(kind)
+        if len(found) < count:
+            seen = [e.type for _, e in self.events]
+            raise TimeoutError(
+                f"the Agents SDK session had no {kind} (#{count}) in {timeout}s "
+                f"(session ended: {self.closed!r}); its events: {seen}"
+            )
         return found[count - 1]

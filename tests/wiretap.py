@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -113,20 +114,12 @@ class WireTap:
     ) -> dict[str, Any]:
         """The ``count``-th event of type ``kind`` from ``sender`` whose fields equal ``match``
         (``a__b`` names a nested field); a TimeoutError lists what was seen instead."""
-        deadline = time.monotonic() + timeout
-        while True:
-            found = self._events(sender, kind, match)
-            if len(found) >= count:
-                return found[count - 1]
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError(
-                    f"the {sender} sent no {kind} {match or ''} (#{count}) in {timeout}s; "
-                    f"the server sent {self.types('server')}, the client sent {self.types('client')}"
-                )
-            self._new.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._new.wait(), left)
+        if not await wait_until(lambda: len(self._events(sender, kind, match)) >= count, self._new, timeout):
+            raise TimeoutError(
+                f"the {sender} sent no {kind} {match or ''} (#{count}) in {timeout}s; "
+                f"the server sent {self.types('server')}, the client sent {self.types('client')}"
+            )
+        return self._events(sender, kind, match)[count - 1]
 
     def _events(self, sender: Side, kind: str | None, match: dict[str, Any]) -> list[dict[str, Any]]:
         return [
@@ -181,6 +174,19 @@ class WireTap:
             event = {"type": "<not an object>", "raw": event}
         self.frames.append(Frame(time.monotonic(), sender, event))
         self._new.set()
+
+
+async def wait_until(ready: Callable[[], bool], new: asyncio.Event, timeout: float) -> bool:
+    """Wait until ``ready()`` holds, checking it each time ``new`` is set; False if ``timeout`` ran out."""
+    deadline = time.monotonic() + timeout
+    while not ready():
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        new.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(new.wait(), left)
+    return True
 
 
 def _field(event: dict[str, Any], dotted: str) -> Any:

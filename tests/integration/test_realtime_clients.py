@@ -100,6 +100,14 @@ def assert_no_error_events(tap: WireTap, case: str) -> None:
     assert not errors, f"{case}: omnivox sent error events {errors}"
 
 
+def assert_a_clean_turn(tap: WireTap, done: dict, case: str) -> None:
+    """A completed reply, no error events, and none of omnivox's own events (stock clients do not know
+    them, and the Agents SDK reports each as an error)."""
+    assert_no_error_events(tap, case)
+    assert not tap.extensions(), f"{case}: a stock client got omnivox's own events {tap.extensions()}"
+    assert done["response"]["status"] == "completed", done["response"]
+
+
 def assert_barge_in_was_accepted(tap: WireTap, reply_id: str, item_id: str) -> dict:
     """The client truncated the playing item; omnivox took it, stopped the reply's audio and ended it.
     Returns the ``conversation.item.truncated`` event."""
@@ -128,10 +136,23 @@ async def settled(awaitable: Any, timeout: float) -> tuple[Any, BaseException | 
         return None, exc
 
 
-async def first_reply(tap: WireTap) -> tuple[str, str]:
-    """The response and item ids of the first reply audio on the wire."""
+async def talk_over_a_reply(tap: WireTap, call: Any) -> tuple[str, str]:
+    """The user asks for a long reply, lets it play for 1.5 s, then talks over it; returns once the
+    turn after it has been answered, with the interrupted reply's response and item ids."""
+    await tap.wait_for("session.updated")
+    await call.say(turn(STORY), speed=3)
     first = await tap.wait_for("response.output_audio.delta", timeout=20)
+    await asyncio.sleep(1.5)
+    await call.say(turn(WEATHER))
+    await tap.wait_for("response.done", count=2, timeout=20)
     return first["response_id"], first["item_id"]
+
+
+async def one_spoken_turn(tap: WireTap, call: Any, speed: float = 3, timeout: float = 20) -> dict:
+    """The user asks a question; returns the ``response.done`` that answers it."""
+    await tap.wait_for("session.updated")
+    await call.say(turn(WEATHER), speed=speed)
+    return await tap.wait_for("response.done", timeout=timeout)
 
 
 # ---- pipecat
@@ -140,12 +161,7 @@ async def first_reply(tap: WireTap) -> tuple[str, str]:
 async def test_pipecat_barge_in_is_accepted_and_a_second_turn_follows(echo):
     with client_logs() as logs:
         async with WireTap(echo.ws) as tap, PipecatCall(tap.ws, KEY) as call:
-            await tap.wait_for("session.updated")
-            await call.say(turn(STORY), speed=3)
-            reply_id, item_id = await first_reply(tap)
-            await asyncio.sleep(1.5)  # the reply plays for a while, then the user talks over it
-            await call.say(turn(WEATHER))
-            await tap.wait_for("response.done", count=2, timeout=20)
+            reply_id, item_id = await talk_over_a_reply(tap, call)
             await asyncio.sleep(0.3)  # the last audio reaches the loudspeaker
             # pipecat still reads events: its retrieve of the cut item settles
             kept, failure = await settled(call.llm.retrieve_conversation_item(item_id), 5)
@@ -166,9 +182,7 @@ async def test_pipecat_barge_in_is_accepted_and_a_second_turn_follows(echo):
 async def test_pipecat_a_failed_reply_is_one_failed_response_done(dead_llm):
     with client_logs() as logs:
         async with WireTap(dead_llm.ws) as tap, PipecatCall(tap.ws, KEY) as call:
-            await tap.wait_for("session.updated")
-            await call.say(turn(WEATHER), speed=3)
-            failed = await tap.wait_for("response.done", timeout=20)
+            failed = await one_spoken_turn(tap, call)
             await asyncio.sleep(0.5)  # room for anything that would follow it
             user_item = tap.received("input_audio_buffer.committed")[0]["item_id"]
             # pipecat still reads events: its retrieve settles
@@ -208,16 +222,12 @@ async def test_pipecat_retrieving_a_missing_item_fails_that_retrieve_only(echo):
 async def test_pipecat_default_settings_hold_a_spoken_turn_cleanly(embedded):
     with client_logs() as logs:
         async with WireTap(embedded.ws) as tap, PipecatCall(tap.ws, KEY) as call:
-            await tap.wait_for("session.updated")
-            await call.say(turn(WEATHER), speed=2)
-            done = await tap.wait_for("response.done", timeout=40)
+            done = await one_spoken_turn(tap, call, speed=2, timeout=40)
             await asyncio.sleep(0.3)
             user_item = tap.received("input_audio_buffer.committed")[0]["item_id"]
             item, failure = await settled(call.llm.retrieve_conversation_item(user_item), 5)
 
-    assert_no_error_events(tap, "pipecat's default session")
-    assert not tap.extensions(), f"a stock client got omnivox's own events {tap.extensions()}"
-    assert done["response"]["status"] == "completed", done["response"]
+    assert_a_clean_turn(tap, done, "pipecat's default session")
     assert call.speaker.total_ms >= 500
     assert failure is None and item.id == user_item, f"pipecat's retrieve failed: {failure!r}"
     assert not call.errors, f"pipecat pushed ErrorFrames: {[e.error for e in call.errors]}"
@@ -230,12 +240,7 @@ async def test_pipecat_default_settings_hold_a_spoken_turn_cleanly(embedded):
 async def test_livekit_barge_in_is_accepted_and_a_second_turn_follows(echo):
     with client_logs() as logs:
         async with WireTap(echo.ws) as tap, LiveKitCall(tap.http, KEY) as call:
-            await tap.wait_for("session.updated")
-            await call.say(turn(STORY), speed=3)
-            reply_id, item_id = await first_reply(tap)
-            await asyncio.sleep(1.5)
-            await call.say(turn(WEATHER))
-            await tap.wait_for("response.done", count=2, timeout=20)
+            reply_id, item_id = await talk_over_a_reply(tap, call)
             await asyncio.sleep(0.3)
 
     assert call.truncations and call.truncations[0][0] == item_id, call.truncations
@@ -252,9 +257,7 @@ async def test_livekit_barge_in_is_accepted_and_a_second_turn_follows(echo):
 async def test_livekit_a_failed_reply_leaves_no_empty_message_and_no_error_event(dead_llm):
     with client_logs() as logs:
         async with WireTap(dead_llm.ws) as tap, LiveKitCall(tap.http, KEY) as call:
-            await tap.wait_for("session.updated")
-            await call.say(turn(WEATHER), speed=3)
-            await tap.wait_for("response.done", timeout=20)
+            await one_spoken_turn(tap, call)
             await asyncio.sleep(0.5)
             # the session goes on: a reply asked for is created (and fails the same way)
             _, failure = await settled(call.session.generate_reply(), 10)
@@ -312,18 +315,14 @@ async def test_livekit_retrieving_a_missing_item_is_a_recoverable_error(echo):
 async def test_livekit_default_settings_hold_a_spoken_turn_cleanly(embedded):
     with client_logs() as logs:
         async with WireTap(embedded.ws) as tap, LiveKitCall(tap.http, KEY) as call:
-            await tap.wait_for("session.updated")
-            await call.say(turn(WEATHER), speed=2)
-            done = await tap.wait_for("response.done", timeout=40)
+            done = await one_spoken_turn(tap, call, speed=2, timeout=40)
             await asyncio.sleep(0.3)
             # the session goes on: LiveKit adds a message and hears it was added
             ctx = call.session.chat_ctx.copy()
             ctx.add_message(role="user", content="thank you")
             _, failure = await settled(call.session.update_chat_ctx(ctx), 5)
 
-    assert_no_error_events(tap, "LiveKit's default session")
-    assert not tap.extensions(), f"a stock client got omnivox's own events {tap.extensions()}"
-    assert done["response"]["status"] == "completed", done["response"]
+    assert_a_clean_turn(tap, done, "LiveKit's default session")
     assert call.generations and call.generations[0].audio_ms >= 500
     assert failure is None, f"LiveKit's update_chat_ctx after the turn: {failure!r}"
     assert not call.errors, f"LiveKit emitted errors: {[e.error for e in call.errors]}"
@@ -336,12 +335,8 @@ async def test_livekit_default_settings_hold_a_spoken_turn_cleanly(embedded):
 async def test_agents_sdk_barge_in_is_accepted_and_a_second_turn_follows(echo):
     with client_logs() as logs:
         async with WireTap(echo.ws) as tap, AgentsCall(tap.ws, KEY) as call:
-            await tap.wait_for("session.updated")
-            await call.say(turn(STORY), speed=3)
-            reply_id, item_id = await first_reply(tap)
-            await asyncio.sleep(1.5)
-            await call.say(turn(WEATHER))
-            second = await tap.wait_for("response.done", count=2, timeout=20)
+            reply_id, item_id = await talk_over_a_reply(tap, call)
+            second = tap.received("response.done")[1]
             await settled(call.wait_for("agent_end", count=2), 5)
 
     assert call.of("audio_interrupted"), "the Agents SDK never stopped playing the first reply"
@@ -357,9 +352,7 @@ async def test_agents_sdk_barge_in_is_accepted_and_a_second_turn_follows(echo):
 async def test_agents_sdk_a_failed_reply_is_no_error_event(dead_llm):
     with client_logs() as logs:
         async with WireTap(dead_llm.ws) as tap, AgentsCall(tap.ws, KEY) as call:
-            await tap.wait_for("session.updated")
-            await call.say(turn(WEATHER), speed=3)
-            await tap.wait_for("response.done", timeout=20)
+            await one_spoken_turn(tap, call)
             await settled(call.wait_for("agent_end"), 5)
             # the session goes on: a typed message gets its (failed) reply too
             await call.session.send_message("hello there")
@@ -400,15 +393,11 @@ async def test_agents_sdk_retrieving_a_missing_item_is_an_error_with_openais_cod
 async def test_agents_sdk_default_settings_hold_a_spoken_turn_cleanly(embedded):
     with client_logs() as logs:
         async with WireTap(embedded.ws) as tap, AgentsCall(tap.ws, KEY) as call:
-            await tap.wait_for("session.updated")
-            await call.say(turn(WEATHER), speed=2)
-            done = await tap.wait_for("response.done", timeout=40)
+            done = await one_spoken_turn(tap, call, speed=2, timeout=40)
             _, failure = await settled(call.wait_for("agent_end"), 5)
             await asyncio.sleep(0.5)  # the SDK's own retrieves after the turn are answered
 
-    assert_no_error_events(tap, "the Agents SDK's default session")
-    assert not tap.extensions(), f"a stock client got omnivox's own events {tap.extensions()}"
-    assert done["response"]["status"] == "completed", done["response"]
+    assert_a_clean_turn(tap, done, "the Agents SDK's default session")
     assert failure is None and call.of("audio") and call.closed is None, failure
     assert not call.errors(), f"the Agents SDK reported errors: {[e.error for e in call.errors()]}"
     assert not logs.errors, logs.errors
