@@ -39,7 +39,7 @@ from omnivox.bench.cluster import cluster
 from omnivox.bench.conversation_tally import COLUMNS, EVENTS, Tally, row
 from omnivox.bench.speakerphone import Speakerphone
 from omnivox.bench.table import print_table, write_json
-from omnivox.protocol.realtime_events import ga_type
+from omnivox.protocol.realtime.events import ga_type
 
 RATE = 24000
 QUESTIONS = (

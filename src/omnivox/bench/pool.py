@@ -24,7 +24,7 @@ from omnivox.bench.cluster import cluster
 from omnivox.bench.table import print_table, write_json
 from omnivox.gateway.scheduling.pool import WorkerPool
 from omnivox.gateway.scheduling.states import WorkerState
-from omnivox.protocol.workers import Capabilities
+from omnivox.protocol.control.workers import Capabilities
 
 USER = [{"role": "user", "content": "hello"}]
 

@@ -28,6 +28,24 @@ class RedactSecrets(logging.Filter):
         return True
 
 
+# The access log's routine lines: health polls, heartbeats and scrapes, every second or two per
+# worker. They go at DEBUG (the log at INFO is for what happened to sessions).
+_ROUTINE_PATHS = ("/health", "/api/workers/register", "/metrics", "/api/pipeline")
+
+
+class QuietRoutine(logging.Filter):
+    """Lower uvicorn's access-log lines for routine paths to DEBUG (dropped unless that is on)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        # uvicorn.access: (client, method, path with query, http version, status)
+        if isinstance(args, tuple) and len(args) >= 3 and isinstance(args[2], str):
+            if args[2].split("?", 1)[0] in _ROUTINE_PATHS:
+                record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+                return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+        return True
+
+
 def configure(level: str = "INFO") -> None:
     logging.basicConfig(
         level=level.upper(),
@@ -39,3 +57,6 @@ def configure(level: str = "INFO") -> None:
         logger = logging.getLogger(name)
         if not any(isinstance(f, RedactSecrets) for f in logger.filters):
             logger.addFilter(RedactSecrets())
+    access = logging.getLogger("uvicorn.access")
+    if not any(isinstance(f, QuietRoutine) for f in access.filters):
+        access.addFilter(QuietRoutine())

@@ -25,7 +25,7 @@ from omnivox.engines.base import Engine, GenChunk, GenerateParams, GenResult, Pr
 from omnivox.engines.cascade_duplex import CascadeDuplex
 from omnivox.engines.duplex import DuplexParams, DuplexReady, DuplexUnit
 from omnivox.protocol.chat import AudioPart, ChatMessage, ImagePart, TextPart
-from omnivox.protocol.workers import Capabilities
+from omnivox.protocol.control.workers import Capabilities
 from omnivox.voice.listener import Listener
 from omnivox.voice.llm.base import LlmParams
 from omnivox.voice.llm.history import history_tokens, trim_history

@@ -25,7 +25,7 @@ from omnivox.gateway.scheduling.admission import Admission
 from omnivox.gateway.scheduling.eta import DurationModel
 from omnivox.gateway.scheduling.health import HealthMonitor
 from omnivox.gateway.scheduling.pool import WorkerPool
-from omnivox.protocol.workers import worker_base_url
+from omnivox.protocol.control.workers import worker_base_url
 
 Hook = Callable[[], Awaitable[None]]
 

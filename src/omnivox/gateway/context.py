@@ -13,7 +13,7 @@ from omnivox.gateway.metrics import GatewayMetrics
 from omnivox.gateway.scheduling.admission import Admission
 from omnivox.gateway.scheduling.health import HealthMonitor
 from omnivox.gateway.scheduling.pool import WorkerPool
-from omnivox.protocol.pipeline import PipelineReport
+from omnivox.protocol.control.pipeline import PipelineReport
 from omnivox.recording.service import RecordingService
 
 

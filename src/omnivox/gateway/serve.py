@@ -42,8 +42,13 @@ def check_exposure(settings: Settings) -> None:
             "use every API. Set OMNIVOX_API_KEY (or OMNIVOX_CLIENT_KEY / _ADMIN_KEY / _WORKER_KEY), "
             "or pass --public to listen there anyway."
         )
-    where = "loopback only" if is_loopback(settings.host) else f"{settings.host} (--public)"
-    log.warning("no keys configured: every API is open to whoever reaches %s:%d", where, settings.port)
+    where = "this machine only (loopback)" if is_loopback(settings.host) else "anyone (--public)"
+    log.warning(
+        "no keys configured: every API on %s:%d is open to %s; set OMNIVOX_API_KEY to require one",
+        settings.host,
+        settings.port,
+        where,
+    )
 
 
 def run_gateway(settings: Settings) -> None:

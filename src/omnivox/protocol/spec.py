@@ -26,9 +26,9 @@ from pydantic import TypeAdapter
 
 from omnivox.core.config import Settings
 from omnivox.core.errors import OmnivoxError
+from omnivox.protocol.control.queue import QueueNotice
 from omnivox.protocol.media import MediaBridge
-from omnivox.protocol.queue import QueueNotice
-from omnivox.protocol.timeline import TimelineReader
+from omnivox.protocol.timelines.reader import TimelineReader
 from omnivox.protocol.wire import known_types, parse
 
 Scope = Literal["session", "turn"]

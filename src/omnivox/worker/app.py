@@ -12,7 +12,7 @@ from omnivox.core.config import Settings
 from omnivox.core.keys import key_matches, offered_key
 from omnivox.engines.base import Engine
 from omnivox.engines.registry import build_engine
-from omnivox.protocol.workers import WorkerHealth
+from omnivox.protocol.control.workers import WorkerHealth
 from omnivox.worker.dependencies import DependencyMonitor, dependencies
 from omnivox.worker.duplex.session import DuplexSession
 from omnivox.worker.host import EngineHost

@@ -14,16 +14,16 @@ from collections.abc import Awaitable, Callable
 
 from fastapi import FastAPI, WebSocket
 
+from omnivox.connection.runtime import Connection
+from omnivox.connection.sockets import AsgiSocket
 from omnivox.core.config import Settings
 from omnivox.core.errors import WS_POLICY, OmnivoxError, WorkerUnavailable
 from omnivox.core.ids import check_session_id
 from omnivox.core.keys import key_matches, offered_key
-from omnivox.protocol.internal import GATEWAY_HEADER, Metrics
+from omnivox.protocol.control.internal import GATEWAY_HEADER, Metrics
+from omnivox.protocol.control.workers import TASKS, WorkerState
 from omnivox.protocol.registry import PROTOCOLS
 from omnivox.protocol.spec import WireProtocol
-from omnivox.protocol.workers import TASKS, WorkerState
-from omnivox.session.runtime import Connection
-from omnivox.session.sockets import AsgiSocket
 from omnivox.worker.handler import SessionHandler, SessionInfo
 from omnivox.worker.host import EngineHost
 

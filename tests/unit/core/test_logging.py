@@ -27,3 +27,23 @@ def test_configure_installs_the_filter_once() -> None:
     configure("WARNING")
     filters = logging.getLogger("uvicorn.access").filters
     assert sum(isinstance(f, RedactSecrets) for f in filters) == 1
+
+
+def _access(path: str) -> logging.LogRecord:
+    args = ("127.0.0.1:5000", "GET", path, "1.1", 200)
+    return logging.LogRecord("uvicorn.access", logging.INFO, "", 0, '%s - "%s %s HTTP/%s" %d', args, None)
+
+
+def test_health_polls_and_heartbeats_are_not_logged_at_info_but_sessions_are() -> None:
+    from omnivox.core.logging import QuietRoutine
+
+    quiet = QuietRoutine()
+    logging.getLogger("uvicorn.access").setLevel(logging.INFO)
+    for routine in ("/health", "/api/workers/register", "/metrics?x=1"):
+        record = _access(routine)
+        assert quiet.filter(record) is False and record.levelname == "DEBUG"
+    kept = _access("/v1/realtime/calls")
+    assert quiet.filter(kept) is True and kept.levelname == "INFO"
+    logging.getLogger("uvicorn.access").setLevel(logging.DEBUG)
+    assert quiet.filter(_access("/health")) is True  # at DEBUG they are shown
+    logging.getLogger("uvicorn.access").setLevel(logging.NOTSET)

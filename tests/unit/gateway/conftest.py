@@ -8,7 +8,7 @@ import pytest
 
 from omnivox.gateway.scheduling.pool import WorkerPool, WorkerRecord
 from omnivox.gateway.scheduling.states import WorkerState
-from omnivox.protocol.workers import Capabilities
+from omnivox.protocol.control.workers import Capabilities
 
 
 class FakeClock:

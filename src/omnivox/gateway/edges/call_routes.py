@@ -175,9 +175,11 @@ async def _call(request: Request, protocol: WireProtocol, ctx: GatewayContext) -
     headers = dict(request.headers)
     host = request.client.host if request.client else None
 
+    query = dict(request.query_params)  # e.g. omnivox_events, intent
+
     async def run_session(c: Call) -> None:
         with held:
-            await serve_session(c, protocol, ctx, c.id, {}, headers, preamble, host)
+            await serve_session(c, protocol, ctx, c.id, query, headers, preamble, host, c.media_connected)
 
     ctx.calls.start(call, run_session)
     location = f"{protocol.path}/calls/{call.id}"

@@ -14,7 +14,8 @@ A call's life is an explicit state machine:
 
 It ends when the peer connection fails or closes, the data channel closes, a hang-up, the session
 ends (the worker or the edge closes it), or when media never connects in time; ending frees the
-worker like a WebSocket client that left.
+worker like a WebSocket client that left. Its session waits for the media to connect before it
+queues for a worker (``media_connected``): a caller gone after its offer never holds one.
 """
 
 from __future__ import annotations
@@ -31,12 +32,12 @@ from aiortc import RTCConfiguration, RTCPeerConnection, RTCSessionDescription
 from aiortc.jitterbuffer import JitterBuffer
 from aiortc.mediastreams import MediaStreamTrack
 
+from omnivox.connection.sockets import PeerGone, Socket
 from omnivox.core.errors import InvalidMessage, NotFound
 from omnivox.core.ids import new_id
+from omnivox.core.transitions import Machine
 from omnivox.gateway.edges.call_audio import Playout, hear
 from omnivox.protocol.media import MediaBridge
-from omnivox.session.sockets import PeerGone, Socket
-from omnivox.session.transitions import Machine
 
 log = logging.getLogger(__name__)
 
@@ -142,6 +143,18 @@ class Call:
             watchdog.cancel()
             self.end("the session ended")
             await self._shutdown()
+
+    async def media_connected(self) -> bool:
+        """Wait until the call's media connects (True) or the call ends first (False): a session
+        takes a worker only then, so a caller that vanished after its offer never holds one."""
+        connected = asyncio.ensure_future(self._connected.wait())
+        ended = asyncio.ensure_future(self._ended.wait())
+        try:
+            await asyncio.wait({connected, ended}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            connected.cancel()
+            ended.cancel()
+        return self.state is _S.CONNECTED
 
     # ---- Socket (what the session reads and writes)
 

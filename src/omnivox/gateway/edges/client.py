@@ -23,10 +23,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 from fastapi import WebSocket
 
+from omnivox.connection.relay import Inbound
+from omnivox.connection.runtime import Connection
+from omnivox.connection.sockets import AsgiSocket, Socket
+from omnivox.connection.taps import Taps
 from omnivox.core.errors import (
     WS_POLICY,
     OmnivoxError,
@@ -41,10 +45,6 @@ from omnivox.gateway.edges.taps import MetricsTap
 from omnivox.protocol.spec import WireProtocol
 from omnivox.recording.service import SessionRecorder
 from omnivox.recording.session import SessionInfo
-from omnivox.session.relay import Inbound
-from omnivox.session.runtime import Connection
-from omnivox.session.sockets import AsgiSocket, Socket
-from omnivox.session.taps import Taps
 
 log = logging.getLogger(__name__)
 
@@ -99,10 +99,12 @@ async def serve_session(
     headers: Mapping[str, str],
     preamble: list[str] | None = None,
     client_host: str | None = None,
+    ready: Callable[[], Awaitable[bool]] | None = None,
 ) -> None:
     """Serve one admitted connection (a WebSocket, or a WebRTC call) until it ends. ``preamble``:
     client frames the worker gets before any the client sends (session defaults); ``client_host``: the
-    peer's address (recorded when ``record_client_address`` is on)."""
+    peer's address (recorded when ``record_client_address`` is on); ``ready``: when it may take a
+    worker (a call: once its media connects)."""
     metrics = ctx.metrics
     metrics.sessions.labels(protocol.name).inc()
     active = metrics.active_sessions.labels(protocol.name)
@@ -119,7 +121,7 @@ async def serve_session(
             )
             taps = Taps([MetricsTap(metrics, record), *([recorder] if recorder is not None else [])])
             edge_cls = SessionEdge if protocol.scope == "session" else TurnEdge
-            request = Request(session_id, query, protocol.worker_params(headers, query))
+            request = Request(session_id, query, protocol.worker_params(headers, query), ready)
             edge = edge_cls(conn, protocol, ctx, record, request, taps, recorder=recorder)
             for frame in preamble or []:
                 item = Inbound(frame)

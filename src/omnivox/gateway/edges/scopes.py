@@ -11,10 +11,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from omnivox.connection.inbox import Inbox
+from omnivox.connection.relay import Inbound, Relay, RelayEnd
+from omnivox.connection.runtime import Connection
+from omnivox.connection.sockets import Socket
+from omnivox.connection.taps import Direction, Frame, Taps
 from omnivox.core.config import Settings
 from omnivox.core.errors import (
     WS_SERVER_ERROR,
@@ -28,15 +33,10 @@ from omnivox.gateway.edges.sessions import SessionRecord
 from omnivox.gateway.edges.worker_link import CONNECT_FAILURES, connect_worker
 from omnivox.gateway.scheduling.admission import ClientGone
 from omnivox.gateway.scheduling.pool import WorkerRecord
-from omnivox.protocol.internal import PauseReport, TurnEnd, parse_internal
-from omnivox.protocol.queue import QueueNotice
+from omnivox.protocol.control.internal import PauseReport, TurnEnd, parse_internal
+from omnivox.protocol.control.queue import QueueNotice
 from omnivox.protocol.spec import WireProtocol
 from omnivox.recording.service import SessionRecorder
-from omnivox.session.inbox import Inbox
-from omnivox.session.relay import Inbound, Relay, RelayEnd
-from omnivox.session.runtime import Connection
-from omnivox.session.sockets import Socket
-from omnivox.session.taps import Direction, Frame, Taps
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +50,8 @@ class Request:
     session_id: str
     query: dict[str, str]
     worker_params: dict[str, str]  # what the worker must know of it (protocol.worker_params)
+    # when the client can be served (a WebRTC call: once its media connects; False: it never will)
+    ready: Callable[[], Awaitable[bool]] | None = None
 
 
 class _Edge:
@@ -73,6 +75,7 @@ class _Edge:
         self.record = record
         self.session_id = request.session_id
         self.worker_params = request.worker_params
+        self.ready = request.ready
         self.taps = taps
         self.inbox: Inbox[Inbound] = Inbox(self.settings.max_message_bytes * 2)
         self.task_type = protocol.task_type(request.session_id, request.query)
@@ -148,6 +151,8 @@ class SessionEdge(_Edge):
                 )
 
     async def main(self) -> None:
+        if self.ready is not None and not await self.ready():
+            return  # gone before it could be served (a call whose media never connected): no worker
         try:
             worker = await self.admit()
         except ClientGone:

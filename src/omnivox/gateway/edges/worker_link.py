@@ -5,10 +5,10 @@ from __future__ import annotations
 import websockets
 from websockets.exceptions import InvalidHandshake, InvalidURI
 
+from omnivox.connection.sockets import ClientSocket
 from omnivox.core.config import Settings
 from omnivox.core.keys import bearer
-from omnivox.protocol.internal import GATEWAY_HEADER
-from omnivox.session.sockets import ClientSocket
+from omnivox.protocol.control.internal import GATEWAY_HEADER
 
 # what connecting to a worker that is gone (or was never there) raises
 CONNECT_FAILURES = (OSError, InvalidHandshake, InvalidURI, TimeoutError)

@@ -12,8 +12,8 @@ from omnivox.core.errors import OmnivoxError
 from omnivox.gateway.auth import allowed, offered_key, require, require_same_origin
 from omnivox.gateway.context import GatewayContext
 from omnivox.gateway.metrics import GatewayMetrics
-from omnivox.protocol.pipeline import PipelineReport
-from omnivox.protocol.workers import Registration, RegistrationReply, WorkerState, worker_base_url
+from omnivox.protocol.control.pipeline import PipelineReport
+from omnivox.protocol.control.workers import Registration, RegistrationReply, WorkerState, worker_base_url
 
 router = APIRouter()
 

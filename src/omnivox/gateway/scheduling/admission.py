@@ -24,7 +24,7 @@ from typing import Protocol
 from omnivox.core.errors import SessionLimitReached
 from omnivox.gateway.metrics import GatewayMetrics
 from omnivox.gateway.scheduling.pool import Ticket, WorkerPool, WorkerRecord
-from omnivox.protocol.queue import NoticeKind, QueueNotice
+from omnivox.protocol.control.queue import NoticeKind, QueueNotice
 
 Notify = Callable[[QueueNotice], None]
 

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 import httpx
 
 from omnivox.gateway.scheduling.pool import WorkerPool, WorkerRecord
-from omnivox.protocol.workers import WorkerHealth, WorkerState
+from omnivox.protocol.control.workers import WorkerHealth, WorkerState
 
 log = logging.getLogger(__name__)
 

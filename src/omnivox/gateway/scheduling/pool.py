@@ -18,7 +18,7 @@ from omnivox.core.errors import QueueFull, TicketCancelled, TooManyWorkers, Work
 from omnivox.core.ids import new_id
 from omnivox.gateway.scheduling.eta import DurationModel, WaitPlan
 from omnivox.gateway.scheduling.states import WorkerState, check_transition
-from omnivox.protocol.workers import TASKS, Capabilities
+from omnivox.protocol.control.workers import TASKS, Capabilities
 
 _KEEP: Any = object()  # release(): leave the cached hash as it is
 # sessions that hold a pipeline's session slot (the ASR's) for their life, on `pipeline` workers

@@ -26,9 +26,9 @@ from omnivox.core.errors import (
     TruncateItemNotFound,
 )
 from omnivox.core.ids import new_id
-from omnivox.protocol import realtime_events as ev
 from omnivox.protocol.chat import ChatMessage, ToolCall
-from omnivox.protocol.realtime import ItemIn
+from omnivox.protocol.realtime import events as ev
+from omnivox.protocol.realtime.wire import ItemIn
 from omnivox.protocol.wire import Msg
 
 Role = Literal["user", "assistant", "system"]

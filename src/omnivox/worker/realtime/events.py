@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import json
 
-from omnivox.protocol.realtime_events import BETA_SERVER_TYPES, ExtensionEvent
+from omnivox.connection.runtime import Connection
+from omnivox.protocol.realtime.events import BETA_SERVER_TYPES, ExtensionEvent
 from omnivox.protocol.wire import Msg
-from omnivox.session.runtime import Connection
 
 
 class Events:

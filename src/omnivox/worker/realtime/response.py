@@ -44,8 +44,8 @@ from typing import Any
 import numpy as np
 
 from omnivox.core.errors import as_omnivox_error
-from omnivox.protocol import realtime_events as ev
-from omnivox.session.transitions import Machine
+from omnivox.core.transitions import Machine
+from omnivox.protocol.realtime import events as ev
 from omnivox.voice.echo.reference import EchoReference, PlayClock
 from omnivox.voice.llm.base import ToolCallDelta, Usage
 from omnivox.voice.reply import FirstToken, ReplyFailed, ReplyPiece, ReplyRequest, Spoken, Word

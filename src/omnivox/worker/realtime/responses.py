@@ -24,13 +24,13 @@ import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 
+from omnivox.connection.units import WorkUnits
 from omnivox.core.errors import ActiveResponse, ResponseCancelNotActive
 from omnivox.core.ids import new_id
 from omnivox.engines.base import Engine, VoiceProfile
-from omnivox.protocol import realtime as rt
 from omnivox.protocol.chat import ChatMessage
-from omnivox.protocol.realtime_session import SessionConfig, chat_tool_choice, check_tools
-from omnivox.session.units import WorkUnits
+from omnivox.protocol.realtime import wire as rt
+from omnivox.protocol.realtime.session_config import SessionConfig, chat_tool_choice, check_tools
 from omnivox.voice.echo.reference import EchoReference
 from omnivox.voice.llm.base import LlmParams
 from omnivox.voice.llm.history import trim_history

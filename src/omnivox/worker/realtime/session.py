@@ -1,6 +1,6 @@
 """One realtime session on a worker: the OpenAI Realtime protocol over the engine's voice methods.
 
-The session is a protocol handler on the session runtime (``session.runtime``): client events arrive
+The session is a protocol handler on the connection runtime (``connection.runtime``): client events arrive
 through ``on_frame``, its events leave through the connection's outbox, work units are the
 connection's. Its parts own their state: ``Conversation`` (items and their events), ``TurnTaking``
 (what was heard -> typed actions), ``Responses`` (each response an explicit state machine),
@@ -22,11 +22,16 @@ from typing import Any
 from omnivox.audio.clips import decode_clip_at
 from omnivox.core.errors import InputAudioBufferCommitEmpty, InvalidMessage, OmnivoxError
 from omnivox.core.ids import new_id
-from omnivox.protocol import realtime as rt
-from omnivox.protocol import realtime_events as ev
 from omnivox.protocol.chat import ChatMessage
-from omnivox.protocol.internal import Metrics
-from omnivox.protocol.realtime_session import OmnivoxOptions, SessionConfig, TurnDetection, apply_update
+from omnivox.protocol.control.internal import Metrics
+from omnivox.protocol.realtime import events as ev
+from omnivox.protocol.realtime import wire as rt
+from omnivox.protocol.realtime.session_config import (
+    OmnivoxOptions,
+    SessionConfig,
+    TurnDetection,
+    apply_update,
+)
 from omnivox.voice.echo.reference import EchoReference
 from omnivox.voice.turn.interruption import InterruptionPolicy
 from omnivox.voice.vad.turn import TurnParams
@@ -55,6 +60,11 @@ from omnivox.worker.realtime.warnings import SettingWarnings, own_recogniser
 log = logging.getLogger(__name__)
 
 MIN_COMMIT_MS = 100  # less audio than this cannot be a turn (OpenAI's rule too)
+# A turn is not answered while more than this of the user's audio already waits to be heard (it
+# came in a burst: held while the session waited for a worker): they went on talking after it, and
+# answering now would be cut by their own next words, heard at once. It is answered when that
+# audio has been heard, unless it held another turn (which is answered instead).
+BACKLOG_MS = 300
 SILENCE_MARKER = "..."  # what the user "said" when the idle timeout prompts them
 
 
@@ -138,6 +148,7 @@ class RealtimeSession(SessionHandler):
             reference=self.reference,
         )
         self.events.put(ev.SessionCreated(session=self.config.wire()))
+        self._owed: float | None = None  # a turn to answer once the backlog is heard (its speech end)
 
     async def close(self) -> None:
         # the threads finish their current step before the worker resets the models
@@ -270,7 +281,7 @@ class RealtimeSession(SessionHandler):
         """Audio-ordered jobs (appends, commits, clears, settings) through the input thread, in order."""
         hearing = self.hearing
         while True:
-            job = await hearing.jobs.get()
+            job = await hearing.next_job()
             if isinstance(job, Feed):
                 try:
                     heard_now = await hearing.feed(job)
@@ -283,6 +294,10 @@ class RealtimeSession(SessionHandler):
                     await self.execute(self.turns.heard(heard, job.arrival, self._floor()))
                 if self.turns.interruption.due(hearing.listener.audio_ms):
                     await self._expire()
+                if self._owed is not None and hearing.backlog_ms <= BACKLOG_MS and not self.turns.in_turn:
+                    speech_end_at, self._owed = self._owed, None
+                    if self.responses.active is None:  # (a client's response.create came first)
+                        await self.responses.create(None, speech_end_at=speech_end_at)
             elif isinstance(job, Commit):
                 await self._commit(job.event_id)
             elif isinstance(job, Clear):
@@ -345,8 +360,13 @@ class RealtimeSession(SessionHandler):
                 item = self.conversation.commit_user_turn(action.item_id, action.text)
                 if action.respond and not self.config.transcription_only:
                     await self.conn.units.cancel("idle")
-                    if not await self.responses.confirm(item, action.speech_end_at):
-                        await self.responses.create(None, speech_end_at=action.speech_end_at)
+                    if self.hearing.backlog_ms > BACKLOG_MS:
+                        self._owed = action.speech_end_at  # answered once the rest is heard
+                        await self.responses.discard_speculation()
+                    else:
+                        self._owed = None
+                        if not await self.responses.confirm(item, action.speech_end_at):
+                            await self.responses.create(None, speech_end_at=action.speech_end_at)
 
     async def _respond(
         self, params: rt.ResponseParams | None, extra: list[ChatMessage] | None = None

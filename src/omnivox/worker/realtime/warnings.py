@@ -1,6 +1,6 @@
 """Settings a client asked for that this worker accepts but does not serve, said once each.
 
-Some are never served (``protocol.realtime_session.unserved``: noise reduction, logprobs, tracing);
+Some are never served (``protocol.realtime.session_config.unserved``: noise reduction, logprobs, tracing);
 others depend on the worker's models: a transcription model or a voice it does not have, tools for
 an LLM that cannot call functions. Each is logged and goes, to clients that asked for omnivox's own
 events, as one ``omnivox.warning`` right after the ``session.updated`` that accepted it (which shows
@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from omnivox.engines.base import VoiceProfile
-from omnivox.protocol import realtime_events as ev
-from omnivox.protocol.realtime_session import SessionConfig, unserved
+from omnivox.protocol.realtime import events as ev
+from omnivox.protocol.realtime.session_config import SessionConfig, unserved
 
 # names that mean "whatever the server transcribes with"
 _OWN_ASR = {"default", "omnivox", "", None}

@@ -7,7 +7,7 @@ from fastapi.testclient import TestClient
 from omnivox.core.config import Settings
 from omnivox.gateway.app import create_gateway_app
 from omnivox.gateway.scheduling.health import apply_health
-from omnivox.protocol.workers import Capabilities, WorkerHealth, WorkerState
+from omnivox.protocol.control.workers import Capabilities, WorkerHealth, WorkerState
 
 
 def _worker(app, url: str, *, problems: list[str] | None = None, state=WorkerState.IDLE) -> None:

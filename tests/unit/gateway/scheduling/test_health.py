@@ -9,7 +9,7 @@ import httpx
 
 from omnivox.gateway.scheduling.health import HealthMonitor
 from omnivox.gateway.scheduling.pool import WorkerPool
-from omnivox.protocol.workers import WorkerState
+from omnivox.protocol.control.workers import WorkerState
 
 
 class Clock:

@@ -8,7 +8,7 @@ from omnivox.core.errors import IllegalTransition, QueueFull, TooManyWorkers, Wo
 from omnivox.gateway.scheduling.eta import DurationModel, estimate_waits
 from omnivox.gateway.scheduling.pool import WorkerPool
 from omnivox.gateway.scheduling.states import WorkerState, check_transition
-from omnivox.protocol.workers import Capabilities
+from omnivox.protocol.control.workers import Capabilities
 
 
 class Clock:
@@ -146,7 +146,7 @@ def test_transition_table_is_checked():
 
 async def test_a_worker_that_says_it_is_still_busy_is_not_handed_out_until_it_says_it_is_free():
     from omnivox.gateway.scheduling.health import apply_health
-    from omnivox.protocol.workers import WorkerHealth
+    from omnivox.protocol.control.workers import WorkerHealth
 
     pool, (w,), _clock = make_pool(1)
     t = pool.enqueue("streaming", None)

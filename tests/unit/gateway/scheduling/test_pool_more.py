@@ -10,7 +10,7 @@ import pytest
 from omnivox.core.errors import TicketCancelled, WorkerUnavailable
 from omnivox.gateway.scheduling.pool import WorkerPool
 from omnivox.gateway.scheduling.states import WorkerState
-from omnivox.protocol.workers import Capabilities
+from omnivox.protocol.control.workers import Capabilities
 
 S = WorkerState
 

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from omnivox.core.errors import EngineFailure, IllegalTransition
-from omnivox.protocol import realtime_events as ev
-from omnivox.protocol.realtime_session import AudioFormat
-from omnivox.session.transitions import terminal
+from omnivox.core.transitions import terminal
+from omnivox.protocol.realtime import events as ev
+from omnivox.protocol.realtime.session_config import AudioFormat
 from omnivox.voice.llm.base import LlmParams
 from omnivox.voice.reply import FirstToken, ReplyPiece, ReplyRequest, Spoken, Word
 from omnivox.worker.realtime.audio_io import OutputEncoder

@@ -14,9 +14,9 @@ import pytest
 from fake_voice_engine import FakeVoiceEngine
 from memsocket import MemorySocket
 from omnivox.audio.pcm import to_pcm16
+from omnivox.connection.runtime import Connection
 from omnivox.core.config import Settings
-from omnivox.protocol.realtime import REALTIME
-from omnivox.session.runtime import Connection
+from omnivox.protocol.realtime.wire import REALTIME
 from omnivox.voice.listener import Heard
 from omnivox.worker.handler import SessionInfo
 from omnivox.worker.realtime.session import RealtimeSession
@@ -317,3 +317,31 @@ async def test_a_stock_client_gets_no_omnivox_events_and_the_settings_in_effect(
     assert updated["audio"]["input"]["transcription"]["model"] == "default"  # the one that transcribes
     said = " ".join(r.getMessage() for r in caplog.records)
     assert "alloy" in said and "traces" in said  # each told in the log instead
+
+
+TWO_TURNS_AT_ONCE = [
+    [Heard("speech_started", 100.0)],
+    [Heard("speech_stopped", 900.0), Heard("final", 1000.0, "first question")],
+    [],
+    [Heard("speech_started", 1300.0)],
+    [Heard("speech_stopped", 1900.0), Heard("final", 2000.0, "second question")],
+    [],
+    [],
+    [],
+    [],
+    [],
+]
+
+
+@pytest.mark.parametrize("session", [(TWO_TURNS_AT_ONCE, False)], indirect=True)
+async def test_audio_held_while_waiting_is_not_answered_turn_by_turn_as_it_is_heard_at_once(session) -> None:
+    """A second of speech held by the gateway arrives in one burst: answering the first question the
+    moment it is heard would be cut by the second, heard a moment later. One reply, to both."""
+    client, engine, handler = session
+    client.append(10)  # faster than real time
+    events = await client.until("response.done")
+    assert types(events).count("input_audio_buffer.committed") == 2
+    assert types(events).count("response.created") == 1
+    assert engine.asked == ["second question"]  # the reply sees both turns
+    assert [m.content for m in handler.conversation.messages("")][:2] == ["first question", "second question"]
+    assert events[-1]["response"]["status"] == "completed"
