@@ -29,11 +29,13 @@ lint: $(STAMP)
 test: lint sysdeps
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
-# What the tests need from Debian: Chromium (browser tests) and espeak-ng (a second synthetic voice).
+# What the tests need from Debian: Chromium (browser tests), espeak-ng (a second synthetic voice) and
+# baresip (a real SIP user agent: the phone-call tests; its package is baresip-core).
 # Installed when missing and we may (root); otherwise say what to install.
 SYSDEPS := chromium espeak-ng
 sysdeps:
 	@missing=""; for p in $(SYSDEPS); do command -v $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	command -v baresip >/dev/null 2>&1 || missing="$$missing baresip-core"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    apt-get update -qq && apt-get install -y -qq $$missing >/dev/null; \

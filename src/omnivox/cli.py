@@ -69,6 +69,12 @@ def _gateway_flags(p: argparse.ArgumentParser) -> None:
         action=argparse.BooleanOptionalAction,
         help="record sessions under DATA_DIR/sessions (default: on for serve, off for gateway)",
     )
+    p.add_argument(
+        "--sip-port",
+        dest="sip_port",
+        type=int,
+        help="take SIP calls on this port, UDP and TCP (off by default; see the README's Phone calls)",
+    )
 
 
 def _pipeline_flags(p: argparse.ArgumentParser) -> None:

@@ -201,6 +201,39 @@ class QueuedInputDropped(_Recoverable):
     code = "queued_input_dropped"
 
 
+class UnusableSdp(_Recoverable):
+    """A phone call's SDP that offers nothing omnivox can carry (no G.711 audio, no address):
+    SIP 488 Not Acceptable Here."""
+
+    code = "unusable_sdp"
+    http_status = 488
+
+
+class CallNotRinging(_Recoverable):
+    """``accept``, ``reject`` or ``refer`` for a phone call that is not in the state it needs."""
+
+    code = "call_state_conflict"
+    http_status = 409
+
+
+class InvalidSignature(OmnivoxError):
+    """A carrier request whose signature (``X-Twilio-Signature``) is missing or wrong."""
+
+    code = "invalid_signature"
+    http_status = 403
+    close_code = WS_POLICY
+
+
+class DialFailed(OmnivoxError):
+    """An outbound call that was not answered: busy, no answer, rejected, unreachable or timed out
+    (``details.sip_status`` is the callee's final answer, where there was one). Not the client's
+    fault, and nothing to close: like a lost worker, a recoverable 502."""
+
+    code = "dial_failed"
+    category = Category.RECOVERABLE
+    http_status = 502
+
+
 class QueueFull(OmnivoxError):
     code = "queue_full"
     http_status = 503

@@ -25,6 +25,7 @@ from omnivox.gateway.scheduling.admission import Admission
 from omnivox.gateway.scheduling.eta import DurationModel
 from omnivox.gateway.scheduling.health import HealthMonitor
 from omnivox.gateway.scheduling.pool import WorkerPool
+from omnivox.gateway.telephony.routes import mount_telephony
 from omnivox.protocol.control.workers import worker_base_url
 
 Hook = Callable[[], Awaitable[None]]
@@ -64,9 +65,14 @@ def create_gateway_app(settings: Settings, background: list[Hook] | None = None)
         tasks = [asyncio.create_task(job) for job in jobs] + [
             asyncio.create_task(h()) for h in background or []
         ]
+        sip = getattr(app.state, "sip", None)
+        if sip is not None:
+            await sip.start()
         try:
             yield
         finally:
+            if sip is not None:
+                await sip.stop()
             await ctx.calls.close()
             for task in tasks:
                 task.cancel()
@@ -90,4 +96,5 @@ def create_gateway_app(settings: Settings, background: list[Hook] | None = None)
     app.include_router(recordings.router)
     mount_pages(app)
     mount_protocols(app, ctx)
+    mount_telephony(app, ctx)
     return app

@@ -28,6 +28,7 @@ from omnivox.core.config import Settings
 from omnivox.core.errors import OmnivoxError
 from omnivox.protocol.control.queue import QueueNotice
 from omnivox.protocol.media import MediaBridge
+from omnivox.protocol.phone import PhoneBridge
 from omnivox.protocol.timelines.reader import TimelineReader
 from omnivox.protocol.wire import known_types, parse
 
@@ -145,6 +146,7 @@ class WireProtocol(ABC):
 
     client_secrets: bool = False  # POST {path}/client_secrets mints one-session keys
     media: MediaBridge | None = None  # POST {path}/calls carries sessions over WebRTC
+    phone: PhoneBridge | None = None  # phone calls (SIP, carrier media streams) carry its sessions
 
     def session_defaults(self, session: dict[str, Any]) -> dict[str, Any]:
         """Check the session defaults a key is minted with (raises ``InvalidMessage`` naming the

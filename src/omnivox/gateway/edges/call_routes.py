@@ -63,7 +63,7 @@ def mount_http(app: FastAPI, protocol: WireProtocol, ctx: GatewayContext) -> Non
 
         async def hangup(call_id: str, request: Request) -> Response:
             try:
-                _check_client(request, ctx)
+                check_client(request, ctx)
                 call = ctx.calls.find(call_id)
             except OmnivoxError as err:
                 return http_error(err)
@@ -75,7 +75,7 @@ def mount_http(app: FastAPI, protocol: WireProtocol, ctx: GatewayContext) -> Non
         app.add_api_route(f"{protocol.path}/calls/{{call_id}}/hangup", hangup, methods=["POST"])
 
 
-def _check_client(request: Request, ctx: GatewayContext) -> None:
+def check_client(request: Request, ctx: GatewayContext) -> None:
     """The long-lived client key (an ephemeral key cannot mint keys or end calls)."""
     if not origin_allowed(ctx.settings, request.headers):
         raise Unauthorized("this origin may not use this gateway")
@@ -84,7 +84,7 @@ def _check_client(request: Request, ctx: GatewayContext) -> None:
         raise Unauthorized("this needs the client key (Authorization: Bearer <key>)")
 
 
-async def _json(request: Request) -> dict[str, Any]:
+async def json_body(request: Request) -> dict[str, Any]:
     raw = await request.body()
     if not raw.strip():
         return {}
@@ -98,8 +98,8 @@ async def _json(request: Request) -> dict[str, Any]:
 
 
 async def _mint(request: Request, protocol: WireProtocol, ctx: GatewayContext) -> dict[str, Any]:
-    _check_client(request, ctx)
-    body = await _json(request)
+    check_client(request, ctx)
+    body = await json_body(request)
     expires = body.get("expires_after") or {}
     if not isinstance(expires, dict) or expires.get("anchor", "created_at") != "created_at":
         raise InvalidMessage('expires_after.anchor must be "created_at"', param="expires_after.anchor")
@@ -157,8 +157,8 @@ async def _call(request: Request, protocol: WireProtocol, ctx: GatewayContext) -
         raise InvalidMessage(f"the SDP offer is larger than {MAX_SDP_BYTES} bytes", param="sdp")
     if session is not None:
         protocol.session_defaults(session)
-    if len(ctx.calls) >= settings.webrtc_max_calls:
-        raise TooManySessions(f"the gateway holds {len(ctx.calls)} calls, its limit")
+    if ctx.calls.count("webrtc") >= settings.webrtc_max_calls:
+        raise TooManySessions(f"the gateway holds {ctx.calls.count('webrtc')} calls, its limit")
     held = contextlib.ExitStack()
     held.enter_context(ctx.limits.admit(request.client.host if request.client else "unknown"))
     assert protocol.media is not None

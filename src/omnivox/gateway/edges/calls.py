@@ -25,7 +25,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from enum import StrEnum
-from typing import Any
+from typing import Any, Protocol
 
 import aioice.ice
 from aiortc import RTCConfiguration, RTCPeerConnection, RTCSessionDescription
@@ -37,12 +37,12 @@ from omnivox.core.errors import InvalidMessage, NotFound
 from omnivox.core.ids import new_id
 from omnivox.core.transitions import Machine
 from omnivox.gateway.edges.call_audio import Playout, hear
+from omnivox.gateway.edges.sidebands import Sidebands
 from omnivox.protocol.media import MediaBridge
 
 log = logging.getLogger(__name__)
 
 _MAX_INBOUND = 500  # frames waiting for the session (12 s of microphone audio); more audio is dropped
-_SIDEBAND_QUEUE = 1000
 # aiortc holds 4 audio packets (80 ms) before it decodes the first: a cushion for speakers. The
 # caller's audio goes to speech recognition, which wants it soon rather than smooth: hold 2 (40 ms).
 RECEIVE_PREFETCH = 2
@@ -110,15 +110,21 @@ class Call:
         self._opened = asyncio.Event()
         self._connected = asyncio.Event()
         self._ended = asyncio.Event()
-        self._sidebands: set[asyncio.Queue[str | None]] = set()
+        self.sidebands = Sidebands()
         self._tasks: set[asyncio.Task[None]] = set()
         self.pc.on("datachannel", self._on_channel)
         self.pc.on("track", self._on_track)
         self.pc.on("connectionstatechange", self._on_state)
 
+    kind = "webrtc"
+
     @property
     def state(self) -> CallState:
         return self.machine.state
+
+    @property
+    def ended(self) -> bool:
+        return self.state is _S.ENDED
 
     async def answer(self, offer_sdp: str) -> str:
         """The SDP answer to the caller's offer; raises ``InvalidSdp``."""
@@ -188,33 +194,12 @@ class Call:
 
     async def attach(self, socket: Socket) -> None:
         """A sideband WebSocket: it hears the call's events and may send its own, until either ends."""
-        queue: asyncio.Queue[str | None] = asyncio.Queue(_SIDEBAND_QUEUE)
-        self._sidebands.add(queue)
 
-        async def forward() -> None:
-            while (event := await queue.get()) is not None:
-                await socket.send(event)
+        def deliver(frame: str) -> None:
+            if (out := self.bridge.client_frame(frame)) is not None:
+                self._deliver(out)
 
-        sender = asyncio.create_task(forward())
-        ended = asyncio.create_task(self._ended.wait())
-        try:
-            while True:
-                receiving = asyncio.ensure_future(socket.receive())
-                await asyncio.wait({receiving, ended}, return_when=asyncio.FIRST_COMPLETED)
-                if not receiving.done():  # the call ended first
-                    receiving.cancel()
-                    break
-                frame = receiving.result()
-                if frame is None:
-                    break
-                if isinstance(frame, str) and (out := self.bridge.client_frame(frame)) is not None:
-                    self._deliver(out)
-        finally:
-            self._sidebands.discard(queue)
-            for task in (sender, ended):
-                task.cancel()
-            await asyncio.gather(sender, ended, return_exceptions=True)
-            await socket.close(1000)
+        await self.sidebands.attach(socket, self._ended, deliver)
 
     # ---- ending
 
@@ -227,9 +212,7 @@ class Call:
         self._ended.set()
         log.info("call %s ended: %s", self.id, reason)
         self._inbound.put_nowait(None)
-        for queue in list(self._sidebands):
-            with contextlib.suppress(asyncio.QueueFull):
-                queue.put_nowait(None)
+        self.sidebands.close()
         self._spawn(self._shutdown())
 
     async def _shutdown(self) -> None:
@@ -297,9 +280,7 @@ class Call:
                 log.warning("call %s: an event was not sent: %s", self.id, exc)
         elif channel is None:
             self._pending.append(event)
-        for queue in self._sidebands:
-            with contextlib.suppress(asyncio.QueueFull):  # a sideband that does not read misses events
-                queue.put_nowait(event)
+        self.sidebands.publish(event)
 
     def _playback(self, kind: str, response_id: str) -> None:
         self._event(self.bridge.playback(kind, response_id))
@@ -311,26 +292,46 @@ class Call:
         return task
 
 
+class HeldCall(Protocol):
+    """What the registry needs of a call (a WebRTC call, a phone call)."""
+
+    id: str
+    kind: str
+
+    @property
+    def ended(self) -> bool: ...
+
+    async def run(self, session: Callable[[Any], Awaitable[None]]) -> None: ...
+
+    async def attach(self, socket: Socket) -> None: ...
+
+    def end(self, reason: str) -> None: ...
+
+
 class CallRegistry:
-    """The calls the gateway holds, by id."""
+    """The calls the gateway holds, by id (WebRTC and phone calls alike: sidebands and hang-ups
+    find either)."""
 
     def __init__(self) -> None:
-        self.calls: dict[str, Call] = {}
+        self.calls: dict[str, HeldCall] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 
     def __len__(self) -> int:
         return len(self.calls)
 
-    def find(self, call_id: str | None) -> Call | None:
+    def count(self, kind: str) -> int:
+        return sum(1 for call in self.calls.values() if call.kind == kind)
+
+    def find(self, call_id: str | None) -> HeldCall | None:
         """The call a sideband names (None when it names none); raises ``CallNotFound``."""
         if call_id is None:
             return None
         call = self.calls.get(call_id)
-        if call is None or call.state is CallState.ENDED:
+        if call is None or call.ended:
             raise NotFound(f"no call {call_id!r} is in progress", param="call_id")
         return call
 
-    def start(self, call: Call, session: Callable[[Call], Awaitable[None]]) -> None:
+    def start(self, call: HeldCall, session: Callable[[Any], Awaitable[None]]) -> None:
         self.calls[call.id] = call
 
         async def run() -> None:

@@ -23,6 +23,7 @@ from omnivox.core.errors import WS_POLICY, OmnivoxError, QueueFull, SessionLimit
 from omnivox.protocol.control.queue import QueueNotice
 from omnivox.protocol.realtime.events import EXTENSION_PREFIX, QueueStatus, error_event
 from omnivox.protocol.realtime.media import REALTIME_MEDIA
+from omnivox.protocol.realtime.phone import REALTIME_PHONE
 from omnivox.protocol.realtime.session_config import SessionConfig, apply_update
 from omnivox.protocol.spec import Parser, WireProtocol
 from omnivox.protocol.timelines.reader import TimelineReader
@@ -231,6 +232,7 @@ class RealtimeProtocol(WireProtocol):
 
     client_secrets = True
     media = REALTIME_MEDIA
+    phone = REALTIME_PHONE
 
     def session_defaults(self, session: dict[str, Any]) -> dict[str, Any]:
         return apply_update(SessionConfig(), session).wire()
