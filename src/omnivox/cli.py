@@ -17,6 +17,9 @@ from omnivox.core.tracing import configure_tracing
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", help="TOML config file (also OMNIVOX_CONFIG)")
     p.add_argument("--log-level", dest="log_level", help="DEBUG, INFO, WARNING, ...")
+    p.add_argument(
+        "--log-format", dest="log_format", choices=["text", "json"], help="json: one object a line"
+    )
     p.add_argument("--data-dir", dest="data_dir", help="where recordings and assets are stored")
     p.add_argument(
         "--otlp-endpoint",
@@ -218,7 +221,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     settings = settings_from_args(args)
-    configure(settings.log_level)
+    configure(settings.log_level, settings.log_format)
     role = f"stage-{args.stage_name}" if args.command == "stage" else args.command
     stop_tracing = configure_tracing("gateway" if role == "serve" else role, settings.otlp_endpoint)
     try:

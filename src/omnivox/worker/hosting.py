@@ -21,6 +21,7 @@ from omnivox.core.config import Settings
 from omnivox.core.errors import WS_POLICY, OmnivoxError, WorkerUnavailable
 from omnivox.core.ids import check_session_id
 from omnivox.core.keys import key_matches, offered_key
+from omnivox.core.logging import SESSION_ID
 from omnivox.core.tracing import TRACEPARENT, context_from, tracer
 from omnivox.protocol.control.internal import GATEWAY_HEADER, Metrics
 from omnivox.protocol.control.workers import TASKS, WorkerState
@@ -74,6 +75,7 @@ async def host_session(
         await socket.close(err.close_code)
         return
     handler: SessionHandler | None = None
+    SESSION_ID.set(info.session_id or None)  # this connection's task logs with its session
     span = tracer().start_as_current_span(
         "worker.session",
         context=context_from(ws.headers.get(TRACEPARENT)),  # the gateway's session span

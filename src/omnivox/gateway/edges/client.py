@@ -38,6 +38,7 @@ from omnivox.core.errors import (
     Unauthorized,
 )
 from omnivox.core.ids import check_session_id, new_id
+from omnivox.core.logging import SESSION_ID
 from omnivox.core.tracing import TRACEPARENT, context_from, tracer
 from omnivox.gateway.auth import allowed, offered_key, origin_allowed
 from omnivox.gateway.context import GatewayContext
@@ -112,6 +113,7 @@ async def serve_session(
     active = metrics.active_sessions.labels(protocol.name)
     active.inc()
     recorder = _recorder(ctx, protocol, session_id, query, client_host)
+    SESSION_ID.set(session_id)  # this connection's task and the tasks it starts log with it
     span = tracer().start_as_current_span(
         "session",
         context=context_from(headers.get(TRACEPARENT)),  # a client's own trace, when it sends one
