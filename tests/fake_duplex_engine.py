@@ -16,7 +16,7 @@ from omnivox.core.errors import EngineFailure, InvalidAudio
 from omnivox.engines.base import Engine, GenChunk, GenerateParams, GenResult, PrefillStats
 from omnivox.engines.duplex import DuplexParams, DuplexReady, DuplexUnit
 from omnivox.protocol.chat import ChatMessage
-from omnivox.protocol.workers import Capabilities
+from omnivox.protocol.control.workers import Capabilities
 
 
 class FakeDuplexEngine(Engine):

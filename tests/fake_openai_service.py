@@ -41,6 +41,7 @@ class FakeState:
     token_delay_s: float = 0.0  # pause between streamed chat tokens
     reject_verbose_json: bool = False  # behave like a server without word timestamps
     fail_status: int | None = None  # answer every POST with this status
+    models_status: int | None = None  # answer GET /v1/models with this status
     requests: list[dict[str, Any]] = field(default_factory=list)
     chat_tokens_sent: int = 0
     chat_disconnected: bool = False
@@ -116,6 +117,8 @@ def build_app(state: FakeState) -> FastAPI:
     async def models(request: Request) -> Response:
         if (r := denied(request)) is not None:
             return r
+        if state.models_status is not None:
+            return JSONResponse({"error": {"message": "failing on purpose"}}, status_code=state.models_status)
         return JSONResponse({"object": "list", "data": [{"id": m, "object": "model"} for m in state.models]})
 
     @app.post("/v1/chat/completions")

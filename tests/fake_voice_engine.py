@@ -9,7 +9,7 @@ import numpy as np
 
 from omnivox.engines.base import Engine, GenChunk, GenerateParams, GenResult, PrefillStats, VoiceProfile
 from omnivox.protocol.chat import ChatMessage
-from omnivox.protocol.workers import Capabilities
+from omnivox.protocol.control.workers import Capabilities
 from omnivox.voice.listener import Heard
 from omnivox.voice.reply import FirstToken, ReplyPiece, ReplyRequest, Spoken, Word
 from omnivox.voice.vad.turn import TurnParams
@@ -69,6 +69,7 @@ class FakeVoiceEngine(Engine):
         self.hold = hold
         self.asked: list[str] = []  # the last user message of every reply asked for
         self.stopped = threading.Event()
+        self.fail: Exception | None = None  # set: every reply fails before its first word
 
     def voice_profile(self) -> VoiceProfile:
         return VoiceProfile("be brief", ("v1", "v2"), "v1", context_tokens=4096, max_reply_tokens=64)
@@ -79,6 +80,8 @@ class FakeVoiceEngine(Engine):
     def reply(self, request: ReplyRequest, stop: threading.Event) -> Iterator[ReplyPiece]:
         last = next((m.text() for m in reversed(request.messages) if m.role == "user"), "")
         self.asked.append(last)
+        if self.fail is not None:
+            raise self.fail
         yield FirstToken(0.01)
         text = f"Reply to: {last}."
         for word in text.split(" "):

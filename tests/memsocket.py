@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 
-from omnivox.session.sockets import PeerGone
+from omnivox.connection.sockets import PeerGone
 
 
 class MemorySocket:

@@ -16,9 +16,10 @@ import numpy as np
 from openai import AsyncOpenAI
 
 from omnivox.audio.pcm import to_pcm16
-from omnivox.protocol.realtime_events import ga_type
+from omnivox.protocol.realtime.events import ga_type
 
 RATE = 24000
+OMNIVOX_EVENTS = {"omnivox_events": "true"}  # connect's extra_query: omnivox's own events too
 
 
 @functools.cache

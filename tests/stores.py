@@ -10,7 +10,7 @@ from omnivox.gateway.scheduling.eta import DurationModel
 from omnivox.gateway.scheduling.memory_store import MemoryStore
 from omnivox.gateway.scheduling.pool import WorkerPool
 from omnivox.gateway.scheduling.store import SchedulerStore, WorkerView
-from omnivox.protocol.workers import Capabilities, WorkerHealth, WorkerState
+from omnivox.protocol.control.workers import Capabilities, WorkerHealth, WorkerState
 
 
 class FakeClock:

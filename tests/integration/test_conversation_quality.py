@@ -19,7 +19,7 @@ from cluster import cluster
 from omnivox.audio.pcm import b64_to_pcm16, to_pcm16
 from omnivox.audio.resample import resample
 from omnivox.bench.speakerphone import Speakerphone
-from rtclient import Events, audio_of, client, silence, speech
+from rtclient import OMNIVOX_EVENTS, Events, audio_of, client, silence, speech
 from voices import espeak_ng
 
 STORY = "tell me a long story about a brave little fox who lived in the forest by the river"
@@ -117,7 +117,9 @@ def _whole(events: Events, done) -> None:  # type: ignore[no-untyped-def]
 
 
 async def test_the_assistants_own_echo_does_not_interrupt_it(quality_cluster):
-    async with client(quality_cluster.ws).realtime.connect(model="omnivox") as conn:
+    async with client(quality_cluster.ws).realtime.connect(
+        model="omnivox", extra_query=OMNIVOX_EVENTS
+    ) as conn:
         events = Events(conn)
         await events.wait_for("session.created")
         caller = Caller(conn, events, echo_db=-10.0)  # every reply comes back 80 ms later at -10 dB
@@ -133,7 +135,9 @@ async def test_the_assistants_own_echo_does_not_interrupt_it(quality_cluster):
 
 
 async def test_mhm_over_the_reply_is_kept_and_does_not_interrupt(quality_cluster):
-    async with client(quality_cluster.ws).realtime.connect(model="omnivox") as conn:
+    async with client(quality_cluster.ws).realtime.connect(
+        model="omnivox", extra_query=OMNIVOX_EVENTS
+    ) as conn:
         events = Events(conn)
         await events.wait_for("session.created")
         caller = Caller(conn, events)
@@ -151,7 +155,9 @@ async def test_mhm_over_the_reply_is_kept_and_does_not_interrupt(quality_cluster
 
 
 async def test_a_cough_pauses_the_reply_then_it_resumes_and_is_received_whole(quality_cluster):
-    async with client(quality_cluster.ws).realtime.connect(model="omnivox") as conn:
+    async with client(quality_cluster.ws).realtime.connect(
+        model="omnivox", extra_query=OMNIVOX_EVENTS
+    ) as conn:
         events = Events(conn)
         await events.wait_for("session.created")
         caller = Caller(conn, events)
@@ -174,7 +180,9 @@ async def test_a_cough_pauses_the_reply_then_it_resumes_and_is_received_whole(qu
 
 
 async def test_a_real_sentence_over_the_reply_interrupts_and_truncates_it(quality_cluster):
-    async with client(quality_cluster.ws).realtime.connect(model="omnivox") as conn:
+    async with client(quality_cluster.ws).realtime.connect(
+        model="omnivox", extra_query=OMNIVOX_EVENTS
+    ) as conn:
         events = Events(conn)
         await events.wait_for("session.created")
         caller = Caller(conn, events)

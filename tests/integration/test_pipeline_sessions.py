@@ -47,7 +47,7 @@ async def receive(ws, timeout: float = 10.0) -> dict:
 
 
 async def test_sessions_past_the_asr_slots_wait_in_the_gateway_queue(served) -> None:
-    url = served.ws + "/v1/realtime"
+    url = served.ws + "/v1/realtime?omnivox_events=true"  # queue notices are omnivox's events
     async with websockets.connect(url, additional_headers=AUTH) as holder:
         assert (await receive(holder))["type"] == "session.created"
         served.wait(lambda h: h["pipeline"]["session_slots_used"] == 1)

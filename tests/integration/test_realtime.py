@@ -16,7 +16,7 @@ import websockets
 
 from cluster import ECHO_VOICE, cluster
 from omnivox.voice.asr.base import word_error_rate
-from rtclient import Events, audio_of, client, silence, speech, stream
+from rtclient import OMNIVOX_EVENTS, Events, audio_of, client, silence, speech, stream
 
 WEATHER = "what is the weather like in paris today"
 STORY = "tell me a long story about a brave little fox who lived in the forest by the river"
@@ -118,7 +118,7 @@ async def test_manual_turns_commit_then_response_create(rt_cluster):
 
 
 async def test_barge_in_cancels_the_reply_and_truncates_it(rt_cluster):
-    async with client(rt_cluster.ws).realtime.connect(model="omnivox") as conn:
+    async with client(rt_cluster.ws).realtime.connect(model="omnivox", extra_query=OMNIVOX_EVENTS) as conn:
         events = Events(conn)
         await events.wait_for("session.created")
         await stream(conn, np.concatenate([speech(STORY), silence(0.8)]), chunk_ms=40, speed=3)
@@ -187,7 +187,7 @@ async def test_auth_is_checked_before_any_audio(rt_cluster):
 
 async def test_session_limit_when_the_wait_runs_out_or_the_queue_is_full(rt_cluster):
     headers = {"Authorization": "Bearer secret"}
-    url = rt_cluster.ws + "/v1/realtime"
+    url = rt_cluster.ws + "/v1/realtime?omnivox_events=true"  # queue notices are omnivox's events
     async with websockets.connect(url, additional_headers=headers) as holder:
         assert json.loads(await holder.recv())["type"] == "session.created"  # takes the only worker
         async with websockets.connect(url, additional_headers=headers) as waiting:
@@ -288,10 +288,10 @@ async def test_every_error_code_and_the_session_stays_open(rt_cluster):
         assert (await s.error({"type": "response.cancel"}))["code"] == "response_cancel_not_active"
         assert (await s.error({"type": "conversation.item.retrieve", "item_id": "item_nope"}))[
             "code"
-        ] == "item_not_found"
+        ] == "item_retrieve_invalid_item_id"
         assert (await s.error({"type": "conversation.item.delete", "item_id": "item_nope"}))[
             "code"
-        ] == "item_not_found"
+        ] == "item_delete_invalid_item_id"
         big = "A" * (9 * 1024 * 1024)
         assert (await s.error({"type": "input_audio_buffer.append", "audio": big}, timeout=30))[
             "code"

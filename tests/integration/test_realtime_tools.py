@@ -17,7 +17,7 @@ import pytest
 from cluster import cluster
 from fake_openai_service import FakeOpenAIService
 from omnivox.voice.asr.base import word_error_rate
-from rtclient import Events, audio_of, client, silence, speech, stream
+from rtclient import OMNIVOX_EVENTS, Events, audio_of, client, silence, speech, stream
 
 WEATHER_TOOL = {
     "type": "function",
@@ -239,7 +239,7 @@ async def test_the_agents_sdk_calls_a_tool_and_speaks_its_result(tool_cluster, f
 
 
 async def test_a_transcription_session_hears_turns_and_never_responds(tool_cluster):
-    async with client(tool_cluster.ws).realtime.connect(model="omnivox") as conn:
+    async with client(tool_cluster.ws).realtime.connect(model="omnivox", extra_query=OMNIVOX_EVENTS) as conn:
         events = Events(conn)
         await conn.session.update(
             session={

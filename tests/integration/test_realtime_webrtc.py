@@ -169,8 +169,9 @@ async def test_a_call_that_never_connects_media_is_released(rtc_cluster):
     await pc.close()  # the caller goes away before any media flows
     assert r.status_code == 201
     assert [s["kind"] for s in sessions(rtc_cluster)] == ["realtime"]  # admitted like a WebSocket
+    assert rtc_cluster.health()["workers_idle"] == 1  # but it takes no worker until media connects
     await until(lambda: not sessions(rtc_cluster))  # the connect timeout is 3 s
-    rtc_cluster.wait_idle(1, timeout=15)
+    assert rtc_cluster.health()["workers_idle"] == 1
 
 
 async def test_a_data_channel_closing_mid_response_ends_the_call_cleanly(rtc_cluster):

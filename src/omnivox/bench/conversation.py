@@ -39,7 +39,7 @@ from omnivox.bench.cluster import cluster
 from omnivox.bench.conversation_tally import COLUMNS, EVENTS, Tally, row
 from omnivox.bench.speakerphone import Speakerphone
 from omnivox.bench.table import print_table, write_json
-from omnivox.protocol.realtime_events import ga_type
+from omnivox.protocol.realtime.events import ga_type
 
 RATE = 24000
 QUESTIONS = (
@@ -380,7 +380,7 @@ def run(args: argparse.Namespace) -> int:
         with cluster(
             workers=1, engine="cascade", log_dir=log_dir, **realtime.PRODUCTION_INTERVALS, **env
         ) as c:
-            caller = ConversationCaller(f"{c.ws}/v1/realtime", speak, noise, args, n)
+            caller = ConversationCaller(f"{c.ws}/v1/realtime?omnivox_events=true", speak, noise, args, n)
             asyncio.run(caller.run(args.turns, 0.0))
         t = caller.tally
         t.errors += caller.stats.errors

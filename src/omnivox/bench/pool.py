@@ -34,7 +34,7 @@ from omnivox.bench.table import percentile, print_table, write_json
 from omnivox.gateway.scheduling.pool import WorkerPool
 from omnivox.gateway.scheduling.states import WorkerState
 from omnivox.gateway.scheduling.store import SchedulerStore
-from omnivox.protocol.workers import Capabilities, WorkerHealth
+from omnivox.protocol.control.workers import Capabilities, WorkerHealth
 
 USER = [{"role": "user", "content": "hello"}]
 # every simulated client comes from this one address: lift the per-client limits

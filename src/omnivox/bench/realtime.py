@@ -57,7 +57,7 @@ from omnivox.bench.realtime_webrtc import LOOPBACK_ENV, WebRtcCaller
 from omnivox.bench.record_flag import add_record_argument, cpu_seconds, record_env, recorded, wait_finished
 from omnivox.bench.table import percentile, print_table, write_json
 from omnivox.bench.webrtc_client import LOUD
-from omnivox.protocol.realtime_events import ga_type
+from omnivox.protocol.realtime.events import ga_type
 
 RATE = 24000
 SPREAD_S = 4.0

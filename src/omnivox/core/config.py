@@ -139,6 +139,80 @@ class GatewaySettings(BaseModel):
     )
 
 
+class PhoneProfile(BaseModel):
+    """The agent a phone call gets when no webhook decides (by the dialled number, or ``default``)."""
+
+    instructions: str | None = None
+    voice: str | None = None
+    tools: list[dict[str, Any]] = Field(
+        default_factory=list, description="function tools, as in session.update"
+    )
+    turn_detection: dict[str, Any] | None = None
+    greeting: str | None = Field(
+        None, description="the agent speaks first: what its first reply is told to say (None: it waits)"
+    )
+    end_call: bool = Field(True, description="offer the built-in end_call tool (the model may hang up)")
+    idle_timeout_s: float = Field(60.0, gt=0, description="hang up after this long with nobody speaking")
+
+
+class TelephonySettings(BaseModel):
+    """Phone calls: SIP (``--sip-port``) and carrier media streams (Twilio, Telnyx, Plivo)."""
+
+    sip_port: int | None = Field(
+        None, ge=1, le=65535, description="listen for SIP on this port, UDP and TCP (off)"
+    )
+    sip_host: str | None = Field(
+        None, description="address SIP and RTP listen on (default: the gateway's host; loopback without keys)"
+    )
+    sip_advertise: str | None = Field(
+        None, description="the address put in SDP and Contact (default: sip_host)"
+    )
+    sip_tls_port: int | None = Field(
+        None, ge=1, le=65535, description="SIP over TLS on this port (needs a cert)"
+    )
+    sip_tls_cert: str | None = Field(None, description="PEM certificate chain for SIP over TLS")
+    sip_tls_key: str | None = Field(None, description="PEM private key for SIP over TLS")
+    sip_max_calls: int = Field(16, ge=0, description="SIP calls at once (more: 486 Busy Here)")
+    sip_invite_rate: float = Field(
+        5.0, ge=0, description="INVITEs per second one source may send (0: no limit)"
+    )
+    sip_invite_burst: int = Field(10, ge=1)
+    sip_realm: str = "omnivox"
+    sip_users: dict[str, str] = Field(
+        default_factory=dict, description="digest credentials trunks authenticate with (user -> password)"
+    )
+    sip_allow: list[str] = Field(
+        default_factory=list, description="source addresses or networks (CIDR) whose calls need no digest"
+    )
+    sip_webhook_url: str | None = Field(
+        None, description="POSTed realtime.call.incoming for each call (then accept/reject/refer)"
+    )
+    sip_webhook_secret: str | None = Field(
+        None, description="Standard Webhooks secret that signs the webhook"
+    )
+    sip_answer_timeout_s: float = Field(
+        30.0, gt=0, description="a ringing call nobody accepts is refused (480)"
+    )
+    sip_trunk: str | None = Field(None, description="where outbound calls go: a SIP URI (sip:host[:port])")
+    sip_trunk_user: str | None = None
+    sip_trunk_password: str | None = None
+    sip_dial_timeout_s: float = Field(30.0, gt=0, description="an outbound call not answered by then fails")
+    rtp_port_min: int = Field(20000, ge=1024, le=65534)
+    rtp_port_max: int = Field(20999, ge=1025, le=65535)
+    phone_profiles: dict[str, PhoneProfile] = Field(
+        default_factory=lambda: {"default": PhoneProfile()},
+        description="agent profiles by dialled number (To user), and `default`",
+    )
+    phone_max_streams: int = Field(64, ge=0, description="carrier media streams at once")
+    twilio_auth_token: str | None = Field(
+        None,
+        description="with it, Twilio's webhook and stream requests must carry a valid X-Twilio-Signature",
+    )
+    public_url: str | None = Field(
+        None, description="the gateway's URL as carriers reach it (https://...): stream URLs and signatures"
+    )
+
+
 class RecordingSettings(BaseModel):
     """Session recording and its retention, as the gateway runs them (under ``data_dir/sessions``)."""
 
@@ -176,6 +250,9 @@ class WorkerSettings(BaseModel):
     worker_port: int = Field(0, ge=0, le=65535, description="0 picks a free port")
     worker_public_url: str | None = Field(None, description="URL the gateway uses to reach this worker")
     gateway_url: str | None = Field(None, description="gateway a worker registers with")
+    dependency_check_s: float = Field(
+        30.0, gt=0, description="how often a worker checks the LLM/ASR/TTS servers it uses (--llm-url, ...)"
+    )
 
 
 class EngineSettings(BaseModel):
@@ -247,6 +324,12 @@ class CommonSettings(BaseModel):
     max_new_tokens_limit: int = Field(4096, ge=1)
     data_dir: Path = Path("data")
     log_level: str = "INFO"
+    log_format: Literal["text", "json"] = Field(
+        "text", description="json: one object a line with session_id, trace_id and span_id"
+    )
+    otlp_endpoint: str | None = Field(
+        None, description="OpenTelemetry traces go there (OTLP); else OTEL_EXPORTER_OTLP_ENDPOINT; else off"
+    )
 
 
 # The roles a process has. `omnivox serve` passes its workers the settings of the roles they share
@@ -270,6 +353,7 @@ class Settings(
     EngineSettings,
     WorkerSettings,
     RecordingSettings,
+    TelephonySettings,
     GatewaySettings,
     ServerSettings,
     BaseSettings,

@@ -125,6 +125,12 @@ class RealtimeSettings(BaseModel):
         ",".join(BACKCHANNELS),
         description="acknowledgements that do not interrupt the assistant (comma-separated)",
     )
+    failure_apology: str = Field(
+        "Sorry, I can't answer right now. Please try again in a moment.",
+        max_length=500,
+        description="what a caller hears when a reply cannot be made (the LLM server is down or fails "
+        "before its first word); empty: nothing is said and the response fails",
+    )
 
 
 class DuplexSettings(BaseModel):

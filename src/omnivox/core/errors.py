@@ -110,6 +110,27 @@ class ItemNotFound(NotFound):
     code = "item_not_found"
 
 
+# The OpenAI Realtime API names a missing item by what the client tried to do with it; stock clients
+# wait for these codes (pipecat's ``retrieve_conversation_item`` settles on the first).
+class RetrieveItemNotFound(ItemNotFound):
+    code = "item_retrieve_invalid_item_id"
+
+
+class TruncateItemNotFound(ItemNotFound):
+    code = "item_truncate_invalid_item_id"
+
+
+class DeleteItemNotFound(ItemNotFound):
+    code = "item_delete_invalid_item_id"
+
+
+class ItemExists(_Recoverable):
+    """``conversation.item.create`` with the id of an item the conversation already has."""
+
+    code = "item_already_exists"
+    http_status = 409
+
+
 class CallNotFound(NotFound):
     """A ``function_call_output`` for a call that was never made."""
 
@@ -178,6 +199,39 @@ class QueuedInputDropped(_Recoverable):
     """A session waiting for a worker sent more than the gateway holds for it; the rest is dropped."""
 
     code = "queued_input_dropped"
+
+
+class UnusableSdp(_Recoverable):
+    """A phone call's SDP that offers nothing omnivox can carry (no G.711 audio, no address):
+    SIP 488 Not Acceptable Here."""
+
+    code = "unusable_sdp"
+    http_status = 488
+
+
+class CallNotRinging(_Recoverable):
+    """``accept``, ``reject`` or ``refer`` for a phone call that is not in the state it needs."""
+
+    code = "call_state_conflict"
+    http_status = 409
+
+
+class InvalidSignature(OmnivoxError):
+    """A carrier request whose signature (``X-Twilio-Signature``) is missing or wrong."""
+
+    code = "invalid_signature"
+    http_status = 403
+    close_code = WS_POLICY
+
+
+class DialFailed(OmnivoxError):
+    """An outbound call that was not answered: busy, no answer, rejected, unreachable or timed out
+    (``details.sip_status`` is the callee's final answer, where there was one). Not the client's
+    fault, and nothing to close: like a lost worker, a recoverable 502."""
+
+    code = "dial_failed"
+    category = Category.RECOVERABLE
+    http_status = 502
 
 
 class QueueFull(OmnivoxError):
@@ -276,14 +330,11 @@ class WorkerBusy(OmnivoxError):
     close_code = WS_POLICY
 
 
-class StaleAssignment(OmnivoxError):
-    """A worker was offered a session older than one it has seen (its fencing epoch is stale: the
-    gateway that sends it paused past its lease and its assignment went to someone else), or a
-    second session for the one it serves."""
+class StaleAssignment(WorkerBusy):
+    """A session older than one the worker has seen (its gateway paused past its lease and the worker
+    went to someone else), or a second one for the assignment it serves: refused at once."""
 
     code = "stale_assignment"
-    http_status = 409
-    close_code = WS_POLICY
 
 
 class StoreUnavailable(OmnivoxError):
@@ -385,16 +436,7 @@ class BadPipelineMessage(PipelineError):
 
 
 PIPELINE_ERRORS: dict[str, type[PipelineError]] = {
-    cls.code: cls
-    for cls in (
-        PipelineError,
-        StageLost,
-        StageUnavailable,
-        PayloadTooLarge,
-        RelayFull,
-        PayloadLost,
-        BadPipelineMessage,
-    )
+    cls.code: cls for cls in (PipelineError, *PipelineError.__subclasses__())
 }
 
 

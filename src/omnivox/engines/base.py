@@ -25,7 +25,7 @@ import numpy as np
 from omnivox.core.errors import WorkerUnavailable
 from omnivox.engines.duplex import DuplexParams, DuplexReady, DuplexUnit
 from omnivox.protocol.chat import ChatMessage
-from omnivox.protocol.workers import Capabilities
+from omnivox.protocol.control.workers import Capabilities
 from omnivox.voice.listener import Listener
 from omnivox.voice.llm.history import ReplyTemperature
 from omnivox.voice.reply import ReplyPiece, ReplyRequest

@@ -25,11 +25,11 @@ from omnivox.engines.base import Engine, GenChunk, GenerateParams, GenResult, Pr
 from omnivox.engines.cascade_duplex import CascadeDuplex
 from omnivox.engines.duplex import DuplexParams, DuplexReady, DuplexUnit
 from omnivox.protocol.chat import AudioPart, ChatMessage, ImagePart, TextPart
-from omnivox.protocol.workers import Capabilities
+from omnivox.protocol.control.workers import Capabilities
 from omnivox.voice.listener import Listener
 from omnivox.voice.llm.base import LlmParams
 from omnivox.voice.llm.history import history_tokens, trim_history
-from omnivox.voice.reply import ReplyPiece, ReplyRequest, Spoken, Word, produce_reply
+from omnivox.voice.reply import ReplyPiece, ReplyRequest, Spoken, Word, produce_reply, with_apology
 from omnivox.voice.stack import ASR_RATE, VoiceStack
 from omnivox.voice.vad.turn import TurnParams
 
@@ -89,7 +89,8 @@ class CascadeEngine(Engine):
         )
 
     def reply(self, request: ReplyRequest, stop: threading.Event) -> Iterator[ReplyPiece]:
-        return produce_reply(self.voice.llm, self.voice.tts, request, stop)
+        tts = self.voice.tts
+        return with_apology(produce_reply(self.voice.llm, tts, request, stop), tts, request, stop)
 
     # ---- full-duplex sessions (engines.cascade_duplex)
 

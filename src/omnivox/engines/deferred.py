@@ -10,7 +10,7 @@ import numpy as np
 from omnivox.engines.base import Engine, GenChunk, GenerateParams, GenResult, PrefillStats, VoiceProfile
 from omnivox.engines.duplex import DuplexParams, DuplexReady, DuplexUnit
 from omnivox.protocol.chat import ChatMessage
-from omnivox.protocol.workers import Capabilities
+from omnivox.protocol.control.workers import Capabilities
 from omnivox.voice.listener import Listener
 from omnivox.voice.reply import ReplyPiece, ReplyRequest
 from omnivox.voice.vad.turn import TurnParams

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 from omnivox.engines.base import Engine, GenChunk, GenerateParams, GenResult, PrefillStats
 from omnivox.protocol.chat import ChatMessage
-from omnivox.protocol.workers import Capabilities
+from omnivox.protocol.control.workers import Capabilities
 
 PREFIX = "(echo)"
 

@@ -27,7 +27,7 @@ from omnivox.engines.chat_codec import (
     message_text,
 )
 from omnivox.protocol.chat import ChatMessage
-from omnivox.protocol.workers import Capabilities
+from omnivox.protocol.control.workers import Capabilities
 
 PREFILL_CHUNK = 512  # ids per forward pass of a prefill (the interrupt is checked between them)
 DEFAULT_CONTEXT_TOKENS = 8192

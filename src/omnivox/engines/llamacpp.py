@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from omnivox.core.errors import PrefillRequired
 from omnivox.engines.base import Engine, GenChunk, GenerateParams, GenResult, PrefillStats
 from omnivox.protocol.chat import ChatMessage
-from omnivox.protocol.workers import Capabilities
+from omnivox.protocol.control.workers import Capabilities
 from omnivox.voice.llm.base import LlmParams
 from omnivox.voice.llm.llamacpp_llm import LlamaCppLlm
 

@@ -31,7 +31,7 @@ from omnivox.engines.base import Engine, GenChunk, GenerateParams, GenResult, Pr
 from omnivox.engines.duplex import INPUT_SAMPLE_RATE, DuplexParams, DuplexReady, DuplexUnit
 from omnivox.engines.minicpmo_chat import TurnChat
 from omnivox.protocol.chat import ChatMessage
-from omnivox.protocol.workers import Capabilities
+from omnivox.protocol.control.workers import Capabilities
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ from omnivox.pipeline.client import PipelineClient
 from omnivox.pipeline.relay import relay_from
 from omnivox.voice.listener import Listener
 from omnivox.voice.llm.history import ReplyTemperature
-from omnivox.voice.reply import ReplyPiece, ReplyRequest
+from omnivox.voice.reply import ReplyPiece, ReplyRequest, with_apology
 from omnivox.voice.stack import ASR_RATE, VoiceStack, context_tokens, max_reply_tokens
 from omnivox.voice.vad.turn import TurnParams
 
@@ -93,7 +93,8 @@ class PipelineEngine(CascadeEngine):
 
     def reply(self, request: ReplyRequest, stop: threading.Event) -> Iterator[ReplyPiece]:
         assert self.client is not None
-        return pipeline_reply(self.client, request, stop, session=self.client.name)
+        pieces = pipeline_reply(self.client, request, stop, session=self.client.name)
+        return with_apology(pieces, self.voice.tts, request, stop)
 
     def close(self) -> None:
         super().close()

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from omnivox.core.config import Settings
 from omnivox.engines.base import Engine
 from omnivox.engines.deferred import DeferredEngine
-from omnivox.protocol.workers import Capabilities
+from omnivox.protocol.control.workers import Capabilities
 from omnivox.voice.llm.base import ChatLlm
 from omnivox.voice.packaged import SMOLLM2_135M_GGUF, MissingModelPackage
 from omnivox.voice.stack import VoiceStack, build_voice_stack, missing_models

@@ -19,7 +19,7 @@ from omnivox.engines.byte_codec import END, VOCAB_SIZE, ByteChatCodec, tiny_qwen
 from omnivox.engines.duplex import DuplexParams, DuplexReady, DuplexUnit
 from omnivox.engines.hf import TransformersEngine
 from omnivox.engines.tiny_duplex import TinyDuplex, TinyDuplexModel
-from omnivox.protocol.workers import Capabilities
+from omnivox.protocol.control.workers import Capabilities
 
 __all__ = ["END", "VOCAB_SIZE", "ByteChatCodec", "TinyEngine"]  # the codec's names, re-exported
 

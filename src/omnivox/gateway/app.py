@@ -32,7 +32,8 @@ from omnivox.gateway.scheduling.health import HealthMonitor
 from omnivox.gateway.scheduling.memory_store import MemoryStore
 from omnivox.gateway.scheduling.pool import WorkerPool
 from omnivox.gateway.scheduling.store import SchedulerStore
-from omnivox.protocol.workers import worker_base_url
+from omnivox.gateway.telephony.routes import mount_telephony
+from omnivox.protocol.control.workers import worker_base_url
 
 Hook = Callable[[], Awaitable[None]]
 
@@ -80,9 +81,14 @@ def create_gateway_app(settings: Settings, background: list[Hook] | None = None)
         tasks = [asyncio.create_task(job) for job in jobs] + [
             asyncio.create_task(h()) for h in background or []
         ]
+        sip = getattr(app.state, "sip", None)
+        if sip is not None:
+            await sip.start()
         try:
             yield
         finally:
+            if sip is not None:
+                await sip.stop()
             await ctx.calls.close()
             for task in tasks:
                 task.cancel()
@@ -107,6 +113,7 @@ def create_gateway_app(settings: Settings, background: list[Hook] | None = None)
     app.include_router(recordings.router)
     mount_pages(app)
     mount_protocols(app, ctx)
+    mount_telephony(app, ctx)
     return app
 
 

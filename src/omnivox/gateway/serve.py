@@ -30,6 +30,7 @@ def _run(settings: Settings, app: FastAPI) -> None:
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level.lower(),
+        log_config=None,  # its lines go through our handlers (text or JSON), not uvicorn's own
         ws_max_size=settings.max_message_bytes * 2,
         # the sans-I/O websockets implementation: half the memory per open socket of the legacy one
         # (65 vs 127 KiB measured with 1,000 idle sockets), which matters with thousands queued
@@ -53,8 +54,13 @@ def check_exposure(settings: Settings) -> None:
             "use every API. Set OMNIVOX_API_KEY (or OMNIVOX_CLIENT_KEY / _ADMIN_KEY / _WORKER_KEY), "
             "or pass --public to listen there anyway."
         )
-    where = "loopback only" if is_loopback(settings.host) else f"{settings.host} (--public)"
-    log.warning("no keys configured: every API is open to whoever reaches %s:%d", where, settings.port)
+    where = "this machine only (loopback)" if is_loopback(settings.host) else "anyone (--public)"
+    log.warning(
+        "no keys configured: every API on %s:%d is open to %s; set OMNIVOX_API_KEY to require one",
+        settings.host,
+        settings.port,
+        where,
+    )
 
 
 def run_gateway(settings: Settings) -> None:

@@ -384,5 +384,5 @@ class Coordinator:
     # ---- views
 
     def status(self, now: float | None = None) -> dict[str, Any]:
-        """What the gateway shows (``protocol.pipeline.PipelineReport``)."""
+        """What the gateway shows (``protocol.control.pipeline.PipelineReport``)."""
         return status_view(self, time.monotonic() if now is None else now)

@@ -14,8 +14,8 @@ from typing import Any
 
 import msgspec
 
+from omnivox.core.transitions import Machine
 from omnivox.pipeline.messages import Payload, Plan
-from omnivox.session.transitions import Machine
 
 
 class RequestState(StrEnum):

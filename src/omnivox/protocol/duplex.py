@@ -2,7 +2,7 @@
 
 Client -> server: prepare, audio_chunk (about a second of audio, plus video frames in omni mode),
 pause, resume, stop, client_diagnostic.
-Server -> client: queued, queue_update, queue_done (protocol.queue), prepared, one result per unit,
+Server -> client: queued, queue_update, queue_done (protocol.control.queue), prepared, one result per unit,
 paused, resumed, stopped, timeout, error.
 
 A session holds one worker from ``queue_done`` until it ends (``DUPLEX`` is session-scoped); the
@@ -20,10 +20,10 @@ from pydantic import ConfigDict, Field, TypeAdapter, field_validator
 
 from omnivox.core.config import Settings
 from omnivox.core.errors import OmnivoxError
-from omnivox.protocol.duplex_timeline import DuplexTimeline
-from omnivox.protocol.queue import QueueNotice, queue_message
+from omnivox.protocol.control.queue import QueueNotice, queue_message
 from omnivox.protocol.spec import Parser, WireProtocol
-from omnivox.protocol.timeline import TimelineReader
+from omnivox.protocol.timelines.duplex import DuplexTimeline
+from omnivox.protocol.timelines.reader import TimelineReader
 from omnivox.protocol.wire import Msg, known_types
 
 # the rates a client may send audio at (what omnivox.audio.resample converts from)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from omnivox.protocol.duplex import DUPLEX
-from omnivox.protocol.realtime import REALTIME
+from omnivox.protocol.realtime.wire import REALTIME
 from omnivox.protocol.spec import WireProtocol
 from omnivox.protocol.streaming import STREAMING
 

@@ -17,7 +17,7 @@ for. Adding a protocol is a module here plus a worker handler.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import quote, urlencode
@@ -26,9 +26,10 @@ from pydantic import TypeAdapter
 
 from omnivox.core.config import Settings
 from omnivox.core.errors import OmnivoxError
+from omnivox.protocol.control.queue import QueueNotice
 from omnivox.protocol.media import MediaBridge
-from omnivox.protocol.queue import QueueNotice
-from omnivox.protocol.timeline import TimelineReader
+from omnivox.protocol.phone import PhoneBridge
+from omnivox.protocol.timelines.reader import TimelineReader
 from omnivox.protocol.wire import known_types, parse
 
 Scope = Literal["session", "turn"]
@@ -115,6 +116,11 @@ class WireProtocol(ABC):
         """How a failed admission (full queue, cancelled ticket, wait ran out) is said."""
         return err
 
+    def withheld(self, query: Mapping[str, str]) -> Callable[[str | bytes], bool] | None:
+        """Which of the server's frames this client is not sent (seen by recording all the same),
+        e.g. extension events it did not ask for (None: it gets them all)."""
+        return None
+
     # ---- recording
 
     def timeline_reader(self) -> TimelineReader | None:
@@ -140,6 +146,7 @@ class WireProtocol(ABC):
 
     client_secrets: bool = False  # POST {path}/client_secrets mints one-session keys
     media: MediaBridge | None = None  # POST {path}/calls carries sessions over WebRTC
+    phone: PhoneBridge | None = None  # phone calls (SIP, carrier media streams) carry its sessions
 
     def session_defaults(self, session: dict[str, Any]) -> dict[str, Any]:
         """Check the session defaults a key is minted with (raises ``InvalidMessage`` naming the

@@ -1,7 +1,7 @@
 """Turn-based streaming protocol (``/ws/streaming/{session_id}``), the MiniCPM-o demo message set.
 
 Client -> server: prefill, generate, stop, close.
-Server -> client: queued, queue_update, queue_done (protocol.queue), prefill_done, chunk, done, error.
+Server -> client: queued, queue_update, queue_done (protocol.control.queue), prefill_done, chunk, done, error.
 
 Each turn (``prefill`` .. ``done``) takes a worker afresh (``STREAMING`` is turn-scoped), routed by
 the hash of the conversation before the last message: a worker whose cache holds it computes only
@@ -19,10 +19,10 @@ from pydantic import Field, TypeAdapter
 from omnivox.core.config import Settings
 from omnivox.core.errors import OmnivoxError, PrefillRequired
 from omnivox.protocol.chat import ChatMessage, history_hash
-from omnivox.protocol.queue import QueueNotice, queue_message
+from omnivox.protocol.control.queue import QueueNotice, queue_message
 from omnivox.protocol.spec import Parser, TurnStart, WireProtocol
-from omnivox.protocol.streaming_timeline import StreamingTimeline
-from omnivox.protocol.timeline import TimelineReader
+from omnivox.protocol.timelines.reader import TimelineReader
+from omnivox.protocol.timelines.streaming import StreamingTimeline
 from omnivox.protocol.wire import Msg, known_types
 
 # ---- client -> server

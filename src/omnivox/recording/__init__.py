@@ -1,3 +1,3 @@
 """Session recording: a tap on the relay (``service``), the files it writes (``store``), the merged
 replay (``replay``), and retention (``cleanup``). Which frames carry what is each protocol's own
-knowledge (``protocol.timeline``); nothing here names a protocol."""
+knowledge (``protocol.timelines.reader``); nothing here names a protocol."""

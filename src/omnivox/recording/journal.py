@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from omnivox.protocol.timeline import ErrorEvent, Event, Figures, Marker, Text, TurnEnd, TurnStart
+from omnivox.protocol.timelines.reader import ErrorEvent, Event, Figures, Marker, Text, TurnEnd, TurnStart
 
 
 def describe(event: Event) -> dict[str, Any]:

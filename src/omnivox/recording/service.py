@@ -26,10 +26,10 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from omnivox.protocol.timeline import TimelineReader
+from omnivox.connection.taps import Direction, Frame
+from omnivox.protocol.timelines.reader import TimelineReader
 from omnivox.recording.session import Outcome, Policy, SessionInfo, SessionRecording
 from omnivox.recording.store import RecordingStore
-from omnivox.session.taps import Direction, Frame
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ from typing import Any, TextIO
 
 from omnivox.audio.wav import write_wav
 from omnivox.core.errors import NotFound
-from omnivox.protocol.timeline import (
+from omnivox.protocol.timelines.reader import (
     Audio,
     BargeIn,
     Config,

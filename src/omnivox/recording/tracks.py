@@ -25,7 +25,7 @@ from omnivox.audio.opus import OpusDecoder
 from omnivox.audio.pcm import from_float32_bytes, from_pcm16
 from omnivox.audio.wav import read_wav
 from omnivox.core.errors import OmnivoxError
-from omnivox.protocol.timeline import Audio
+from omnivox.protocol.timelines.reader import Audio
 
 _JOIN_TOLERANCE_S = 0.002  # pieces closer than this are one continuous stretch
 

@@ -9,7 +9,9 @@ yields, as they happen:
 - ``Spoken``: a piece of a sentence's audio, with the cleaned text of that sentence, as soon as the
   TTS makes it, while the LLM goes on writing the next sentence;
 - ``ToolCallDelta``: a piece of a function call (when ``request.llm.tools`` offered some and the
-  LLM can call them), and ``Usage``: the LLM's token counts, where it reports them.
+  LLM can call them), and ``Usage``: the LLM's token counts, where it reports them;
+- ``ReplyFailed``: the reply could not be made (the LLM failed before its first word) and what
+  follows is ``request.apology`` (``with_apology``), so the listener hears why rather than silence.
 
 Blocking (LLM and TTS calls): run it in a thread. ``stop`` ends it within one LLM delta or TTS piece;
 nothing is yielded after ``stop`` is set, not even a word the chunker still held back.
@@ -41,6 +43,7 @@ class ReplyRequest:
     speak: bool = True  # False: text only (no sentences, no TTS)
     voice: str | None = None  # None: the TTS's default
     speed: float | None = None  # None: the TTS's configured pace
+    apology: str = ""  # said instead when the reply fails before its first word ("": fail)
 
 
 @dataclass(frozen=True)
@@ -61,7 +64,12 @@ class Spoken:
     starts_sentence: bool  # the first piece of its sentence
 
 
-ReplyPiece = FirstToken | Word | Spoken | ToolCallDelta | Usage
+@dataclass(frozen=True)
+class ReplyFailed:
+    error: BaseException  # why no reply could be made; the apology's words and audio follow
+
+
+ReplyPiece = FirstToken | Word | Spoken | ToolCallDelta | Usage | ReplyFailed
 
 
 def produce_reply(
@@ -76,15 +84,6 @@ def produce_reply(
     words = WordChunker()
     sentences = SentenceChunker(first_max_words=FIRST_WORDS) if request.speak and tts is not None else None
 
-    def say(sentence: str) -> Iterator[Spoken]:
-        assert tts is not None
-        first = True
-        start = clock()
-        for chunk in tts.speak(sentence, voice=request.voice, stop=stop, speed=request.speed):
-            yield Spoken(chunk.text, chunk.audio, clock() - start, first)
-            first = False
-            start = clock()
-
     def on_words(batch: list[str]) -> Iterator[ReplyPiece]:
         for word in batch:
             if stop.is_set():
@@ -92,7 +91,7 @@ def produce_reply(
             yield Word(word)
             if sentences is not None:
                 for sentence in sentences.push(word):
-                    yield from say(sentence)
+                    yield from say(tts, sentence, request, stop, clock)
 
     first = True
     for delta in llm.stream_events(request.messages, request.llm, stop):
@@ -108,4 +107,58 @@ def produce_reply(
     yield from on_words(words.flush())
     if sentences is not None and not stop.is_set():
         for sentence in sentences.flush():
-            yield from say(sentence)
+            yield from say(tts, sentence, request, stop, clock)
+
+
+def say(
+    tts: StreamingTts | None,
+    sentence: str,
+    request: ReplyRequest,
+    stop: threading.Event,
+    clock: Callable[[], float] = time.monotonic,
+) -> Iterator[Spoken]:
+    """One sentence's audio, piece by piece as the TTS makes it."""
+    assert tts is not None
+    first = True
+    start = clock()
+    for chunk in tts.speak(sentence, voice=request.voice, stop=stop, speed=request.speed):
+        yield Spoken(chunk.text, chunk.audio, clock() - start, first)
+        first = False
+        start = clock()
+
+
+def speak_text(
+    tts: StreamingTts | None, text: str, request: ReplyRequest, stop: threading.Event
+) -> Iterator[Word | Spoken]:
+    """Say ``text`` as a reply says it (its words, then each sentence's audio when ``request.speak``)."""
+    words = WordChunker()
+    for word in [*words.push(text), *words.flush()]:
+        yield Word(word)
+    if not request.speak or tts is None:
+        return
+    sentences = SentenceChunker(first_clause_words=0)
+    for sentence in [*sentences.push(text), *sentences.flush()]:
+        if stop.is_set():
+            return
+        yield from say(tts, sentence, request, stop)
+
+
+def with_apology(
+    pieces: Iterator[ReplyPiece], tts: StreamingTts | None, request: ReplyRequest, stop: threading.Event
+) -> Iterator[ReplyPiece]:
+    """``pieces``, or, when they fail before a word was said, ``ReplyFailed`` then the apology
+    (``request.apology``; with none the failure is raised, as it is once anything was said)."""
+    said = False
+    try:
+        for piece in pieces:
+            said = (
+                said
+                or isinstance(piece, Spoken | ToolCallDelta)
+                or (isinstance(piece, Word) and bool(piece.text.strip()))
+            )
+            yield piece
+    except Exception as exc:
+        if said or not request.apology or stop.is_set():
+            raise
+        yield ReplyFailed(exc)
+        yield from speak_text(tts, request.apology, request, stop)

@@ -12,7 +12,8 @@ from omnivox.core.config import Settings
 from omnivox.core.keys import key_matches, offered_key
 from omnivox.engines.base import Engine
 from omnivox.engines.registry import build_engine
-from omnivox.protocol.workers import WorkerHealth
+from omnivox.protocol.control.workers import WorkerHealth
+from omnivox.worker.dependencies import DependencyMonitor, dependencies
 from omnivox.worker.duplex.session import DuplexSession
 from omnivox.worker.host import EngineHost
 from omnivox.worker.hosting import HandlerFactory, mount_handlers
@@ -33,10 +34,22 @@ def create_worker_app(
 ) -> FastAPI:
     """Build the worker app. The engine loads in a thread at start-up (LOADING -> IDLE | ERROR)."""
     host = EngineHost(engine or build_engine(settings))
+    monitor = DependencyMonitor(dependencies(settings), settings.dependency_check_s)
+
+    def report_health() -> WorkerHealth:
+        report = host.health()
+        if monitor.problems:
+            report.problems = list(monitor.problems.values())
+            if report.status == "ok":
+                report.status = "degraded"
+        return report
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        tasks = [asyncio.create_task(host.load(), name="load-engine")]
+        tasks = [
+            asyncio.create_task(host.load(), name="load-engine"),
+            asyncio.create_task(monitor.run(), name="dependencies"),
+        ]
         url = public_url or settings.worker_public_url
         if settings.gateway_url and url:
             tasks.append(
@@ -44,7 +57,7 @@ def create_worker_app(
                     heartbeat_loop(
                         settings.gateway_url,
                         url,
-                        host.health,
+                        report_health,
                         settings.heartbeat_interval_s,
                         settings.key_for("worker"),
                     ),
@@ -67,7 +80,7 @@ def create_worker_app(
         key = settings.key_for("worker")
         if key and not key_matches(offered_key(request.headers), key):
             raise HTTPException(401, detail={"code": "unauthorized", "message": "the worker key is required"})
-        return host.health()
+        return report_health()
 
     mount_handlers(app, HANDLERS, host, settings)
     return app

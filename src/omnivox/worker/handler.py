@@ -12,9 +12,9 @@ from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
+from omnivox.connection.runtime import Connection
 from omnivox.core.config import Settings
-from omnivox.protocol.internal import Metrics, PauseReport, TurnEnd
-from omnivox.session.runtime import Connection
+from omnivox.protocol.control.internal import Metrics, PauseReport, TurnEnd
 from omnivox.worker.host import EngineHost
 
 

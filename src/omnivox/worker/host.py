@@ -19,11 +19,11 @@ from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from omnivox.core import transitions
 from omnivox.core.errors import StaleAssignment, WorkerBusy, as_omnivox_error
 from omnivox.engines.base import Engine, GenChunk, GenerateParams, GenResult, PrefillStats
 from omnivox.protocol.chat import ChatMessage, history_hash
-from omnivox.protocol.workers import WorkerHealth, WorkerState
-from omnivox.session import transitions
+from omnivox.protocol.control.workers import WorkerHealth, WorkerState
 
 log = logging.getLogger(__name__)
 

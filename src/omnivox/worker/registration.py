@@ -14,7 +14,7 @@ from collections.abc import Callable
 import httpx
 
 from omnivox.core.keys import bearer
-from omnivox.protocol.workers import Registration, RegistrationReply, WorkerHealth
+from omnivox.protocol.control.workers import Registration, RegistrationReply, WorkerHealth
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from omnivox.core.errors import GenerationInProgress, OmnivoxError, PrefillRequi
 from omnivox.engines.base import OUTPUT_SAMPLE_RATE, GenerateParams, GenResult, PrefillStats
 from omnivox.protocol import streaming as sp
 from omnivox.protocol.chat import ImagePart, history_hash
-from omnivox.protocol.internal import Metrics, TurnEnd
+from omnivox.protocol.control.internal import Metrics, TurnEnd
 from omnivox.video.frames import check_image_b64
 from omnivox.worker.handler import SessionHandler
 

@@ -56,7 +56,7 @@ def test_any_other_mode_is_a_semantic_vad_eagerness(eagerness):
 
 
 def test_the_session_config_is_one_the_protocol_accepts():
-    from omnivox.protocol.realtime_session import SessionConfig
+    from omnivox.protocol.realtime.session_config import SessionConfig
 
     for mode in ("server_vad", "high"):
         args = parse()

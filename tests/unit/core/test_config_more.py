@@ -18,6 +18,7 @@ from omnivox.core.config import (
     RecordingSettings,
     ServerSettings,
     Settings,
+    TelephonySettings,
     VoiceSettings,
     WorkerSettings,
     load_settings,
@@ -187,6 +188,7 @@ def test_every_field_of_settings_belongs_to_exactly_one_section():
         RealtimeSettings,
         DuplexSettings,
         PipelineSettings,
+        TelephonySettings,
         CommonSettings,
     )
     seen: dict[str, str] = {}

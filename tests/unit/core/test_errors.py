@@ -29,11 +29,12 @@ POLICY = [
     E.SlowClient,
     E.TooManyWorkers,
     E.SessionIdle,
+    E.InvalidSignature,
     E.StaleAssignment,
     E.StoreUnavailable,
     E.GatewayDraining,
 ]
-SERVER = [E.WorkerLost, E.EngineFailure, E.IllegalTransition, E.InternalError]
+SERVER = [E.WorkerLost, E.EngineFailure, E.IllegalTransition, E.InternalError, E.DialFailed]
 # a request through the staged pipeline failed: server-side, and the session goes on
 PIPELINE = [c for c in ERRORS if issubclass(c, E.PipelineError)]
 
@@ -73,7 +74,7 @@ def test_recoverable_errors_keep_the_connection_and_are_the_client_s_fault(cls):
 @pytest.mark.parametrize("cls", POLICY, ids=lambda c: c.__name__)
 def test_policy_errors_are_fatal_and_close_1008(cls):
     assert cls("x").fatal and cls.close_code == E.WS_POLICY == 1008
-    assert cls.http_status in (400, 401, 408, 409, 429, 503)
+    assert cls.http_status in (400, 401, 403, 408, 409, 429, 503)
 
 
 @pytest.mark.parametrize("cls", SERVER, ids=lambda c: c.__name__)
@@ -81,8 +82,8 @@ def test_server_faults_close_1011_with_a_5xx(cls):
     assert cls.close_code == E.WS_SERVER_ERROR == 1011 and cls.http_status in (500, 502)
 
 
-def test_server_faults_are_fatal_except_a_lost_worker():
-    assert [c.__name__ for c in SERVER if not c("x").fatal] == ["WorkerLost"]
+def test_server_faults_are_fatal_except_a_lost_worker_or_a_call_not_answered():
+    assert [c.__name__ for c in SERVER if not c("x").fatal] == ["WorkerLost", "DialFailed"]
 
 
 def test_a_cancelled_ticket_ends_the_session_with_a_normal_close():

@@ -10,7 +10,7 @@ import pytest
 from omnivox.gateway.scheduling.pool import WorkerPool, WorkerRecord
 from omnivox.gateway.scheduling.states import WorkerState
 from omnivox.gateway.scheduling.store import SchedulerStore
-from omnivox.protocol.workers import Capabilities
+from omnivox.protocol.control.workers import Capabilities
 from stores import FakeClock, health, memory_store, prefix, redis_store
 
 MakePool = Callable[..., tuple[WorkerPool, list[WorkerRecord]]]

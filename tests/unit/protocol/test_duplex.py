@@ -9,7 +9,7 @@ import pytest
 from omnivox.core.config import Settings
 from omnivox.core.errors import InvalidMessage, PrepareRequired, QueueFull, UnknownMessageType
 from omnivox.protocol import duplex as dp
-from omnivox.protocol.queue import QueueNotice
+from omnivox.protocol.control.queue import QueueNotice
 from omnivox.protocol.registry import PROTOCOLS, by_name
 
 D = dp.DUPLEX

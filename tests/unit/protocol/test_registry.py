@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from omnivox.protocol.control.workers import TASKS
 from omnivox.protocol.duplex import DUPLEX
-from omnivox.protocol.realtime import REALTIME
+from omnivox.protocol.realtime.wire import REALTIME
 from omnivox.protocol.registry import PROTOCOLS, by_name
 from omnivox.protocol.spec import WireProtocol
 from omnivox.protocol.streaming import STREAMING
-from omnivox.protocol.workers import TASKS
 
 
 def test_the_protocols_served():

@@ -16,7 +16,7 @@ from omnivox.core.errors import (
 )
 from omnivox.protocol import streaming as sp
 from omnivox.protocol.chat import ChatMessage, history_hash
-from omnivox.protocol.queue import QueueNotice
+from omnivox.protocol.control.queue import QueueNotice
 from omnivox.protocol.spec import TurnStart
 
 S = sp.STREAMING

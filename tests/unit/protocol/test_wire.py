@@ -16,8 +16,8 @@ from omnivox.core.errors import (
     OmnivoxError,
     UnknownMessageType,
 )
-from omnivox.protocol import realtime as rt
 from omnivox.protocol import streaming as sp
+from omnivox.protocol.realtime import wire as rt
 from omnivox.protocol.wire import Msg, frames, known_types, parse
 
 

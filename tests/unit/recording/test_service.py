@@ -12,12 +12,12 @@ import time
 import numpy as np
 
 from omnivox.audio.pcm import float32_to_b64
+from omnivox.connection.taps import Direction, Frame
 from omnivox.protocol.registry import by_name
-from omnivox.protocol.timeline import TimelineReader
+from omnivox.protocol.timelines.reader import TimelineReader
 from omnivox.recording.service import SMALL_FRAME, RecordingService
 from omnivox.recording.session import Policy, SessionInfo
 from omnivox.recording.store import RecordingStore
-from omnivox.session.taps import Direction, Frame
 
 
 class Gate(TimelineReader):

@@ -9,7 +9,7 @@ from omnivox.audio.g711 import ulaw_encode
 from omnivox.audio.opus import encode_opus
 from omnivox.audio.pcm import to_float32_bytes, to_pcm16
 from omnivox.audio.wav import write_wav
-from omnivox.protocol.timeline import Audio
+from omnivox.protocol.timelines.reader import Audio
 from omnivox.recording.tracks import Track, voiced_spans
 
 

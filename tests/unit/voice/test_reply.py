@@ -113,3 +113,45 @@ def test_the_embedded_echo_llm_and_hibari_make_a_spoken_reply(hibari_tts) -> Non
     audio = np.concatenate([p.audio for p in pieces if isinstance(p, Spoken)])
     assert text == "You said: open the window"
     assert len(audio) > 24000 * 0.5 and float(np.abs(audio).max()) > 0.05
+
+
+class DownLlm(ChatLlm):
+    """An LLM server that cannot be reached: fails at once, or after ``words``."""
+
+    def __init__(self, words: list[str] | None = None) -> None:
+        self.words = words or []
+
+    def stream(self, messages: Sequence[ChatMessage], params: LlmParams | None = None, stop=None):
+        yield from self.words
+        raise ConnectionError("connection refused")
+
+
+def test_a_reply_that_fails_before_its_first_word_is_an_apology_said_out_loud() -> None:
+    from omnivox.voice.reply import ReplyFailed, with_apology
+
+    tts = PiecesTts()
+    ask = ReplyRequest(
+        [ChatMessage(role="user", content="hi")], LlmParams(), voice="x", apology="Sorry. Try later."
+    )
+    stop = threading.Event()
+    pieces = list(with_apology(produce_reply(DownLlm(), tts, ask, stop), tts, ask, stop))
+    assert isinstance(pieces[0], ReplyFailed) and isinstance(pieces[0].error, ConnectionError)
+    assert "".join(p.text for p in pieces if isinstance(p, Word)) == "Sorry. Try later."
+    assert tts.said == ["Sorry.", "Try later."]  # spoken, sentence by sentence
+    assert [p.starts_sentence for p in pieces if isinstance(p, Spoken)] == [True, False, True, False]
+
+
+def test_a_reply_that_fails_midway_or_with_no_apology_set_fails() -> None:
+    import pytest
+
+    from omnivox.voice.reply import with_apology
+
+    tts = PiecesTts()
+    stop = threading.Event()
+    midway = ReplyRequest([], LlmParams(), speak=False, apology="Sorry.")
+    with pytest.raises(ConnectionError):
+        list(with_apology(produce_reply(DownLlm(["It ", "is "]), tts, midway, stop), tts, midway, stop))
+    silent = ReplyRequest([], LlmParams(), speak=False)
+    with pytest.raises(ConnectionError):
+        list(with_apology(produce_reply(DownLlm(), tts, silent, stop), tts, silent, stop))
+    assert tts.said == []

@@ -12,7 +12,7 @@ from omnivox.core.errors import IllegalTransition, Interrupted, WorkerBusy
 from omnivox.engines.base import GenerateParams, GenResult
 from omnivox.engines.echo import EchoEngine
 from omnivox.protocol.chat import ChatMessage
-from omnivox.protocol.workers import WorkerState
+from omnivox.protocol.control.workers import WorkerState
 from omnivox.worker.host import EngineHost
 
 

@@ -12,7 +12,7 @@ import msgspec
 
 from omnivox.gateway.scheduling.eta import DurationModel, WaitPlan
 from omnivox.gateway.scheduling.store import Assignment, WorkerView
-from omnivox.protocol.workers import TASKS, Capabilities, WorkerState
+from omnivox.protocol.control.workers import TASKS, Capabilities, WorkerState
 
 
 def pairs(flat: Sequence[Any]) -> dict[str, str]:
@@ -45,6 +45,7 @@ def worker_view(worker_id: str, h: dict[str, str], now_ms: int, monitor: str = "
         kv_length=int(h.get("kv", 0)),
         voices=tuple(json.loads(h.get("voices") or "[]")),
         error=h.get("error") or None,
+        problems=tuple(json.loads(h.get("problems") or "[]")),
         epoch=int(h.get("epoch", 0)),
         monitor=monitor or None,
     )

@@ -341,13 +341,14 @@ function ops.register()
   return {'ok', w, 1}
 end
 
--- worker, state, error, engine, caps json, able, voices json, kv length, cached hash, epoch seen:
+-- worker, state, error, engine, caps json, able, voices json, kv length, cached hash, epoch seen,
+-- problems json:
 -- the worker's hash after it, and what it dispatched
 function ops.report_health()
   local w, reported = A[1], A[2]
   local wk = wkey(w)
   if redis.call('EXISTS', wk) == 0 then return {} end
-  redis.call('HSET', wk, 'engine', A[4], 'caps', A[5], 'able', A[6], 'voices', A[7])
+  redis.call('HSET', wk, 'engine', A[4], 'caps', A[5], 'able', A[6], 'voices', A[7], 'problems', A[11])
   if tonumber(A[10]) > tonumber(redis.call('HGET', wk, 'epoch')) then redis.call('HSET', wk, 'epoch', A[10]) end
   local f = redis.call('HMGET', wk, 'state', 'ticket')
   local cur = f[1]

@@ -48,8 +48,8 @@ from omnivox.gateway.scheduling.store import (
     TicketView,
     WorkerView,
 )
-from omnivox.protocol.pipeline import PipelineReport
-from omnivox.protocol.workers import TASKS, Capabilities, WorkerHealth, WorkerState
+from omnivox.protocol.control.pipeline import PipelineReport
+from omnivox.protocol.control.workers import TASKS, Capabilities, WorkerHealth, WorkerState
 
 log = logging.getLogger(__name__)
 
@@ -287,6 +287,7 @@ class RedisStore:
             health.kv_length,
             health.cached_hash or "",
             health.epoch,
+            json.dumps(health.problems),
         )
         if not reply:
             return None

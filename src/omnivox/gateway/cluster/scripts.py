@@ -12,7 +12,7 @@ from typing import Any
 from omnivox.gateway.cluster.connection import RedisConnectionError, aioredis, reaching
 from omnivox.gateway.scheduling.pool import PIPELINE_ENGINE, SLOTTED_TASKS
 from omnivox.gateway.scheduling.states import TRANSITIONS
-from omnivox.protocol.workers import TASKS
+from omnivox.protocol.control.workers import TASKS
 
 
 def _lua(value: Any) -> str:

@@ -65,7 +65,7 @@ def mount_http(app: FastAPI, protocol: WireProtocol, ctx: GatewayContext) -> Non
 
         async def hangup(call_id: str, request: Request) -> Response:
             try:
-                _check_client(request, ctx)
+                check_client(request, ctx)
                 owner = None if ctx.calls.held(call_id) else await ctx.peers.call_owner(call_id)
                 call = None if owner is not None else ctx.calls.find(call_id)
             except OmnivoxError as err:
@@ -87,7 +87,7 @@ def _forwarded(request: Request) -> dict[str, str]:
     return {k: v for k, v in request.headers.items() if k.lower() == "authorization"}
 
 
-def _check_client(request: Request, ctx: GatewayContext) -> None:
+def check_client(request: Request, ctx: GatewayContext) -> None:
     """The long-lived client key (an ephemeral key cannot mint keys or end calls)."""
     if not origin_allowed(ctx.settings, request.headers):
         raise Unauthorized("this origin may not use this gateway")
@@ -96,7 +96,7 @@ def _check_client(request: Request, ctx: GatewayContext) -> None:
         raise Unauthorized("this needs the client key (Authorization: Bearer <key>)")
 
 
-async def _json(request: Request) -> dict[str, Any]:
+async def json_body(request: Request) -> dict[str, Any]:
     raw = await request.body()
     if not raw.strip():
         return {}
@@ -110,8 +110,8 @@ async def _json(request: Request) -> dict[str, Any]:
 
 
 async def _mint(request: Request, protocol: WireProtocol, ctx: GatewayContext) -> dict[str, Any]:
-    _check_client(request, ctx)
-    body = await _json(request)
+    check_client(request, ctx)
+    body = await json_body(request)
     expires = body.get("expires_after") or {}
     if not isinstance(expires, dict) or expires.get("anchor", "created_at") != "created_at":
         raise InvalidMessage('expires_after.anchor must be "created_at"', param="expires_after.anchor")
@@ -169,8 +169,8 @@ async def _call(request: Request, protocol: WireProtocol, ctx: GatewayContext) -
         raise InvalidMessage(f"the SDP offer is larger than {MAX_SDP_BYTES} bytes", param="sdp")
     if session is not None:
         protocol.session_defaults(session)
-    if len(ctx.calls) >= settings.webrtc_max_calls:
-        raise TooManySessions(f"the gateway holds {len(ctx.calls)} calls, its limit")
+    if ctx.calls.count("webrtc") >= settings.webrtc_max_calls:
+        raise TooManySessions(f"the gateway holds {ctx.calls.count('webrtc')} calls, its limit")
     if ctx.draining:
         raise GatewayDraining("this gateway is stopping; call again (another one answers)")
     held = contextlib.AsyncExitStack()
@@ -188,10 +188,11 @@ async def _call(request: Request, protocol: WireProtocol, ctx: GatewayContext) -
     preamble = protocol.media.preamble(defaults)
     headers = dict(request.headers)
     host = request.client.host if request.client else None
+    query = dict(request.query_params)  # e.g. omnivox_events, intent
 
     async def run_session(c: Call) -> None:
         async with held:
-            await serve_session(c, protocol, ctx, c.id, {}, headers, preamble, host)
+            await serve_session(c, protocol, ctx, c.id, query, headers, preamble, host, c.media_connected)
 
     ctx.calls.start(call, run_session)
     location = f"{protocol.path}/calls/{call.id}"

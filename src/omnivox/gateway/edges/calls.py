@@ -14,7 +14,8 @@ A call's life is an explicit state machine:
 
 It ends when the peer connection fails or closes, the data channel closes, a hang-up, the session
 ends (the worker or the edge closes it), or when media never connects in time; ending frees the
-worker like a WebSocket client that left.
+worker like a WebSocket client that left. Its session waits for the media to connect before it
+queues for a worker (``media_connected``): a caller gone after its offer never holds one.
 """
 
 from __future__ import annotations
@@ -24,24 +25,24 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from enum import StrEnum
-from typing import Any
+from typing import Any, Protocol
 
 import aioice.ice
 from aiortc import RTCConfiguration, RTCPeerConnection, RTCSessionDescription
 from aiortc.jitterbuffer import JitterBuffer
 from aiortc.mediastreams import MediaStreamTrack
 
+from omnivox.connection.sockets import PeerGone, Socket
 from omnivox.core.errors import InvalidMessage, NotFound
 from omnivox.core.ids import new_id
+from omnivox.core.transitions import Machine
 from omnivox.gateway.edges.call_audio import Playout, hear
+from omnivox.gateway.edges.sidebands import Sidebands
 from omnivox.protocol.media import MediaBridge
-from omnivox.session.sockets import PeerGone, Socket
-from omnivox.session.transitions import Machine
 
 log = logging.getLogger(__name__)
 
 _MAX_INBOUND = 500  # frames waiting for the session (12 s of microphone audio); more audio is dropped
-_SIDEBAND_QUEUE = 1000
 # aiortc holds 4 audio packets (80 ms) before it decodes the first: a cushion for speakers. The
 # caller's audio goes to speech recognition, which wants it soon rather than smooth: hold 2 (40 ms).
 RECEIVE_PREFETCH = 2
@@ -109,15 +110,21 @@ class Call:
         self._opened = asyncio.Event()
         self._connected = asyncio.Event()
         self._ended = asyncio.Event()
-        self._sidebands: set[asyncio.Queue[str | None]] = set()
+        self.sidebands = Sidebands()
         self._tasks: set[asyncio.Task[None]] = set()
         self.pc.on("datachannel", self._on_channel)
         self.pc.on("track", self._on_track)
         self.pc.on("connectionstatechange", self._on_state)
 
+    kind = "webrtc"
+
     @property
     def state(self) -> CallState:
         return self.machine.state
+
+    @property
+    def ended(self) -> bool:
+        return self.state is _S.ENDED
 
     async def answer(self, offer_sdp: str) -> str:
         """The SDP answer to the caller's offer; raises ``InvalidSdp``."""
@@ -142,6 +149,18 @@ class Call:
             watchdog.cancel()
             self.end("the session ended")
             await self._shutdown()
+
+    async def media_connected(self) -> bool:
+        """Wait until the call's media connects (True) or the call ends first (False): a session
+        takes a worker only then, so a caller that vanished after its offer never holds one."""
+        connected = asyncio.ensure_future(self._connected.wait())
+        ended = asyncio.ensure_future(self._ended.wait())
+        try:
+            await asyncio.wait({connected, ended}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            connected.cancel()
+            ended.cancel()
+        return self.state is _S.CONNECTED
 
     # ---- Socket (what the session reads and writes)
 
@@ -175,33 +194,12 @@ class Call:
 
     async def attach(self, socket: Socket) -> None:
         """A sideband WebSocket: it hears the call's events and may send its own, until either ends."""
-        queue: asyncio.Queue[str | None] = asyncio.Queue(_SIDEBAND_QUEUE)
-        self._sidebands.add(queue)
 
-        async def forward() -> None:
-            while (event := await queue.get()) is not None:
-                await socket.send(event)
+        def deliver(frame: str) -> None:
+            if (out := self.bridge.client_frame(frame)) is not None:
+                self._deliver(out)
 
-        sender = asyncio.create_task(forward())
-        ended = asyncio.create_task(self._ended.wait())
-        try:
-            while True:
-                receiving = asyncio.ensure_future(socket.receive())
-                await asyncio.wait({receiving, ended}, return_when=asyncio.FIRST_COMPLETED)
-                if not receiving.done():  # the call ended first
-                    receiving.cancel()
-                    break
-                frame = receiving.result()
-                if frame is None:
-                    break
-                if isinstance(frame, str) and (out := self.bridge.client_frame(frame)) is not None:
-                    self._deliver(out)
-        finally:
-            self._sidebands.discard(queue)
-            for task in (sender, ended):
-                task.cancel()
-            await asyncio.gather(sender, ended, return_exceptions=True)
-            await socket.close(1000)
+        await self.sidebands.attach(socket, self._ended, deliver)
 
     # ---- ending
 
@@ -214,9 +212,7 @@ class Call:
         self._ended.set()
         log.info("call %s ended: %s", self.id, reason)
         self._inbound.put_nowait(None)
-        for queue in list(self._sidebands):
-            with contextlib.suppress(asyncio.QueueFull):
-                queue.put_nowait(None)
+        self.sidebands.close()
         self._spawn(self._shutdown())
 
     async def _shutdown(self) -> None:
@@ -284,9 +280,7 @@ class Call:
                 log.warning("call %s: an event was not sent: %s", self.id, exc)
         elif channel is None:
             self._pending.append(event)
-        for queue in self._sidebands:
-            with contextlib.suppress(asyncio.QueueFull):  # a sideband that does not read misses events
-                queue.put_nowait(event)
+        self.sidebands.publish(event)
 
     def _playback(self, kind: str, response_id: str) -> None:
         self._event(self.bridge.playback(kind, response_id))
@@ -298,32 +292,52 @@ class Call:
         return task
 
 
+class HeldCall(Protocol):
+    """What the registry needs of a call (a WebRTC call, a phone call)."""
+
+    id: str
+    kind: str
+
+    @property
+    def ended(self) -> bool: ...
+
+    async def run(self, session: Callable[[Any], Awaitable[None]]) -> None: ...
+
+    async def attach(self, socket: Socket) -> None: ...
+
+    def end(self, reason: str) -> None: ...
+
+
 class CallRegistry:
-    """The calls the gateway holds, by id. ``on_change(call_id, held)`` hears each call start and end
-    (gateways sharing a store tell the others which gateway holds a call)."""
+    """The calls the gateway holds, by id (WebRTC and phone calls alike: sidebands and hang-ups
+    find either). ``on_change(call_id, held)`` hears each call start and end (gateways sharing a
+    store tell the others which gateway holds a call)."""
 
     def __init__(self, on_change: Callable[[str, bool], None] | None = None) -> None:
-        self.calls: dict[str, Call] = {}
+        self.calls: dict[str, HeldCall] = {}
         self.on_change = on_change
         self._tasks: set[asyncio.Task[None]] = set()
 
     def __len__(self) -> int:
         return len(self.calls)
 
+    def count(self, kind: str) -> int:
+        return sum(1 for call in self.calls.values() if call.kind == kind)
+
     def held(self, call_id: str | None) -> bool:
         """Whether this gateway holds the call (None: a session that names no call)."""
         return call_id is None or call_id in self.calls
 
-    def find(self, call_id: str | None) -> Call | None:
+    def find(self, call_id: str | None) -> HeldCall | None:
         """The call a sideband names (None when it names none); raises ``CallNotFound``."""
         if call_id is None:
             return None
         call = self.calls.get(call_id)
-        if call is None or call.state is CallState.ENDED:
+        if call is None or call.ended:
             raise NotFound(f"no call {call_id!r} is in progress", param="call_id")
         return call
 
-    def start(self, call: Call, session: Callable[[Call], Awaitable[None]]) -> None:
+    def start(self, call: HeldCall, session: Callable[[Any], Awaitable[None]]) -> None:
         self.calls[call.id] = call
         if self.on_change is not None:
             self.on_change(call.id, True)

@@ -24,10 +24,15 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 from fastapi import WebSocket
+from opentelemetry.trace import SpanKind
 
+from omnivox.connection.relay import Inbound
+from omnivox.connection.runtime import Connection
+from omnivox.connection.sockets import AsgiSocket, Socket
+from omnivox.connection.taps import Taps
 from omnivox.core.errors import (
     WS_POLICY,
     GatewayDraining,
@@ -35,6 +40,8 @@ from omnivox.core.errors import (
     Unauthorized,
 )
 from omnivox.core.ids import check_session_id, new_id
+from omnivox.core.logging import SESSION_ID
+from omnivox.core.tracing import TRACEPARENT, context_from, tracer
 from omnivox.gateway.auth import allowed, offered_key, origin_allowed
 from omnivox.gateway.context import GatewayContext
 from omnivox.gateway.edges.client_keys import Grant, is_ephemeral
@@ -44,10 +51,6 @@ from omnivox.gateway.edges.taps import MetricsTap
 from omnivox.protocol.spec import WireProtocol
 from omnivox.recording.service import SessionRecorder
 from omnivox.recording.session import SessionInfo
-from omnivox.session.relay import Inbound
-from omnivox.session.runtime import Connection
-from omnivox.session.sockets import AsgiSocket, Socket
-from omnivox.session.taps import Taps
 
 log = logging.getLogger(__name__)
 
@@ -111,17 +114,26 @@ async def serve_session(
     headers: Mapping[str, str],
     preamble: list[str] | None = None,
     client_host: str | None = None,
+    ready: Callable[[], Awaitable[bool]] | None = None,
 ) -> None:
     """Serve one admitted connection (a WebSocket, or a WebRTC call) until it ends. ``preamble``:
     client frames the worker gets before any the client sends (session defaults); ``client_host``: the
-    peer's address (recorded when ``record_client_address`` is on)."""
+    peer's address (recorded when ``record_client_address`` is on); ``ready``: when it may take a
+    worker (a call: once its media connects)."""
     metrics = ctx.metrics
     metrics.sessions.labels(protocol.name).inc()
     active = metrics.active_sessions.labels(protocol.name)
     active.inc()
     recorder = _recorder(ctx, protocol, session_id, query, client_host)
+    SESSION_ID.set(session_id)  # this connection's task and the tasks it starts log with it
+    span = tracer().start_as_current_span(
+        "session",
+        context=context_from(headers.get(TRACEPARENT)),  # a client's own trace, when it sends one
+        kind=SpanKind.SERVER,
+        attributes={"omnivox.protocol": protocol.name, "omnivox.session_id": session_id},
+    )
     try:
-        with ctx.sessions.track(protocol.name, session_id) as record:
+        with span, ctx.sessions.track(protocol.name, session_id) as record:
             conn = Connection(
                 socket,
                 protocol,
@@ -131,7 +143,7 @@ async def serve_session(
             )
             taps = Taps([MetricsTap(metrics, record), *([recorder] if recorder is not None else [])])
             edge_cls = SessionEdge if protocol.scope == "session" else TurnEdge
-            request = Request(session_id, query, protocol.worker_params(headers, query))
+            request = Request(session_id, query, protocol.worker_params(headers, query), ready)
             edge = edge_cls(conn, protocol, ctx, record, request, taps, recorder=recorder)
             for frame in preamble or []:
                 item = Inbound(frame)

@@ -13,10 +13,10 @@ import httpx
 import websockets
 from websockets.exceptions import ConnectionClosed
 
+from omnivox.connection.sockets import Socket
 from omnivox.core.config import Settings
 from omnivox.core.keys import bearer
 from omnivox.gateway.edges.worker_link import CONNECT_FAILURES
-from omnivox.session.sockets import Socket
 
 
 def _ws_url(base: str, path: str, query: str) -> str:

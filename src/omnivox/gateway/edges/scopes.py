@@ -12,10 +12,15 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from omnivox.connection.inbox import Inbox
+from omnivox.connection.relay import Inbound, Relay, RelayEnd
+from omnivox.connection.runtime import Connection
+from omnivox.connection.sockets import PeerGone, Socket
+from omnivox.connection.taps import Direction, Frame, Taps
 from omnivox.core.config import Settings
 from omnivox.core.errors import (
     WS_SERVER_ERROR,
@@ -24,21 +29,17 @@ from omnivox.core.errors import (
     SessionIdle,
     WorkerLost,
 )
+from omnivox.core.tracing import tracer
 from omnivox.gateway.context import GatewayContext
 from omnivox.gateway.edges.sessions import SessionRecord
 from omnivox.gateway.edges.worker_link import CONNECT_FAILURES, connect_worker
 from omnivox.gateway.scheduling.admission import ClientGone
 from omnivox.gateway.scheduling.store import Assignment
-from omnivox.protocol.internal import PauseReport, TurnEnd, parse_internal
-from omnivox.protocol.queue import QueueNotice
+from omnivox.protocol.control.internal import PauseReport, TurnEnd, parse_internal
+from omnivox.protocol.control.queue import QueueNotice
+from omnivox.protocol.control.workers import assignment_params
 from omnivox.protocol.spec import WireProtocol
-from omnivox.protocol.workers import assignment_params
 from omnivox.recording.service import SessionRecorder
-from omnivox.session.inbox import Inbox
-from omnivox.session.relay import Inbound, Relay, RelayEnd
-from omnivox.session.runtime import Connection
-from omnivox.session.sockets import PeerGone, Socket
-from omnivox.session.taps import Direction, Frame, Taps
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +53,8 @@ class Request:
     session_id: str
     query: dict[str, str]
     worker_params: dict[str, str]  # what the worker must know of it (protocol.worker_params)
+    # when the client can be served (a WebRTC call: once its media connects; False: it never will)
+    ready: Callable[[], Awaitable[bool]] | None = None
 
 
 class _Edge:
@@ -75,25 +78,31 @@ class _Edge:
         self.record = record
         self.session_id = request.session_id
         self.worker_params = request.worker_params
+        self.ready = request.ready
         self.taps = taps
         self.inbox: Inbox[Inbound] = Inbox(self.settings.max_message_bytes * 2)
         self.task_type = protocol.task_type(request.session_id, request.query)
+        self.withheld = protocol.withheld(request.query)  # frames this client did not ask for
         self.ticket_id: str | None = None
 
     def notify(self, notice: QueueNotice) -> None:
         frame = self.protocol.notice_frame(notice)
-        if frame is not None:
+        if frame is not None and (self.withheld is None or not self.withheld(frame)):
             self.conn.send(frame)
 
     async def admit(self, history_hash: str | None = None) -> Assignment:
-        worker, ticket = await self.ctx.admission.acquire(
-            self.task_type,
-            self.conn.gone,
-            self.notify,
-            history_hash=history_hash,
-            record=self.record,
-            max_wait_s=self.protocol.max_wait_s(self.settings),
-        )
+        with tracer().start_as_current_span(
+            "queue", attributes={"omnivox.task_type": self.task_type}
+        ) as span:
+            worker, ticket = await self.ctx.admission.acquire(
+                self.task_type,
+                self.conn.gone,
+                self.notify,
+                history_hash=history_hash,
+                record=self.record,
+                max_wait_s=self.protocol.max_wait_s(self.settings),
+            )
+            span.set_attributes({"omnivox.worker_id": worker.worker_id, "omnivox.engine": worker.engine})
         self.ticket_id = ticket.ticket_id
         if self.recorder is not None:
             self.recorder.assigned(worker.worker_id, worker.engine)
@@ -113,7 +122,9 @@ class _Edge:
         return await connect_worker(url, self.settings)
 
     def relay(self, socket: Socket, control: Callable[[str], bool] = lambda frame: False) -> Relay:
-        return Relay(self.inbox, self.conn, socket, see=self.taps.see, control=control)
+        return Relay(
+            self.inbox, self.conn, socket, see=self.taps.see, control=control, withheld=self.withheld
+        )
 
     async def lost(self, worker: Assignment, why: object) -> WorkerLost:
         log.warning("worker %s lost mid-%s: %s", worker.worker_id, self.protocol.scope, why)
@@ -148,6 +159,8 @@ class SessionEdge(_Edge):
                 )
 
     async def main(self) -> None:
+        if self.ready is not None and not await self.ready():
+            return  # gone before it could be served (a call whose media never connected): no worker
         try:
             worker = await self.admit()
         except ClientGone:

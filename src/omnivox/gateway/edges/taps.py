@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from omnivox.connection.taps import Frame
 from omnivox.gateway.edges.sessions import SessionRecord
 from omnivox.gateway.metrics import GatewayMetrics
-from omnivox.protocol.internal import Metrics, parse_internal
-from omnivox.session.taps import Frame
+from omnivox.protocol.control.internal import Metrics, parse_internal
 
 
 class MetricsTap:

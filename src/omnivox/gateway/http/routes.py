@@ -14,8 +14,8 @@ from omnivox.core.errors import OmnivoxError
 from omnivox.gateway.auth import allowed, offered_key, require, require_same_origin
 from omnivox.gateway.context import GatewayContext
 from omnivox.gateway.metrics import GatewayMetrics
-from omnivox.protocol.pipeline import PipelineReport
-from omnivox.protocol.workers import Registration, RegistrationReply, WorkerState, worker_base_url
+from omnivox.protocol.control.pipeline import PipelineReport
+from omnivox.protocol.control.workers import Registration, RegistrationReply, WorkerState, worker_base_url
 
 router = APIRouter()
 
@@ -34,16 +34,26 @@ async def health(request: Request, response: Response) -> dict[str, Any]:
         body["draining"] = True
         body["active_sessions"] = len(ctx.sessions)
     try:
-        states = [w.state for w in await store.workers()]
+        workers = await store.workers()
         queue_length = await store.queue_length()
         pipeline = await store.pipeline()
         slots = await store.session_slots()
-    except OmnivoxError:  # the store is unreachable: say so (running sessions go on)
-        body.update(status="degraded", store=await store.status())
+    except OmnivoxError as err:  # the store is unreachable: say so (running sessions go on)
+        body.update(status="degraded", problems=[err.message], store=await store.status())
         return body
+    states = [w.state for w in workers]
     usable = sum(1 for s in states if s is WorkerState.IDLE or s.busy)
+    problems = [
+        f"worker {w.worker_id}: {problem}"
+        for w in workers
+        if w.state is WorkerState.IDLE or w.state.busy
+        for problem in w.problems
+    ]
+    if not usable:
+        problems.insert(0, "no worker can take a session")
     body.update(
-        status="ok" if usable else "degraded",
+        status="degraded" if problems else "ok",
+        problems=problems,
         workers=len(states),
         workers_idle=sum(1 for s in states if s is WorkerState.IDLE),
         workers_usable=usable,
@@ -222,6 +232,33 @@ async def cancel_ticket(ticket_id: str, request: Request) -> dict[str, Any]:
     if not cancelled:
         raise HTTPException(404, detail={"code": "not_found", "message": f"no queued ticket {ticket_id}"})
     return {"ticket_id": ticket_id, "cancelled": True}
+
+
+async def _models(ctx: GatewayContext) -> list[dict[str, Any]]:
+    """What ``model`` a client may name: ``omnivox`` (the voice agent; any name is taken as it) and
+    the engine of each worker that can serve."""
+    try:
+        workers = await ctx.store.workers()
+    except OmnivoxError as err:
+        raise _refuse(err) from None
+    engines = sorted({w.engine for w in workers if w.engine and w.state is not WorkerState.OFFLINE})
+    return [
+        {"id": name, "object": "model", "created": 0, "owned_by": "omnivox"} for name in ["omnivox", *engines]
+    ]
+
+
+@router.get("/v1/models", dependencies=[Depends(require("client"))])
+async def list_models(request: Request) -> dict[str, Any]:
+    """OpenAI-compatible: tools probe it before they connect."""
+    return {"object": "list", "data": await _models(_ctx(request))}
+
+
+@router.get("/v1/models/{model_id}", dependencies=[Depends(require("client"))])
+async def get_model(model_id: str, request: Request) -> dict[str, Any]:
+    for model in await _models(_ctx(request)):
+        if model["id"] == model_id:
+            return model
+    raise HTTPException(404, detail={"code": "model_not_found", "message": f"no model {model_id!r}"})
 
 
 @router.get("/metrics")

@@ -14,7 +14,7 @@ from fastapi import APIRouter, Request
 
 from omnivox.gateway.context import GatewayContext
 from omnivox.gateway.scheduling.store import WorkerView
-from omnivox.protocol.workers import WorkerState
+from omnivox.protocol.control.workers import WorkerState
 
 router = APIRouter(tags=["voices"])
 

@@ -31,7 +31,7 @@ from typing import Protocol
 from omnivox.core.errors import OmnivoxError, SessionLimitReached
 from omnivox.gateway.metrics import GatewayMetrics
 from omnivox.gateway.scheduling.store import Assignment, SchedulerStore, Ticket
-from omnivox.protocol.queue import NoticeKind, QueueNotice
+from omnivox.protocol.control.queue import NoticeKind, QueueNotice
 
 Notify = Callable[[QueueNotice], None]
 _SLICE = 200  # notices sent in a round before it yields to the event loop

@@ -23,7 +23,7 @@ import httpx
 
 from omnivox.core.errors import OmnivoxError
 from omnivox.gateway.scheduling.store import SchedulerStore, WorkerView
-from omnivox.protocol.workers import WorkerHealth
+from omnivox.protocol.control.workers import WorkerHealth
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

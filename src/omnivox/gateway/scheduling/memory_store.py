@@ -20,8 +20,8 @@ from omnivox.gateway.scheduling.store import (
     TicketView,
     WorkerView,
 )
-from omnivox.protocol.pipeline import PipelineReport
-from omnivox.protocol.workers import WorkerHealth, WorkerState
+from omnivox.protocol.control.pipeline import PipelineReport
+from omnivox.protocol.control.workers import WorkerHealth, WorkerState
 
 
 class MemoryStore:

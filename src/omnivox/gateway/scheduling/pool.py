@@ -20,7 +20,7 @@ from omnivox.core.ids import new_id
 from omnivox.gateway.scheduling.eta import DurationModel, WaitPlan
 from omnivox.gateway.scheduling.states import WorkerState, check_transition
 from omnivox.gateway.scheduling.store import KEEP, Assignment, Ticket, WorkerView
-from omnivox.protocol.workers import TASKS, Capabilities, WorkerHealth
+from omnivox.protocol.control.workers import TASKS, Capabilities, WorkerHealth
 
 __all__ = ["PIPELINE_ENGINE", "SLOTTED_TASKS", "Ticket", "WorkerPool", "WorkerRecord"]
 
@@ -46,6 +46,7 @@ class WorkerRecord:
     kv_length: int = 0
     voices: list[str] = field(default_factory=list)
     error: str | None = None
+    problems: list[str] = field(default_factory=list)  # what it says is wrong (e.g. its LLM server)
     offline_since: float | None = None  # when it went OFFLINE (it is forgotten after a while)
     epoch: int = 0  # fencing counter: bumped by every assignment, never below what the worker saw
 
@@ -68,6 +69,7 @@ class WorkerRecord:
             kv_length=self.kv_length,
             voices=tuple(self.voices),
             error=self.error,
+            problems=tuple(self.problems),
             epoch=self.epoch,
         )
 
@@ -132,6 +134,7 @@ class WorkerPool:
         worker.engine = health.engine
         worker.capabilities = health.capabilities
         worker.voices = health.voices
+        worker.problems = health.problems
         worker.epoch = max(worker.epoch, health.epoch)  # the next assignment is newer than any it saw
         serving = worker.state.busy and worker.ticket_id is not None
         if not serving and not health.state.busy:

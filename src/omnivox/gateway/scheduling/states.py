@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from omnivox.protocol.workers import WorkerState
-from omnivox.session import transitions
+from omnivox.core import transitions
+from omnivox.protocol.control.workers import WorkerState
 
 __all__ = ["TRANSITIONS", "WorkerState", "check_transition"]
 

@@ -23,8 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from omnivox.protocol.pipeline import PipelineReport
-from omnivox.protocol.workers import Capabilities, WorkerHealth, WorkerState
+from omnivox.protocol.control.pipeline import PipelineReport
+from omnivox.protocol.control.workers import Capabilities, WorkerHealth, WorkerState
 
 KEEP: Any = object()  # release(): leave the worker's cached hash as it is
 
@@ -73,6 +73,7 @@ class WorkerView:
     kv_length: int = 0
     voices: tuple[str, ...] = ()
     error: str | None = None
+    problems: tuple[str, ...] = ()  # what it says is wrong (e.g. its LLM server)
     epoch: int = 0
     monitor: str | None = None  # the gateway that health-checks it (None: this one, or unknown)
 
@@ -92,6 +93,7 @@ class WorkerView:
             "sessions_served": self.sessions_served,
             "kv_length": self.kv_length,
             "error": self.error,
+            "problems": list(self.problems),
             "epoch": self.epoch,
             "monitor": self.monitor,
         }

@@ -86,10 +86,11 @@ class PlayClock:
             self.started_at = self.clock() - frozen / 1000
             return frozen
 
-    def stop(self) -> float:
-        """Nothing more plays (cancelled, or cut); returns the offset reached."""
+    def stop(self, at_ms: float | None = None) -> float:
+        """Nothing more plays (cancelled, or cut); returns the offset reached: the modelled one, or
+        ``at_ms`` where the client said how far it played (never past what was sent)."""
         with self._lock:
-            reached = self._played(self.clock())
+            reached = self._played(self.clock()) if at_ms is None else max(0.0, min(at_ms, self.sent_ms))
             self._frozen_ms = None
             self._end_ms = reached
             return reached

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from omnivox.core.config import BACKCHANNELS
-from omnivox.session.transitions import Machine
+from omnivox.core.transitions import Machine
 
 _WORD = re.compile(r"[a-z0-9']+")
 _ONE_LETTER_WORDS = frozenset("ai0123456789")

@@ -22,11 +22,11 @@ from omnivox.core.errors import (
     SessionPaused,
     WorkerUnavailable,
 )
+from omnivox.core.transitions import Machine
 from omnivox.engines.duplex import DuplexParams, DuplexReady
 from omnivox.protocol import duplex as dp
-from omnivox.protocol.internal import Metrics, PauseReport
-from omnivox.protocol.workers import WorkerState
-from omnivox.session.transitions import Machine
+from omnivox.protocol.control.internal import Metrics, PauseReport
+from omnivox.protocol.control.workers import WorkerState
 from omnivox.worker.duplex.inputs import Chunk, InputDecoder, InputLimits, decode_ref_audio
 from omnivox.worker.duplex.units import UnitLoop, UnitSettings
 from omnivox.worker.handler import SessionHandler

@@ -17,7 +17,7 @@ from omnivox.audio.opus import OpusDecoder, OpusEncoder
 from omnivox.audio.pcm import b64decode, from_pcm16, to_pcm16
 from omnivox.audio.resample import StreamResampler
 from omnivox.core.errors import InvalidAudio
-from omnivox.protocol.realtime_session import AudioFormat
+from omnivox.protocol.realtime.session_config import AudioFormat
 
 TTS_RATE = 24000
 # a stream may start mid-page (its head is skipped), but this much data without a page is not Opus

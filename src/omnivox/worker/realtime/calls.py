@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from omnivox.core.ids import new_id
-from omnivox.protocol import realtime_events as ev
+from omnivox.protocol.realtime import events as ev
 from omnivox.voice.llm.base import ToolCallDelta
 from omnivox.worker.realtime.conversation import Conversation, Item
 from omnivox.worker.realtime.events import Events

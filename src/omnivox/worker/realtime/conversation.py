@@ -16,16 +16,29 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from omnivox.core.errors import CallNotFound, InvalidMessage, ItemNotFound
+from omnivox.core.errors import (
+    CallNotFound,
+    DeleteItemNotFound,
+    InvalidMessage,
+    ItemExists,
+    ItemNotFound,
+    RetrieveItemNotFound,
+    TruncateItemNotFound,
+)
 from omnivox.core.ids import new_id
-from omnivox.protocol import realtime_events as ev
 from omnivox.protocol.chat import ChatMessage, ToolCall
-from omnivox.protocol.realtime import ItemIn
+from omnivox.protocol.realtime import events as ev
+from omnivox.protocol.realtime.wire import ItemIn
 from omnivox.protocol.wire import Msg
 
 Role = Literal["user", "assistant", "system"]
 Status = Literal["completed", "incomplete", "in_progress"]
 Kind = Literal["message", "function_call", "function_call_output"]
+
+
+# How far past a finished item's audio a truncation may name (clamped to its end): clients count
+# what they played in their own units and clocks.
+TRUNCATE_SLACK_MS = 500
 
 
 def item_id() -> str:
@@ -45,7 +58,7 @@ class Item:
     text: str = ""  # the text, or the transcript of the audio
     status: Status = "completed"
     id: str = ""
-    audio_ms: float = 0.0  # assistant audio sent, the bound for conversation.item.truncate
+    audio_ms: float = 0.0  # assistant audio sent so far, the bound for conversation.item.truncate
     # assistant audio: where each spoken sentence starts (ms into the item's audio) and its text
     spans: list[tuple[float, str]] = field(default_factory=list)
     type: Kind = "message"
@@ -128,8 +141,8 @@ class Conversation:
     def last_id(self) -> str | None:
         return self._items[-1].id if self._items else None
 
-    def get(self, item_id: str) -> Item:
-        return self._items[self._index(item_id, "item_id")]
+    def get(self, item_id: str, missing: type[ItemNotFound] = ItemNotFound) -> Item:
+        return self._items[self._index(item_id, "item_id", missing)]
 
     def previous_of(self, item: Item) -> str | None:
         return self._previous.get(item.id)
@@ -171,7 +184,7 @@ class Conversation:
         """Insert ``item`` after ``previous_item_id`` ("root": first; None: last); returns the id of
         the item before it. Raises ``ItemNotFound`` for an unknown ``previous_item_id``."""
         if any(i.id == item.id for i in self._items):
-            raise ItemNotFound(f"an item with id {item.id!r} already exists", param="item.id")
+            raise ItemExists(f"an item with id {item.id!r} already exists", param="item.id")
         if previous_item_id is None:
             before = self.last_id
             self._items.append(item)
@@ -185,7 +198,7 @@ class Conversation:
         return before
 
     def delete(self, item_id: str) -> None:
-        del self._items[self._index(item_id, "item_id")]
+        del self._items[self._index(item_id, "item_id", DeleteItemNotFound)]
         self._previous.pop(item_id, None)
         self.emit(ev.ItemDeleted(item_id=item_id))
 
@@ -219,24 +232,27 @@ class Conversation:
         self.emit(ev.ItemDone(previous_item_id=self.previous_of(item), item=item.wire()))
 
     def retrieve(self, item_id: str) -> None:
-        self.emit(ev.ItemRetrieved(item=self.get(item_id).wire()))
+        self.emit(ev.ItemRetrieved(item=self.get(item_id, RetrieveItemNotFound).wire()))
 
     def truncate(self, item: Item, heard_ms: float) -> None:
         """Keep what the user heard of an assistant item's audio (a barge-in or a client's word)."""
         item.truncate(heard_ms)
         self.emit(ev.ItemTruncated(item_id=item.id, audio_end_ms=int(heard_ms)))
 
-    def check_truncation(self, item_id: str, audio_end_ms: int) -> Item:
-        """The item a client's ``conversation.item.truncate`` names, if that truncation is valid."""
-        item = self.get(item_id)
+    def check_truncation(self, item_id: str, audio_end_ms: int) -> tuple[Item, float]:
+        """The item a client's ``conversation.item.truncate`` names and where it is cut, if that
+        truncation is valid. A reply still being sent is cut at any point up to what was sent (the
+        client cannot have heard more; its clock may run a little ahead); a finished one within
+        ``TRUNCATE_SLACK_MS`` of its end (clamped), and past that it is an error."""
+        item = self.get(item_id, TruncateItemNotFound)
         if item.role != "assistant" or not item.audio:
             raise InvalidMessage("only assistant audio items can be truncated", param="item_id")
-        if audio_end_ms > item.audio_ms + 1:
+        if item.status != "in_progress" and audio_end_ms > item.audio_ms + TRUNCATE_SLACK_MS:
             raise InvalidMessage(
-                f"audio_end_ms {audio_end_ms} is past the item's {int(item.audio_ms)} ms of audio",
+                f"audio_end_ms {audio_end_ms} is past the item's {math.ceil(item.audio_ms)} ms of audio",
                 param="audio_end_ms",
             )
-        return item
+        return item, min(float(audio_end_ms), item.audio_ms)
 
     def remove(self, item: Item) -> None:
         """Take out an item the client never heard of (quietly)."""
@@ -244,11 +260,11 @@ class Conversation:
             self._items.remove(item)
             self._previous.pop(item.id, None)
 
-    def _index(self, item_id: str, param: str) -> int:
+    def _index(self, item_id: str, param: str, missing: type[ItemNotFound] = ItemNotFound) -> int:
         for n, item in enumerate(self._items):
             if item.id == item_id:
                 return n
-        raise ItemNotFound(f"no conversation item with id {item_id!r}", param=param)
+        raise missing(f"no conversation item with id {item_id!r}", param=param)
 
 
 def _told(item: Item) -> ChatMessage:

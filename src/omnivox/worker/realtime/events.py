@@ -3,24 +3,28 @@
 Events go into the connection's outbox. Audio deltas are tagged with their response's id and weighed
 in milliseconds of audio, so a cancelled response's unsent audio can be dropped at once and the
 sender's count of audio sent stays true. Clients that speak the beta protocol (``OpenAI-Beta:
-realtime=v1``) get the beta event names.
+realtime=v1``) get the beta event names. omnivox's own events go to a client that asked for them, and
+always to a gateway (which withholds them from clients that did not ask, after its recording saw them).
 """
 
 from __future__ import annotations
 
 import json
 
-from omnivox.protocol.realtime_events import BETA_SERVER_TYPES
+from omnivox.connection.runtime import Connection
+from omnivox.protocol.realtime.events import BETA_SERVER_TYPES, ExtensionEvent
 from omnivox.protocol.wire import Msg
-from omnivox.session.runtime import Connection
 
 
 class Events:
-    def __init__(self, conn: Connection, beta: bool = False) -> None:
+    def __init__(self, conn: Connection, beta: bool = False, extensions: bool = True) -> None:
         self.conn = conn
         self.beta = beta
+        self.extensions = extensions  # omnivox's own events go out (else they are dropped here)
 
     def put(self, event: Msg, *, response_id: str | None = None, audio_ms: float = 0.0) -> None:
+        if isinstance(event, ExtensionEvent) and not self.extensions:
+            return
         self.conn.send(self.encode(event), tag=response_id, weight=audio_ms)
 
     def encode(self, event: Msg) -> str:

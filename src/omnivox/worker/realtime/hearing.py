@@ -71,12 +71,27 @@ class Hearing:
         self.reference = reference  # what the assistant played, for the echo guard
         self.echo_guard = False  # a canceller hears the input (``set_echo``)
         self.jobs: asyncio.Queue[Job] = asyncio.Queue()
+        self.queued_samples = 0  # audio submitted and not yet taken to be heard
         self.busy_s = 0.0  # hearing work since the last take, and the audio it covered
         self.audio_s = 0.0
         self._background_s = listener.background_s  # the ASR's own threads, counted at a take
 
     def submit(self, job: Job) -> None:
+        if isinstance(job, Feed):
+            self.queued_samples += len(job.audio)
         self.jobs.put_nowait(job)
+
+    async def next_job(self) -> Job:
+        job = await self.jobs.get()
+        if isinstance(job, Feed):
+            self.queued_samples -= len(job.audio)
+        return job
+
+    @property
+    def backlog_ms(self) -> float:
+        """The user's audio that has arrived and is still waiting to be heard (more than a chunk or
+        two only when it came faster than real time: held while the session waited for a worker)."""
+        return self.queued_samples * 1000 / ASR_RATE
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
         """Run a listener call in the input thread."""

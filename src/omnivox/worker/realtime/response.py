@@ -44,11 +44,11 @@ from typing import Any
 import numpy as np
 
 from omnivox.core.errors import as_omnivox_error
-from omnivox.protocol import realtime_events as ev
-from omnivox.session.transitions import Machine
+from omnivox.core.transitions import Machine
+from omnivox.protocol.realtime import events as ev
 from omnivox.voice.echo.reference import EchoReference, PlayClock
 from omnivox.voice.llm.base import ToolCallDelta, Usage
-from omnivox.voice.reply import FirstToken, ReplyPiece, ReplyRequest, Spoken, Word
+from omnivox.voice.reply import FirstToken, ReplyFailed, ReplyPiece, ReplyRequest, Spoken, Word
 from omnivox.worker.realtime.audio_io import TTS_RATE, OutputEncoder
 from omnivox.worker.realtime.calls import ResponseCalls
 from omnivox.worker.realtime.conversation import Conversation, Item
@@ -140,6 +140,7 @@ class Response:
         self.play = PlayClock(clock)  # the client's playback, as modelled here
         self.reference = reference  # the echo guard's record of what plays when
         self._started = clock()  # when it may speak
+        self._heard_ms: float | None = None  # where a client's truncation cut it
 
     @property
     def response_id(self) -> str:
@@ -169,14 +170,18 @@ class Response:
         self._cut.set()
         self._released.set()
 
-    def cancel(self, reason: str) -> None:
-        """Stop now (``turn_detected`` or ``client_cancelled``); ``run`` finishes the events. A held
-        response is discarded; one already over is left as it is."""
+    def cancel(self, reason: str, heard_ms: float | None = None) -> None:
+        """Stop now (``turn_detected`` or ``client_cancelled``); ``run`` finishes the events. The
+        item keeps what was heard: up to ``heard_ms`` where the client said (its truncation), else
+        what the play clock models. A held response is discarded; one already over is left as it is."""
         if self.state is R.HELD:
             self.discard()
+        elif self.state is R.CANCELLED and heard_ms is not None:
+            self._heard_ms = heard_ms  # cut a moment ago, its events not finished: the client says where
         elif self.state in (R.SPEAKING, R.PAUSED):
             self._machine.move(R.CANCELLED)
             self.figures.reason = reason
+            self._heard_ms = heard_ms
             self._stop.set()
             self._cut.set()
             self._playing.set()
@@ -278,6 +283,8 @@ class Response:
             self.calls.piece(piece)
         elif isinstance(piece, Usage):
             self._usage = piece
+        elif isinstance(piece, ReplyFailed):
+            self.figures.error = as_omnivox_error(piece.error)  # the apology that follows is the reply
         elif isinstance(piece, Word):
             if not p.audio and (piece.text.strip() or self._message_index is not None):
                 self._open_message()
@@ -340,6 +347,7 @@ class Response:
                 self.reference.add(self.play, self.play.sent_ms, piece, TTS_RATE)
             self.events.put(delta, response_id=self.response_id, audio_ms=ms)
             self.play.sent(ms)
+            self.plan.item.audio_ms = self.play.sent_ms  # a truncation may name any of it from now on
 
     async def _pace(self) -> None:
         """Wait until sending more keeps the client's buffer within ``lead_ms``."""
@@ -362,8 +370,8 @@ class Response:
     def _finish(self) -> None:
         p, item = self.plan, self.plan.item
         cancelled = self.state is R.CANCELLED
-        if self._message_index is None and not self.calls:
-            self._open_message()  # a reply that said nothing is still a (empty) message
+        if self._message_index is None and not self.calls and self.state is not R.FAILED:
+            self._open_message()  # a reply that said nothing is still an (empty) message; a failed one: none
         if self._message_index is not None:
             self._finish_message(cancelled)
         elif p.audio and cancelled:
@@ -381,7 +389,7 @@ class Response:
             item.text = " ".join(text for _, text in item.spans)
             if cancelled:
                 self.encoder.flush()  # the rest of this response's audio is never sent
-                self.conversation.truncate(item, self.play.stop())
+                self.conversation.truncate(item, self.play.stop(self._heard_ms))
             elif tail := self.encoder.flush():
                 self.events.put(ev.AudioDelta(delta=tail, **where))
             self.events.put(ev.AudioDone(**where))

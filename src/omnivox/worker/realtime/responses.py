@@ -24,13 +24,13 @@ import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 
+from omnivox.connection.units import WorkUnits
 from omnivox.core.errors import ActiveResponse, ResponseCancelNotActive
 from omnivox.core.ids import new_id
 from omnivox.engines.base import Engine, VoiceProfile
-from omnivox.protocol import realtime as rt
 from omnivox.protocol.chat import ChatMessage
-from omnivox.protocol.realtime_session import SessionConfig, chat_tool_choice, check_tools
-from omnivox.session.units import WorkUnits
+from omnivox.protocol.realtime import wire as rt
+from omnivox.protocol.realtime.session_config import SessionConfig, chat_tool_choice, check_tools
 from omnivox.voice.echo.reference import EchoReference
 from omnivox.voice.llm.base import LlmParams
 from omnivox.voice.llm.history import trim_history
@@ -56,6 +56,7 @@ class Responses:
         units: WorkUnits,
         executor: Executor,
         lead_ms: float,
+        apology: str = "",
         config: Callable[[], SessionConfig],
         encoder: Callable[[], OutputEncoder],
         on_finished: Callable[[Response], Awaitable[None]],
@@ -70,6 +71,7 @@ class Responses:
         self.units = units
         self.executor = executor
         self.lead_ms = lead_ms
+        self.apology = apology  # said when a reply cannot be made
         self.config = config
         self.encoder = encoder
         self.on_finished = on_finished
@@ -166,6 +168,18 @@ class Responses:
         else:
             self.cut_playback()
 
+    def truncate(self, item: Item, heard_ms: float) -> None:
+        """A client's ``conversation.item.truncate``: the reply the item holds stops at ``heard_ms``
+        (at once, if it is still being said) and the item keeps only what was heard."""
+        active, last = self.active, self.last
+        if active is not None and active.plan.item is item and item.status == "in_progress":
+            active.cancel("client_cancelled", heard_ms)  # its events end with the truncation
+            return
+        if last is not None and last.plan.item is item:
+            last.play.stop(heard_ms)  # what still played at the client is not echo any more
+            self.last = None
+        self.conversation.truncate(item, heard_ms)
+
     def cut_playback(self) -> None:
         """Barge-in after a response finished but while its audio still plays: keep what was heard."""
         last = self.last
@@ -227,8 +241,9 @@ class Responses:
         if state is ResponseState.DISCARDED:
             return  # a held reply the user never heard: it leaves no trace
         self.last = response
-        if response.figures.error is not None:
-            log.warning("response %s failed: %s", response.response_id, response.figures.error.message)
+        if (error := response.figures.error) is not None:
+            said = "failed" if state is ResponseState.FAILED else "could not be made (apologised)"
+            log.warning("response %s %s: %s", response.response_id, said, error.message)
         await self.on_finished(response)
 
     def _plan(
@@ -273,6 +288,7 @@ class Responses:
             speak=audio,
             voice=voice,
             speed=config.audio.output.speed,
+            apology=self.apology,
         )
         return ResponsePlan(
             response_id=new_id("resp"),

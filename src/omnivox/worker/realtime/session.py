@@ -1,6 +1,6 @@
 """One realtime session on a worker: the OpenAI Realtime protocol over the engine's voice methods.
 
-The session is a protocol handler on the session runtime (``session.runtime``): client events arrive
+The session is a protocol handler on the connection runtime (``connection.runtime``): client events arrive
 through ``on_frame``, its events leave through the connection's outbox, work units are the
 connection's. Its parts own their state: ``Conversation`` (items and their events), ``TurnTaking``
 (what was heard -> typed actions), ``Responses`` (each response an explicit state machine),
@@ -22,11 +22,16 @@ from typing import Any
 from omnivox.audio.clips import decode_clip_at
 from omnivox.core.errors import InputAudioBufferCommitEmpty, InvalidMessage, OmnivoxError
 from omnivox.core.ids import new_id
-from omnivox.protocol import realtime as rt
-from omnivox.protocol import realtime_events as ev
 from omnivox.protocol.chat import ChatMessage
-from omnivox.protocol.internal import Metrics
-from omnivox.protocol.realtime_session import OmnivoxOptions, SessionConfig, TurnDetection, apply_update
+from omnivox.protocol.control.internal import Metrics
+from omnivox.protocol.realtime import events as ev
+from omnivox.protocol.realtime import wire as rt
+from omnivox.protocol.realtime.session_config import (
+    OmnivoxOptions,
+    SessionConfig,
+    TurnDetection,
+    apply_update,
+)
 from omnivox.voice.echo.reference import EchoReference
 from omnivox.voice.turn.interruption import InterruptionPolicy
 from omnivox.voice.vad.turn import TurnParams
@@ -50,11 +55,16 @@ from omnivox.worker.realtime.turns import (
     StopIdle,
     TurnTaking,
 )
-from omnivox.worker.realtime.warnings import SettingWarnings
+from omnivox.worker.realtime.warnings import SettingWarnings, own_recogniser
 
 log = logging.getLogger(__name__)
 
 MIN_COMMIT_MS = 100  # less audio than this cannot be a turn (OpenAI's rule too)
+# A turn is not answered while more than this of the user's audio already waits to be heard (it
+# came in a burst: held while the session waited for a worker): they went on talking after it, and
+# answering now would be cut by their own next words, heard at once. It is answered when that
+# audio has been heard, unless it held another turn (which is answered instead).
+BACKLOG_MS = 300
 SILENCE_MARKER = "..."  # what the user "said" when the idle timeout prompts them
 
 
@@ -103,7 +113,11 @@ class RealtimeSession(SessionHandler):
             backchannel_max_ms=settings.backchannel_max_ms,
         )
         self.reference = EchoReference()  # the reply audio as it plays, for the echo guard
-        self.events = Events(self.conn, beta=self.info.query.get("beta") in ("1", "true"))
+        self.events = Events(
+            self.conn,
+            beta=self.info.query.get("beta") in ("1", "true"),
+            extensions=self.info.behind_gateway or rt.wants_extensions(self.info.query),
+        )
         self.conversation = Conversation(self.events.put)
         self.input_thread = ThreadPoolExecutor(1, thread_name_prefix="rt-input")
         self.output_thread = ThreadPoolExecutor(1, thread_name_prefix="rt-output")
@@ -127,12 +141,14 @@ class RealtimeSession(SessionHandler):
             units=self.conn.units,
             executor=self.output_thread,
             lead_ms=float(self.settings.audio_lead_ms),
+            apology=self.settings.failure_apology,
             config=lambda: self.config,
             encoder=lambda: self.encoder,
             on_finished=self._finished,
             reference=self.reference,
         )
         self.events.put(ev.SessionCreated(session=self.config.wire()))
+        self._owed: float | None = None  # a turn to answer once the backlog is heard (its speech end)
 
     async def close(self) -> None:
         # the threads finish their current step before the worker resets the models
@@ -171,11 +187,8 @@ class RealtimeSession(SessionHandler):
         elif isinstance(event, rt.ConversationItemRetrieve):
             self.conversation.retrieve(event.item_id)
         elif isinstance(event, rt.ConversationItemTruncate):
-            item = self.conversation.check_truncation(event.item_id, event.audio_end_ms)
-            active = self.responses.active
-            if active is not None and active.plan.item is item:
-                active.cancel("client_cancelled")
-            self.conversation.truncate(item, event.audio_end_ms)
+            item, heard_ms = self.conversation.check_truncation(event.item_id, event.audio_end_ms)
+            self.responses.truncate(item, heard_ms)
         elif isinstance(event, rt.ConversationItemDelete):
             self.conversation.delete(event.item_id)
 
@@ -196,9 +209,13 @@ class RealtimeSession(SessionHandler):
             self.turns.interruption.policy = interruption_policy(new.omnivox)
             if echo_job(new.omnivox) != echo_job(old.omnivox):
                 self.hearing.submit(echo_job(new.omnivox))
+        warnings = self.warnings.check(patch, new)
+        if (asr := new.audio.input.transcription) is not None and not own_recogniser(asr.model):
+            asr.model = "default"  # what transcribes (the warning said which was asked for)
         self.events.put(ev.SessionUpdated(session=new.wire()))
-        for warning in self.warnings.check(patch, new):
-            self.events.put(warning)
+        for warning in warnings:
+            log.info("session %s: %s (%s)", self.info.session_id or "-", warning.message, warning.param)
+            self.events.put(warning)  # only to clients that asked for omnivox's events
         idle = vad is not None and vad.idle_timeout_ms is not None
         if idle and self.responses.active is None and not self.turns.in_turn:
             await self._arm_idle(self.responses.playback_left_s())  # the timer runs from now on
@@ -264,7 +281,7 @@ class RealtimeSession(SessionHandler):
         """Audio-ordered jobs (appends, commits, clears, settings) through the input thread, in order."""
         hearing = self.hearing
         while True:
-            job = await hearing.jobs.get()
+            job = await hearing.next_job()
             if isinstance(job, Feed):
                 try:
                     heard_now = await hearing.feed(job)
@@ -277,6 +294,10 @@ class RealtimeSession(SessionHandler):
                     await self.execute(self.turns.heard(heard, job.arrival, self._floor()))
                 if self.turns.interruption.due(hearing.listener.audio_ms):
                     await self._expire()
+                if self._owed is not None and hearing.backlog_ms <= BACKLOG_MS and not self.turns.in_turn:
+                    speech_end_at, self._owed = self._owed, None
+                    if self.responses.active is None:  # (a client's response.create came first)
+                        await self.responses.create(None, speech_end_at=speech_end_at)
             elif isinstance(job, Commit):
                 await self._commit(job.event_id)
             elif isinstance(job, Clear):
@@ -339,8 +360,13 @@ class RealtimeSession(SessionHandler):
                 item = self.conversation.commit_user_turn(action.item_id, action.text)
                 if action.respond and not self.config.transcription_only:
                     await self.conn.units.cancel("idle")
-                    if not await self.responses.confirm(item, action.speech_end_at):
-                        await self.responses.create(None, speech_end_at=action.speech_end_at)
+                    if self.hearing.backlog_ms > BACKLOG_MS:
+                        self._owed = action.speech_end_at  # answered once the rest is heard
+                        await self.responses.discard_speculation()
+                    else:
+                        self._owed = None
+                        if not await self.responses.confirm(item, action.speech_end_at):
+                            await self.responses.create(None, speech_end_at=action.speech_end_at)
 
     async def _respond(
         self, params: rt.ResponseParams | None, extra: list[ChatMessage] | None = None
@@ -354,11 +380,12 @@ class RealtimeSession(SessionHandler):
 
     async def _finished(self, response: Response) -> None:
         figures = response.figures
-        if figures.error is not None:
-            self.conn.error(figures.error, keep_open=True)
+        # a failed reply is told in its response.done alone (stock clients take an error event as
+        # the session's end); the gateway counts it
         asr_busy, asr_audio = self.hearing.take_figures()
         self.internal(
             Metrics(
+                error_code=figures.error.wire_code if figures.error is not None else None,
                 voice_to_voice_s=figures.voice_to_voice_s,
                 llm_ttft_s=figures.llm_ttft_s,
                 tts_ttfa_s=figures.tts_ttfa_s,

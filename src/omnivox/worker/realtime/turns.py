@@ -26,8 +26,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from omnivox.protocol import realtime_events as ev
-from omnivox.protocol.realtime_session import TurnDetection
+from omnivox.protocol.realtime import events as ev
+from omnivox.protocol.realtime.session_config import TurnDetection
 from omnivox.protocol.wire import Msg
 from omnivox.voice.listener import Heard
 from omnivox.voice.turn.interruption import (

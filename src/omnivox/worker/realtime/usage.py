@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from omnivox.protocol import realtime_events as ev
+from omnivox.protocol.realtime import events as ev
 from omnivox.voice.llm.base import Usage
 from omnivox.voice.llm.history import approx_tokens, history_tokens
 from omnivox.voice.reply import ReplyRequest

@@ -1,9 +1,10 @@
 """Settings a client asked for that this worker accepts but does not serve, said once each.
 
-Some are never served (``protocol.realtime_session.unserved``: noise reduction, logprobs, tracing);
+Some are never served (``protocol.realtime.session_config.unserved``: noise reduction, logprobs, tracing);
 others depend on the worker's models: a transcription model or a voice it does not have, tools for
-an LLM that cannot call functions. Each goes to the client as one ``omnivox.warning`` right after
-the ``session.updated`` that accepted it, and only the first time in the session.
+an LLM that cannot call functions. Each is logged and goes, to clients that asked for omnivox's own
+events, as one ``omnivox.warning`` right after the ``session.updated`` that accepted it (which shows
+what is in effect), and only the first time in the session.
 """
 
 from __future__ import annotations
@@ -11,11 +12,16 @@ from __future__ import annotations
 from typing import Any
 
 from omnivox.engines.base import VoiceProfile
-from omnivox.protocol import realtime_events as ev
-from omnivox.protocol.realtime_session import SessionConfig, unserved
+from omnivox.protocol.realtime import events as ev
+from omnivox.protocol.realtime.session_config import SessionConfig, unserved
 
 # names that mean "whatever the server transcribes with"
 _OWN_ASR = {"default", "omnivox", "", None}
+
+
+def own_recogniser(model: str | None) -> bool:
+    """Whether a transcription model name means the worker's own recogniser."""
+    return model in _OWN_ASR
 
 
 class SettingWarnings:
@@ -27,7 +33,7 @@ class SettingWarnings:
         """The warnings ``patch`` (applied, giving ``config``) earns that were not said before."""
         found = unserved(patch)
         transcription = config.audio.input.transcription
-        if transcription is not None and transcription.model not in _OWN_ASR:
+        if transcription is not None and not own_recogniser(transcription.model):
             found.append(
                 (
                     "session.audio.input.transcription.model",

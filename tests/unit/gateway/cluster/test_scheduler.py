@@ -15,7 +15,7 @@ import pytest
 from omnivox.core.errors import StoreUnavailable, TicketCancelled
 from omnivox.gateway.cluster.connection import parse_store_url
 from omnivox.gateway.cluster.scheduler import RedisStore
-from omnivox.protocol.workers import WorkerState
+from omnivox.protocol.control.workers import WorkerState
 from redis_server import RedisServer
 from stores import FakeClock, health, prefix, redis_store, view
 

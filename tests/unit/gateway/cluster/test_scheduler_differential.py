@@ -22,8 +22,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from omnivox.core.errors import OmnivoxError, TicketCancelled
 from omnivox.gateway.scheduling.store import Ticket
-from omnivox.protocol.pipeline import PipelineReport
-from omnivox.protocol.workers import WorkerState
+from omnivox.protocol.control.pipeline import PipelineReport
+from omnivox.protocol.control.workers import WorkerState
 from redis_server import RedisServer
 from stores import health, memory_store, prefix, redis_store
 

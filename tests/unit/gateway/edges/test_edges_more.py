@@ -327,13 +327,19 @@ def test_the_call_states():
 
 
 class FakeCall:
+    kind = "webrtc"
+
     def __init__(self, call_id: str, state: calls.CallState) -> None:
         self.id = call_id
         self.state = state
-        self.ended: list[str] = []
+        self.end_reasons: list[str] = []
+
+    @property
+    def ended(self) -> bool:
+        return self.state is calls.CallState.ENDED
 
     def end(self, reason: str) -> None:
-        self.ended.append(reason)
+        self.end_reasons.append(reason)
 
 
 def test_the_registry_finds_calls_in_progress():
@@ -360,4 +366,4 @@ async def test_closing_the_registry_ends_every_call():
     a, b = FakeCall("a", calls.CallState.CONNECTING), FakeCall("b", calls.CallState.CONNECTED)
     reg.calls.update({"a": a, "b": b})  # type: ignore[dict-item]
     await reg.close()
-    assert a.ended == ["the gateway is shutting down"] and b.ended == ["the gateway is shutting down"]
+    assert a.end_reasons == b.end_reasons == ["the gateway is shutting down"]

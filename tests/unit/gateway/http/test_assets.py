@@ -17,7 +17,7 @@ from omnivox.core.errors import MessageTooLarge, NotFound
 from omnivox.gateway.app import create_gateway_app
 from omnivox.gateway.http.assets import RefAudioLimits, RefAudioStore, bounded_stream
 from omnivox.gateway.http.voices import gather_voices
-from omnivox.protocol.workers import Capabilities, WorkerHealth, WorkerState
+from omnivox.protocol.control.workers import Capabilities, WorkerHealth, WorkerState
 
 URL = "/api/assets/ref_audio"
 MAX_BYTES = 200_000

@@ -13,7 +13,7 @@ from omnivox.gateway.edges.sessions import SessionRecord, SessionState
 from omnivox.gateway.metrics import GatewayMetrics
 from omnivox.gateway.scheduling.admission import Admission, ClientGone
 from omnivox.gateway.scheduling.states import WorkerState
-from omnivox.protocol.queue import QueueNotice
+from omnivox.protocol.control.queue import QueueNotice
 from stores import view
 
 

@@ -14,7 +14,7 @@ from omnivox.gateway.scheduling.eta import (
     estimate_waits,
 )
 from omnivox.gateway.scheduling.states import TRANSITIONS, WorkerState, check_transition
-from omnivox.protocol.workers import TASKS
+from omnivox.protocol.control.workers import TASKS
 
 S = WorkerState
 

@@ -11,7 +11,7 @@ from omnivox.gateway.scheduling.health import HealthMonitor
 from omnivox.gateway.scheduling.memory_store import MemoryStore
 from omnivox.gateway.scheduling.pool import WorkerPool
 from omnivox.gateway.scheduling.store import SchedulerStore
-from omnivox.protocol.workers import WorkerState
+from omnivox.protocol.control.workers import WorkerState
 from stores import FakeClock, view
 
 

@@ -11,7 +11,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from omnivox.core.errors import QueueFull, TicketCancelled
 from omnivox.gateway.scheduling.pool import WorkerPool
 from omnivox.gateway.scheduling.states import WorkerState
-from omnivox.protocol.workers import Capabilities
+from omnivox.protocol.control.workers import Capabilities
 
 MAX_QUEUE = 4
 N_WORKERS = 3

@@ -10,8 +10,8 @@ import pytest
 
 from omnivox.core.errors import QueueFull, TicketCancelled, TooManyWorkers, WorkerUnavailable
 from omnivox.gateway.scheduling.store import Assignment, SchedulerStore, Ticket
-from omnivox.protocol.pipeline import PipelineReport
-from omnivox.protocol.workers import WorkerState
+from omnivox.protocol.control.pipeline import PipelineReport
+from omnivox.protocol.control.workers import WorkerState
 from stores import health, view
 
 S = WorkerState

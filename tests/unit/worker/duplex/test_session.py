@@ -15,11 +15,11 @@ import pytest
 from fake_duplex_engine import FakeDuplexEngine
 from memsocket import MemorySocket
 from omnivox.audio.pcm import b64_to_pcm16, float32_to_b64, pcm16_to_b64
+from omnivox.connection.runtime import Connection
 from omnivox.core.config import Settings
 from omnivox.core.errors import InvalidAudio
+from omnivox.protocol.control.workers import WorkerState
 from omnivox.protocol.duplex import DUPLEX
-from omnivox.protocol.workers import WorkerState
-from omnivox.session.runtime import Connection
 from omnivox.video.frames import encode_jpeg, encode_png
 from omnivox.worker.duplex.session import DuplexSession, Phase
 from omnivox.worker.handler import SessionInfo

@@ -10,7 +10,7 @@ import pytest
 from omnivox.audio.g711 import alaw_encode, ulaw_decode
 from omnivox.audio.pcm import to_pcm16
 from omnivox.core.errors import InvalidAudio
-from omnivox.protocol.realtime_session import AudioFormat
+from omnivox.protocol.realtime.session_config import AudioFormat
 from omnivox.worker.realtime.audio_io import InputDecoder, OutputEncoder
 
 

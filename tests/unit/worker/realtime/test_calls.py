@@ -3,7 +3,7 @@ arguments streamed, and every call closed (completed, or incomplete when the res
 
 from __future__ import annotations
 
-from omnivox.protocol import realtime_events as ev
+from omnivox.protocol.realtime import events as ev
 from omnivox.voice.llm.base import ToolCallDelta
 from omnivox.worker.realtime.calls import ResponseCalls
 from omnivox.worker.realtime.conversation import Conversation, Item

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from omnivox.core.errors import ItemNotFound
+from omnivox.core.errors import (
+    DeleteItemNotFound,
+    InvalidMessage,
+    ItemExists,
+    ItemNotFound,
+    RetrieveItemNotFound,
+    TruncateItemNotFound,
+)
 from omnivox.worker.realtime.conversation import Conversation, Item
 
 
@@ -16,7 +23,7 @@ def test_conversation_orders_items_and_truncates_to_what_was_heard() -> None:
     assert [i.id for i in conv] == [c.id, a.id, b.id]
     with pytest.raises(ItemNotFound):
         conv.add(Item("user", False, "x"), previous_item_id="item_missing")
-    with pytest.raises(ItemNotFound):
+    with pytest.raises(ItemExists):
         conv.add(Item("user", False, "dup", id=a.id))
     conv.delete(c.id)
     assert [m.content for m in conv.messages("sys")] == ["sys", "one", "two"]
@@ -68,3 +75,42 @@ def test_function_calls_reach_a_tool_llm_paired_and_other_llms_in_words() -> Non
         "name": "weather",
         "arguments": '{"city": "Paris"}',
     }
+
+
+@pytest.mark.parametrize(
+    ("op", "error", "wire"),
+    [
+        (lambda c: c.retrieve("nope"), RetrieveItemNotFound, "item_retrieve_invalid_item_id"),
+        (lambda c: c.delete("nope"), DeleteItemNotFound, "item_delete_invalid_item_id"),
+        (lambda c: c.check_truncation("nope", 0), TruncateItemNotFound, "item_truncate_invalid_item_id"),
+    ],
+)
+def test_a_missing_item_is_named_by_what_the_client_tried_as_openai_names_it(op, error, wire) -> None:
+    with pytest.raises(error) as raised:
+        op(Conversation())
+    assert isinstance(raised.value, ItemNotFound) and raised.value.wire_code == wire
+    assert raised.value.details["param"] == "item_id"
+
+
+def test_a_reply_still_being_sent_is_cut_anywhere_up_to_what_was_sent() -> None:
+    conv = Conversation()
+    playing = Item("assistant", True, status="in_progress", audio_ms=1500.0)
+    conv.add(playing)
+    assert conv.check_truncation(playing.id, 0) == (playing, 0.0)
+    assert conv.check_truncation(playing.id, 1000) == (playing, 1000.0)
+    # the client's clock ran ahead of what was sent: cut at what was sent
+    assert conv.check_truncation(playing.id, 9000) == (playing, 1500.0)
+
+
+def test_a_finished_reply_is_cut_within_a_little_of_its_end_and_no_further() -> None:
+    conv = Conversation()
+    said = Item("assistant", True, status="completed", audio_ms=1500.0)
+    conv.add(said)
+    assert conv.check_truncation(said.id, 1700) == (said, 1500.0)
+    with pytest.raises(InvalidMessage) as past:
+        conv.check_truncation(said.id, 2500)
+    assert past.value.details["param"] == "audio_end_ms"
+    typed = Item("assistant", False, "text only")
+    conv.add(typed)
+    with pytest.raises(InvalidMessage):
+        conv.check_truncation(typed.id, 0)

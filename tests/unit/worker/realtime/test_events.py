@@ -6,9 +6,9 @@ import asyncio
 import json
 
 from memsocket import MemorySocket
-from omnivox.protocol import realtime_events as ev
-from omnivox.protocol.realtime import REALTIME
-from omnivox.session.runtime import Connection
+from omnivox.connection.runtime import Connection
+from omnivox.protocol.realtime import events as ev
+from omnivox.protocol.realtime.wire import REALTIME
 from omnivox.worker.realtime.events import Events
 
 

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from omnivox.core.errors import EngineFailure, IllegalTransition
-from omnivox.protocol import realtime_events as ev
-from omnivox.protocol.realtime_session import AudioFormat
-from omnivox.session.transitions import terminal
+from omnivox.core.transitions import terminal
+from omnivox.protocol.realtime import events as ev
+from omnivox.protocol.realtime.session_config import AudioFormat
 from omnivox.voice.llm.base import LlmParams
 from omnivox.voice.reply import FirstToken, ReplyPiece, ReplyRequest, Spoken, Word
 from omnivox.worker.realtime.audio_io import OutputEncoder
@@ -201,6 +201,26 @@ async def test_speaking_to_cancelled_keeps_only_what_was_heard(thread) -> None:
     assert response.state is ResponseState.CANCELLED and response.figures.reason == "turn_detected"
 
 
+async def test_the_item_knows_its_audio_as_sent_and_a_client_cut_keeps_the_clients_point(thread) -> None:
+    clock = Clock(now=0.0)
+    produce = scripted(
+        Spoken("One two three four.", tone(1.0), synth_s=0.0, starts_sentence=True),
+        then_wait=True,
+    )
+    response, rec, _ = make(produce, thread, clock=clock)
+    rec.want = 10
+    running = asyncio.create_task(response.run())
+    await asyncio.wait_for(rec.enough.wait(), 2)
+    item = response.plan.item
+    assert item.status == "in_progress" and item.audio_ms == pytest.approx(1000)  # before the end
+    clock.now = 0.8  # the play clock models 800 ms played; the client says it played 250 ms
+    response.cancel("client_cancelled", heard_ms=250)
+    assert await asyncio.wait_for(running, 2) is ResponseState.CANCELLED
+    truncated = [e for e in rec.events if isinstance(e, ev.ItemTruncated)]
+    assert [t.audio_end_ms for t in truncated] == [250]  # once, where the client said
+    assert item.text == "One" and item.audio_ms == 250
+
+
 async def test_speaking_to_failed_reports_the_error_in_response_done(thread) -> None:
     produce = scripted(Word("Par"), fail=EngineFailure("the LLM server went away"))
     response, rec, _ = make(produce, thread, speak=False)
@@ -323,3 +343,27 @@ async def test_a_cancelled_call_is_incomplete(thread) -> None:
     assert await task is ResponseState.CANCELLED
     done = rec.events[-1].response
     assert done["status"] == "cancelled" and done["output"][0]["status"] == "incomplete"
+
+
+async def test_a_reply_that_could_not_be_made_says_its_apology_and_completes(thread) -> None:
+    from omnivox.voice.reply import ReplyFailed
+
+    produce = scripted(
+        ReplyFailed(ConnectionError("refused")),
+        Word("Sorry."),
+        Spoken("Sorry.", tone(0.1), synth_s=0.0, starts_sentence=True),
+    )
+    response, rec, _ = make(produce, thread)
+    assert await response.run() is ResponseState.DONE
+    assert response.figures.error is not None and response.figures.error.code == "internal_error"
+    assert response.plan.item.text == "Sorry." and rec.events[-1].response["status"] == "completed"
+
+
+async def test_a_reply_that_fails_before_any_output_leaves_no_item(thread) -> None:
+    """LiveKit keeps every assistant item it is told of: a failed turn must not leave an empty one."""
+    produce = scripted(fail=EngineFailure("the LLM server went away"))
+    response, rec, conversation = make(produce, thread, speak=False)
+    assert await response.run() is ResponseState.FAILED
+    assert rec.events[-1].response["output"] == []
+    assert not [e for e in rec.events if isinstance(e, ev.OutputItemAdded | ev.ItemAdded)]
+    assert len(conversation) == 0

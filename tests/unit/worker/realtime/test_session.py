@@ -14,9 +14,9 @@ import pytest
 from fake_voice_engine import FakeVoiceEngine
 from memsocket import MemorySocket
 from omnivox.audio.pcm import to_pcm16
+from omnivox.connection.runtime import Connection
 from omnivox.core.config import Settings
-from omnivox.protocol.realtime import REALTIME
-from omnivox.session.runtime import Connection
+from omnivox.protocol.realtime.wire import REALTIME
 from omnivox.voice.listener import Heard
 from omnivox.worker.handler import SessionInfo
 from omnivox.worker.realtime.session import RealtimeSession
@@ -60,11 +60,13 @@ class Client:
 
 @pytest.fixture
 async def session(request) -> AsyncIterator[tuple[Client, FakeVoiceEngine, RealtimeSession]]:
-    script, hold = getattr(request, "param", ([], False))
+    script, hold, *rest = getattr(request, "param", ([], False))
+    query = rest[0] if rest else {"omnivox_events": "true"}  # omnivox's own events too, unless said
     engine = FakeVoiceEngine(script, hold=hold)
     socket = MemorySocket()
     conn = Connection(socket, REALTIME)
-    handler = RealtimeSession(conn, Host(engine), Settings(audio_lead_ms=5000), SessionInfo("s1"))  # type: ignore[arg-type]
+    info = SessionInfo("s1", query=query)
+    handler = RealtimeSession(conn, Host(engine), Settings(audio_lead_ms=5000), info)  # type: ignore[arg-type]
     running = asyncio.create_task(conn.run(handler.on_frame, handler.main()))
     client = Client(socket)
     await client.until("session.created")
@@ -206,7 +208,7 @@ async def test_errors_name_the_event_that_caused_them_and_the_session_goes_on(se
     assert (error["code"], error["event_id"]) == ("input_audio_buffer_commit_empty", "evt_8")
     client.send("conversation.item.retrieve", item_id="nope", event_id="evt_9")
     error = (await client.until("error"))[-1]["error"]
-    assert (error["code"], error["param"]) == ("item_not_found", "item_id")
+    assert (error["code"], error["param"]) == ("item_retrieve_invalid_item_id", "item_id")
     client.send("no.such.event", event_id="evt_10")
     error = (await client.until("error"))[-1]["error"]
     assert (error["code"], error["event_id"]) == ("invalid_event", "evt_10")
@@ -251,3 +253,95 @@ async def test_an_unknown_voice_falls_back_to_the_default_and_clear_empties_the_
     client.send("input_audio_buffer.clear")
     await client.until("input_audio_buffer.cleared")
     assert engine.listener.cleared == 1
+
+
+@pytest.mark.parametrize("session", [([], True)], indirect=True)
+async def test_a_client_truncates_a_reply_while_it_plays_and_it_stops_there(session) -> None:
+    """What pipecat, LiveKit and the Agents SDK send when the user talks over a reply."""
+    client, engine, handler = session
+    client.send(
+        "conversation.item.create",
+        item={"type": "message", "role": "user", "content": [{"type": "input_text", "text": "go on"}]},
+    )
+    client.send("response.create")
+    delta = (await client.until("response.output_audio.delta"))[-1]
+    client.send("conversation.item.truncate", item_id=delta["item_id"], content_index=0, audio_end_ms=60)
+    events = await client.until("response.done")
+    assert "error" not in types(events)
+    truncated = next(e for e in events if e["type"] == "conversation.item.truncated")
+    assert (truncated["item_id"], truncated["audio_end_ms"]) == (delta["item_id"], 60)
+    assert events[-1]["response"]["status"] == "cancelled"
+    await asyncio.to_thread(engine.stopped.wait, 2)  # the reply's audio stopped at once
+    item = handler.conversation.get(delta["item_id"])
+    assert item.audio_ms == 60 and item.status == "incomplete"
+    # the LLM is given only what was heard: the first 60 of 100 ms of "Reply to: go on."
+    assert [m.content for m in handler.conversation.messages("")][-1] == "Reply to: go"
+
+
+async def test_a_failed_reply_is_one_failed_response_done_and_no_error_event(session) -> None:
+    from omnivox.core.errors import EngineFailure
+
+    client, engine, _ = session
+    engine.fail = EngineFailure("the LLM server is unreachable")
+    client.send("response.create", response={"output_modalities": ["text"]})
+    events = await client.until("response.done")
+    done = events[-1]["response"]
+    assert done["status"] == "failed" and done["status_details"]["error"]["code"] == "engine_error"
+    assert "error" not in types(events)
+    engine.fail = None
+    client.send("response.create", response={"output_modalities": ["text"]})
+    events = await client.until("response.done")  # the session goes on
+    assert "error" not in types(events) and events[-1]["response"]["status"] == "completed"
+
+
+@pytest.mark.parametrize("session", [([], False, {})], indirect=True)
+async def test_a_stock_client_gets_no_omnivox_events_and_the_settings_in_effect(session, caplog) -> None:
+    client, _, _ = session
+    with caplog.at_level("INFO", logger="omnivox.worker.realtime.session"):
+        client.send(
+            "session.update",
+            session={
+                "type": "realtime",
+                "audio": {
+                    "output": {"voice": "alloy"},
+                    "input": {"transcription": {"model": "gpt-4o-mini-transcribe"}},
+                },
+                "tracing": "auto",
+            },
+        )
+        updated = (await client.until("session.updated"))[-1]["session"]
+        client.send("response.cancel")  # something after it, to read past any warning
+        events = await client.until("error")
+    assert not [e for e in events if e["type"].startswith("omnivox.")]
+    assert updated["audio"]["output"]["voice"] == "v1"  # the voice that speaks, not the one asked
+    assert updated["audio"]["input"]["transcription"]["model"] == "default"  # the one that transcribes
+    said = " ".join(r.getMessage() for r in caplog.records)
+    assert "alloy" in said and "traces" in said  # each told in the log instead
+
+
+TWO_TURNS_AT_ONCE = [
+    [Heard("speech_started", 100.0)],
+    [Heard("speech_stopped", 900.0), Heard("final", 1000.0, "first question")],
+    [],
+    [Heard("speech_started", 1300.0)],
+    [Heard("speech_stopped", 1900.0), Heard("final", 2000.0, "second question")],
+    [],
+    [],
+    [],
+    [],
+    [],
+]
+
+
+@pytest.mark.parametrize("session", [(TWO_TURNS_AT_ONCE, False)], indirect=True)
+async def test_audio_held_while_waiting_is_not_answered_turn_by_turn_as_it_is_heard_at_once(session) -> None:
+    """A second of speech held by the gateway arrives in one burst: answering the first question the
+    moment it is heard would be cut by the second, heard a moment later. One reply, to both."""
+    client, engine, handler = session
+    client.append(10)  # faster than real time
+    events = await client.until("response.done")
+    assert types(events).count("input_audio_buffer.committed") == 2
+    assert types(events).count("response.created") == 1
+    assert engine.asked == ["second question"]  # the reply sees both turns
+    assert [m.content for m in handler.conversation.messages("")][:2] == ["first question", "second question"]
+    assert events[-1]["response"]["status"] == "completed"

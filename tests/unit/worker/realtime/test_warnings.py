@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from omnivox.engines.base import VoiceProfile
-from omnivox.protocol.realtime_session import SessionConfig, apply_update
+from omnivox.protocol.realtime.session_config import SessionConfig, apply_update
 from omnivox.worker.realtime.warnings import SettingWarnings
 
 

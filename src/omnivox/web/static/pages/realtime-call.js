@@ -74,7 +74,7 @@ export class CallSocket extends EventTarget {
       throw err;
     }
     if (key) headers.Authorization = `Bearer ${key}`;
-    const resp = await fetch("/v1/realtime/calls", { method: "POST", body: pc.localDescription.sdp, headers });
+    const resp = await fetch("/v1/realtime/calls?omnivox_events=true", { method: "POST", body: pc.localDescription.sdp, headers });
     if (!resp.ok) {
       let error = {};
       try {

@@ -45,7 +45,7 @@ export class RealtimeSession extends EventTarget {
       const key = await sessionKey(apiKey);
       return key ? ["realtime", `openai-insecure-api-key.${key}`] : ["realtime"];
     };
-    this.socket = socket || new JsonSocket(wsUrl("/v1/realtime"), { protocols, retries });
+    this.socket = socket || new JsonSocket(wsUrl("/v1/realtime?omnivox_events=true"), { protocols, retries });
     this.socket.addEventListener("remote-stream", (e) => this.emit("remote-stream", e.detail));
     this.socket.addEventListener("message", (e) => this.receive(e.detail));
     this.socket.addEventListener("open", () => this.setState("configuring"));

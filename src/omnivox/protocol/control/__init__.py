@@ -1,0 +1,2 @@
+"""The control plane: worker registration and health, internal worker -> gateway frames, queue
+notices, pipeline reports."""

@@ -1,0 +1,2 @@
+"""The OpenAI Realtime API: client events and the protocol (wire), server events, session
+configuration, WebRTC media."""

@@ -1,0 +1,167 @@
+"""The OpenAI Realtime API over a phone call, as OpenAI serves SIP calls.
+
+The session takes and speaks G.711 (``audio/pcmu`` or ``audio/pcma``), whatever a sideband's
+``session.update`` says. Caller audio is ``input_audio_buffer.append``; a key press becomes
+``input_audio_buffer.dtmf_event_received`` for sidebands and a user message in the conversation
+("[DTMF 5]"). Playback is reported as on WebRTC (``output_audio_buffer.started/stopped/cleared``),
+and what the caller heard of a cut reply is told to the session as a client's
+``conversation.item.truncate`` would. The built-in ``end_call`` tool hangs up.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import time
+from typing import Any
+
+from omnivox.protocol.phone import PhoneBridge, PhoneRoute
+from omnivox.protocol.realtime import events as ev
+
+END_CALL = "end_call"
+END_CALL_TOOL = {
+    "type": "function",
+    "name": END_CALL,
+    "description": "Hang up the phone call. Call it once the conversation is over and you have said goodbye.",
+    "parameters": {"type": "object", "properties": {"reason": {"type": "string"}}},
+}
+_AUDIO_DELTAS = {"response.output_audio.delta", "response.audio.delta"}
+_FORMAT_FIELDS = ("input_audio_format", "output_audio_format")
+
+
+def _formats(session: dict[str, Any], encoding: str) -> dict[str, Any]:
+    out = {k: v for k, v in session.items() if k not in _FORMAT_FIELDS}
+    audio = dict(out.get("audio") or {})
+    for side in ("input", "output"):
+        part = dict(audio.get(side) or {})
+        part["format"] = {"type": encoding}
+        audio[side] = part
+    out["audio"] = audio
+    return out
+
+
+class RealtimePhone(PhoneBridge):
+    def preamble(self, session: dict[str, Any] | None, encoding: str, end_call: bool) -> list[str]:
+        patch = _formats({"type": "realtime", **(session or {})}, encoding)
+        if end_call:
+            tools = [
+                t for t in patch.get("tools") or [] if not (isinstance(t, dict) and t.get("name") == END_CALL)
+            ]
+            patch["tools"] = [*tools, END_CALL_TOOL]
+        return [json.dumps({"type": "session.update", "event_id": "omnivox_phone", "session": patch})]
+
+    def profile_session(
+        self,
+        instructions: str | None,
+        voice: str | None,
+        tools: list[dict[str, Any]],
+        turn_detection: dict[str, Any] | None,
+    ) -> dict[str, Any]:
+        session: dict[str, Any] = {}
+        if instructions is not None:
+            session["instructions"] = instructions
+        if tools:
+            session["tools"] = tools
+        audio: dict[str, Any] = {}
+        if voice is not None:
+            audio["output"] = {"voice": voice}
+        if turn_detection is not None:
+            audio["input"] = {"turn_detection": turn_detection}
+        if audio:
+            session["audio"] = audio
+        return session
+
+    def audio_in(self, payload: bytes) -> str:
+        return json.dumps({"type": "input_audio_buffer.append", "audio": base64.b64encode(payload).decode()})
+
+    def client_frame(self, frame: str, encoding: str) -> str | None:
+        try:
+            event = json.loads(frame)
+        except ValueError:
+            return frame  # the worker says what is wrong with it
+        if (
+            isinstance(event, dict)
+            and event.get("type") in ("session.update", "transcription_session.update")
+            and isinstance(event.get("session"), dict)
+        ):
+            event["session"] = _formats(event["session"], encoding)
+            return json.dumps(event)
+        return frame
+
+    def route(self, frame: str) -> PhoneRoute:
+        try:
+            event = json.loads(frame)
+        except ValueError:
+            return PhoneRoute(event=frame)
+        kind = event.get("type") if isinstance(event, dict) else None
+        if kind in _AUDIO_DELTAS:
+            try:
+                audio = base64.b64decode(event.get("delta") or "", validate=True)
+            except (binascii.Error, ValueError):
+                audio = b""
+            return PhoneRoute(audio=audio, response_id=event.get("response_id"))
+        if kind == "response.done":
+            response = event.get("response") or {}
+            cancelled = response.get("status") == "cancelled"
+            return PhoneRoute(event=frame, response_id=response.get("id"), audio_over=True, clear=cancelled)
+        if kind == "response.output_item.added":
+            item = event.get("item") or {}
+            if item.get("type") == "message" and event.get("response_id") and item.get("id"):
+                return PhoneRoute(event=frame, item=(event["response_id"], item["id"]))
+        if kind == "omnivox.interruption.paused":
+            return PhoneRoute(event=frame, pause=True, response_id=event.get("response_id"))
+        if kind == "omnivox.interruption.resumed":
+            return PhoneRoute(event=frame, resume=True, response_id=event.get("response_id"))
+        if kind == "conversation.item.truncated" and isinstance(event.get("audio_end_ms"), int):
+            return PhoneRoute(
+                event=frame, clear=True, truncated=(event.get("item_id", ""), event["audio_end_ms"])
+            )
+        if kind == "output_audio_buffer.cleared":
+            return PhoneRoute(
+                event=frame, response_id=event.get("response_id"), clear=True, cleared_event=True
+            )
+        if kind == "response.function_call_arguments.done" and event.get("name") == END_CALL:
+            return PhoneRoute(event=frame, hang_up=True)
+        if kind == "input_audio_buffer.speech_started":
+            return PhoneRoute(event=frame, caller_spoke=True)
+        return PhoneRoute(event=frame)
+
+    def playback(self, kind: str, response_id: str) -> str:
+        events = {
+            "started": ev.OutputAudioStarted,
+            "stopped": ev.OutputAudioStopped,
+            "cleared": ev.OutputAudioCleared,
+        }
+        return events[kind](response_id=response_id).model_dump_json()
+
+    def heard(self, item_id: str, audio_end_ms: int) -> str:
+        truncate = {"type": "conversation.item.truncate", "event_id": "omnivox_heard"}
+        return json.dumps({**truncate, "item_id": item_id, "content_index": 0, "audio_end_ms": audio_end_ms})
+
+    def dtmf(self, digit: str) -> tuple[list[str], str]:
+        item = {
+            "type": "message",
+            "role": "user",
+            "content": [{"type": "input_text", "text": f"[DTMF {digit}]"}],
+        }
+        frames = [json.dumps({"type": "conversation.item.create", "event_id": "omnivox_dtmf", "item": item})]
+        event = {
+            "type": "input_audio_buffer.dtmf_event_received",
+            "event_id": f"event_dtmf_{time.monotonic_ns()}",
+            "event": digit,
+            "received_at": int(time.time()),
+        }
+        return frames, json.dumps(event)
+
+    def greeting(self, instructions: str) -> str:
+        return json.dumps(
+            {
+                "type": "response.create",
+                "event_id": "omnivox_greeting",
+                "response": {"instructions": instructions},
+            }
+        )
+
+
+REALTIME_PHONE = RealtimePhone()

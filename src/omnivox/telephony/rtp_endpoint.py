@@ -1,0 +1,181 @@
+"""One call's RTP: a UDP socket on a port from the configured range, the caller's audio in
+(through the jitter buffer, in ``CHUNK_MS`` pieces), RFC 4733 key presses, and the reply's audio
+out, paced one 20 ms packet at a time from a ``PacedPlayout``.
+
+RTP is taken only from the address the SDP named (the first port it comes from there is kept, for
+peers behind a NAT that rewrites it); packets from anyone else, malformed ones, payload types not
+agreed, and packets past ``MAX_PACKETS_PER_S`` (a flood) are dropped and counted, never an error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from omnivox.telephony.dtmf import DtmfReceiver, InvalidDtmf
+from omnivox.telephony.playout import FRAME_BYTES, FRAME_MS, SILENCE, PacedPlayout
+from omnivox.telephony.rtp import InvalidRtp, JitterBuffer, RtpStream, parse_rtp
+from omnivox.telephony.sdp import MediaPlan
+
+log = logging.getLogger(__name__)
+
+CHUNK_MS = 40  # caller audio per event to the session
+MAX_PACKETS_PER_S = 200  # a 20 ms stream is 50, its key presses a few more
+
+
+class NoPortFree(Exception):
+    """Every RTP port of the range is held by a call."""
+
+
+class PortPool:
+    """RTP ports (even numbers; RTCP would take the odd one above) from ``low`` to ``high``."""
+
+    def __init__(self, low: int, high: int) -> None:
+        self.free = list(range(low + low % 2, high, 2))
+        self.held: set[int] = set()
+
+    def take(self) -> int:
+        if not self.free:
+            raise NoPortFree("every RTP port of the range is in use")
+        port = self.free.pop(0)
+        self.held.add(port)
+        return port
+
+    def give(self, port: int) -> None:
+        if port in self.held:
+            self.held.discard(port)
+            self.free.append(port)
+
+
+@dataclass
+class Counters:
+    received: int = 0
+    foreign: int = 0  # from an address the SDP did not name
+    malformed: int = 0
+    flooded: int = 0
+    sent: int = 0
+
+
+class RtpEndpoint(asyncio.DatagramProtocol):
+    """One call's media socket. ``plan`` may come later (a call omnivox places learns it from the
+    answer); until then nothing is sent or taken."""
+
+    def __init__(
+        self,
+        playout: PacedPlayout,
+        on_audio: Callable[[bytes], None],
+        on_dtmf: Callable[[str], None],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.playout = playout
+        self.on_audio = on_audio
+        self.on_dtmf = on_dtmf
+        self.clock = clock
+        self.plan: MediaPlan | None = None
+        self.counters = Counters()
+        self.port = 0
+        self._transport: asyncio.DatagramTransport | None = None
+        self._source: tuple[str, int] | None = None
+        self._jitter = JitterBuffer()
+        self._dtmf = DtmfReceiver()
+        self._out = RtpStream()
+        self._held = bytearray()
+        self._window = (0.0, 0)  # (second it counts, packets in it)
+        self._pacer: asyncio.Task[None] | None = None
+
+    async def open(self, host: str, port: int) -> None:
+        loop = asyncio.get_running_loop()
+        await loop.create_datagram_endpoint(lambda: self, local_addr=(host, port))
+        self.port = port
+
+    def start(self, plan: MediaPlan) -> None:
+        """Media flows from now on, as ``plan`` says."""
+        self.plan = plan
+        self._source = None
+        if self._pacer is None:
+            self._pacer = asyncio.ensure_future(self._pace())
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport  # type: ignore[assignment]  # uvloop's is no asyncio.DatagramTransport
+
+    def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:  # type: ignore[override]
+        plan = self.plan
+        if plan is None:
+            return
+        source = (str(addr[0]), int(addr[1]))
+        if self._source is None and source[0] == plan.remote[0]:
+            self._source = source
+        if source != self._source:
+            self.counters.foreign += 1
+            return
+        second, count = self._window
+        now = self.clock()
+        if now - second >= 1.0:
+            second, count = now, 0
+        self._window = (second, count + 1)
+        if count >= MAX_PACKETS_PER_S:
+            self.counters.flooded += 1
+            return
+        try:
+            packet = parse_rtp(data)
+        except InvalidRtp:
+            self.counters.malformed += 1
+            return
+        self.counters.received += 1
+        if packet.payload_type == plan.dtmf_payload_type:
+            try:
+                for digit in self._dtmf.feed(packet.timestamp, packet.payload):
+                    self.on_dtmf(digit)
+            except InvalidDtmf:
+                self.counters.malformed += 1
+            return
+        if packet.payload_type != plan.payload_type:
+            self.counters.malformed += 1
+            return
+        silence = SILENCE.get(plan.encoding, b"\xff")
+        for ready in self._jitter.push(packet):
+            self._held += ready.payload if ready is not None else silence * FRAME_BYTES
+        chunk = FRAME_BYTES * CHUNK_MS // FRAME_MS
+        while len(self._held) >= chunk:
+            self.on_audio(bytes(self._held[:chunk]))
+            del self._held[:chunk]
+
+    def error_received(self, exc: Exception) -> None:
+        log.debug("rtp port %s: %s", self.port, exc)
+
+    async def _pace(self) -> None:
+        """One packet every 20 ms, on a schedule (a late tick sends what it owes at once)."""
+        start = self.clock()
+        sent = 0
+        while True:
+            plan, transport = self.plan, self._transport
+            if plan is None or transport is None or transport.is_closing():
+                return
+            frame = self.playout.take()
+            transport.sendto(self._out.packet(plan.payload_type, frame, FRAME_BYTES), plan.remote)
+            self.counters.sent += 1
+            sent += 1
+            wait = start + sent * FRAME_MS / 1000 - self.clock()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            elif wait < -0.2:  # the loop stalled: do not burst the backlog at the caller
+                start, sent = self.clock(), 0
+
+    def send_dtmf(self, payloads: list[bytes]) -> None:
+        plan, transport = self.plan, self._transport
+        if plan is None or plan.dtmf_payload_type is None or transport is None:
+            return
+        for n, payload in enumerate(payloads):
+            transport.sendto(
+                self._out.event_packet(plan.dtmf_payload_type, payload, marker=n == 0), plan.remote
+            )
+        self._out.advance(8 * 160)
+
+    def close(self) -> None:
+        if self._pacer is not None:
+            self._pacer.cancel()
+        if self._transport is not None:
+            self._transport.close()

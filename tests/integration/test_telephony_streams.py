@@ -1,0 +1,231 @@
+"""Carrier media streams end to end: a Twilio-shaped stream client (``bench.carrier_client``,
+written from Twilio's Media Streams documentation) calls a real gateway and cascade worker on
+loopback; Telnyx and Plivo in short.
+
+The worker is the cascade with the echo LLM and PocketSphinx, so each test knows what the reply
+says. A sideband WebSocket (``/v1/realtime?call_id=``) watches each call's session events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import time
+
+import httpx
+import numpy as np
+import pytest
+import websockets
+
+from cluster import ECHO_VOICE, cluster
+from omnivox.bench.carrier_client import CarrierStream
+from omnivox.telephony.carriers import twilio
+from omnivox.voice.asr.base import word_error_rate
+from rtclient import RATE, silence, speech
+
+WEATHER = "what is the weather like in paris today"
+STORY = "tell me a long story about a brave little fox who lived in the forest by the river"
+TOKEN = "twilio-auth-token"
+AUTH = {"Authorization": "Bearer secret"}
+
+
+@pytest.fixture(scope="module")
+def phone_cluster(tmp_path_factory):
+    env = {"OMNIVOX_API_KEY": "secret", "OMNIVOX_TWILIO_AUTH_TOKEN": TOKEN, **ECHO_VOICE}
+    with cluster(workers=1, engine="cascade", log_dir=tmp_path_factory.mktemp("phone"), **env) as c:
+        yield c
+
+
+@pytest.fixture(autouse=True)
+def idle_worker(phone_cluster):
+    phone_cluster.wait_idle(1, timeout=20)
+
+
+def sessions(c) -> list[dict]:
+    return httpx.get(c.url + "/api/sessions", headers=AUTH).json()["sessions"]
+
+
+def stream_url(c, carrier: str = "twilio") -> str:
+    return f"{c.ws}/telephony/{carrier}/stream"
+
+
+def signed(c) -> dict[str, str]:
+    return {"X-Twilio-Signature": twilio.signature(TOKEN, stream_url(c), {})}
+
+
+class Sideband:
+    """A sideband on the call's session: every event, in order."""
+
+    def __init__(self, ws) -> None:
+        self.ws = ws
+        self.events: list[dict] = []
+        self.task = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        try:
+            async for raw in self.ws:
+                self.events.append(json.loads(raw))
+        except websockets.ConnectionClosed:
+            pass
+
+    def of(self, kind: str) -> list[dict]:
+        return [e for e in self.events if e["type"] == kind]
+
+    async def wait_for(self, kind: str, count: int = 1, timeout: float = 30.0, **match) -> dict:
+        deadline = time.monotonic() + timeout
+        while True:
+            found = [e for e in self.of(kind) if all(e.get(k) == v for k, v in match.items())]
+            if len(found) >= count:
+                return found[count - 1]
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no {kind}; saw {[e['type'] for e in self.events]}")
+            await asyncio.sleep(0.05)
+
+
+async def attach(c) -> Sideband:
+    """The sideband of the one phone call in progress (its session id is its call id)."""
+    deadline = time.monotonic() + 10
+    while not (found := [s for s in sessions(c) if s["session_id"].startswith("rtc")]):
+        assert time.monotonic() < deadline, "the call never became a session"
+        await asyncio.sleep(0.1)
+    ws = await websockets.connect(
+        f"{c.ws}/v1/realtime?call_id={found[0]['session_id']}", additional_headers=AUTH
+    )
+    return Sideband(ws)
+
+
+async def test_twilio_webhook_answers_connect_stream_and_checks_the_signature(phone_cluster):
+    url = phone_cluster.url + "/telephony/twilio/voice"
+    form = {"CallSid": "CA123", "From": "+15550001111", "To": "+15550002222", "AccountSid": "AC1"}
+    good = httpx.post(url, data=form, headers={"X-Twilio-Signature": twilio.signature(TOKEN, url, form)})
+    assert good.status_code == 200 and good.headers["content-type"].startswith("application/xml")
+    assert f'<Stream url="ws://127.0.0.1:{phone_cluster.port}/telephony/twilio/stream">' in good.text
+    assert '<Parameter name="From" value="+15550001111"/>' in good.text and "<Connect>" in good.text
+    wrong = httpx.post(url, data=form, headers={"X-Twilio-Signature": twilio.signature("other", url, form)})
+    tampered = httpx.post(
+        url, data={**form, "To": "+1999"}, headers={"X-Twilio-Signature": twilio.signature(TOKEN, url, form)}
+    )
+    missing = httpx.post(url, data=form)
+    assert wrong.status_code == tampered.status_code == missing.status_code == 403
+
+
+async def test_a_stream_without_a_valid_signature_is_refused(phone_cluster):
+    for headers in ({}, {"X-Twilio-Signature": "bm90IGl0"}):
+        with pytest.raises(websockets.InvalidStatus) as refused:
+            await websockets.connect(stream_url(phone_cluster), additional_headers=headers)
+        assert refused.value.response.status_code == 403
+    assert not sessions(phone_cluster)
+
+
+async def test_a_twilio_call_holds_a_conversation_with_marks_and_dtmf(phone_cluster):
+    call = CarrierStream("twilio")
+    await call.open(stream_url(phone_cluster), signed(phone_cluster), {"From": "+1555", "To": "+1666"})
+    side = await attach(phone_cluster)
+    try:
+        await call.speak(np.concatenate([speech(WEATHER), silence(1.0)]), RATE)
+        done = await side.wait_for("response.done", timeout=30)
+        rid = done["response"]["id"]
+        await side.wait_for("output_audio_buffer.stopped", response_id=rid, timeout=20)
+        await call.press("5")
+        dtmf = await side.wait_for("input_audio_buffer.dtmf_event_received")
+        keyed = await side.wait_for("conversation.item.added", timeout=10, count=3)
+    finally:
+        await call.stop()
+        await call.close()
+    heard = side.of("conversation.item.input_audio_transcription.completed")[0]["transcript"]
+    assert word_error_rate(WEATHER, heard) <= 0.5  # PocketSphinx on 8 kHz mu-law (the test recogniser)
+    assert done["response"]["status"] == "completed"
+    media = call.of("media")
+    assert media and all(m["streamSid"] == call.stream_id for m in call.received_messages())
+    assert {m["event"] for m in call.received_messages()} <= {"media", "mark", "clear"}
+    assert not call.clears  # nobody spoke over the reply
+    played = call.heard_audio()
+    assert np.sqrt(np.mean(played**2)) > 0.01 and len(played) > 8000  # over a second of speech
+    assert len(call.echoed) == len(call.of("mark"))  # every marker played and was echoed
+    assert dtmf["event"] == "5"
+    assert keyed["item"]["content"][0]["text"] == "[DTMF 5]"
+    assert side.of("output_audio_buffer.started")[0]["response_id"] == rid
+    await asyncio.sleep(0.5)
+    assert not [s for s in sessions(phone_cluster) if s["session_id"].startswith("rtc")]  # stop ended it
+
+
+async def test_barge_in_clears_twilio_and_truncates_to_what_the_marks_say(phone_cluster):
+    call = CarrierStream("twilio")
+    await call.open(stream_url(phone_cluster), signed(phone_cluster))
+    side = await attach(phone_cluster)
+    try:
+        await call.speak(np.concatenate([speech(STORY), silence(0.8)]), RATE)
+        started = await side.wait_for("output_audio_buffer.started", timeout=30)
+        await asyncio.sleep(1.5)  # the reply is several seconds long: talk over it
+        await call.speak(np.concatenate([speech(WEATHER), silence(1.0)]), RATE)
+        first = await side.wait_for("response.done", timeout=20)
+        await side.wait_for("response.done", count=2, timeout=30)
+        item = first["response"]["output"][0]["id"]
+        await asyncio.sleep(0.5)
+    finally:
+        await call.stop()
+        await call.close()
+    assert call.clears, "barge-in sent no clear"
+    assert first["response"]["id"] == started["response_id"]
+    assert first["response"]["status"] == "cancelled"
+    truncated = [e for e in side.of("conversation.item.truncated") if e["item_id"] == item]
+    # the session's last word on the item is what the caller heard by the carrier's marks
+    assert truncated[-1]["audio_end_ms"] == int(call.marked_at_clear[0])
+    assert 0 < truncated[-1]["audio_end_ms"] < 5000
+    assert call.cleared_marks  # the markers the clear dropped came back, and did not count
+
+
+async def test_bad_stream_input_is_dropped_and_the_call_goes_on(phone_cluster):
+    call = CarrierStream("twilio")
+    await call.open(stream_url(phone_cluster), signed(phone_cluster))
+    side = await attach(phone_cluster)
+    try:
+        for junk in (
+            "not json",
+            json.dumps({"event": "nonsense"}),
+            json.dumps({"event": "media", "media": {"payload": "%%% not base64"}}),
+            json.dumps({"event": "dtmf", "dtmf": {"digit": "55"}}),
+            json.dumps({"event": "mark", "mark": {"name": "never-sent"}}),
+            json.dumps([1, 2, 3]),
+            b"\x00\x01binary",
+        ):
+            await call.send_raw(junk)
+        await call.speak(np.concatenate([speech(WEATHER), silence(1.0)]), RATE)
+        done = await side.wait_for("response.done", timeout=30)
+    finally:
+        await call.stop()
+        await call.close()
+    assert done["response"]["status"] == "completed"
+
+
+async def test_a_stream_that_never_starts_is_closed_without_a_session(phone_cluster):
+    async with websockets.connect(stream_url(phone_cluster), additional_headers=signed(phone_cluster)) as ws:
+        await ws.send(json.dumps({"event": "connected", "protocol": "Call", "version": "1.0.0"}))
+        await ws.send(json.dumps({"event": "stop", "streamSid": "MZ1"}))
+        await asyncio.wait_for(ws.wait_closed(), 5)
+    assert not sessions(phone_cluster)
+
+
+@pytest.mark.parametrize("carrier", ["telnyx", "plivo"])
+async def test_telnyx_and_plivo_streams_carry_a_conversation(phone_cluster, carrier):
+    call = CarrierStream(carrier)
+    await call.open(stream_url(phone_cluster, carrier), AUTH)
+    side = await attach(phone_cluster)
+    try:
+        await call.speak(np.concatenate([speech(WEATHER), silence(1.0)]), RATE)
+        done = await side.wait_for("response.done", timeout=30)
+        await side.wait_for("output_audio_buffer.stopped", response_id=done["response"]["id"], timeout=20)
+        await call.press("7")
+        dtmf = await side.wait_for("input_audio_buffer.dtmf_event_received")
+    finally:
+        await call.stop()
+        await call.close()
+    assert done["response"]["status"] == "completed"
+    sent = {m["event"] for m in call.received_messages()}
+    assert sent == ({"media", "mark"} if carrier == "telnyx" else {"playAudio", "checkpoint"})
+    assert len(call.echoed) >= 5 and np.sqrt(np.mean(call.heard_audio() ** 2)) > 0.01
+    assert dtmf["event"] == "7"
+    if carrier == "plivo":
+        payload = base64.b64decode(call.of("playAudio")[0]["media"]["payload"])
+        assert call.of("playAudio")[0]["media"]["contentType"] == "audio/x-mulaw" and payload

@@ -1,0 +1,125 @@
+"""A real SIP user agent for the phone tests: Debian's baresip (``apt-get install baresip-core``),
+run headless. Its microphone is a WAV file (``aufile``), what it hears is written to a WAV file
+(``sndfile``: ``dump-*-dec.wav``), and it is driven over its ``ctrl_tcp`` socket (netstring JSON
+commands: dial, hangup, DTMF; and its events: call established, closed, transfer)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+
+from cluster import free_port
+from omnivox.audio.wav import read_wav, write_wav
+
+MISSING = "baresip is not installed: run `apt-get install baresip-core` (make test and CI install it)"
+
+
+class Baresip:
+    def __init__(
+        self, home: Path, mic: np.ndarray, user: str = "caller", auth: tuple[str, str] | None = None
+    ) -> None:
+        if shutil.which("baresip") is None:
+            raise RuntimeError(MISSING)
+        self.home = home
+        self.sip_port = free_port()
+        self.ctrl_port = free_port()
+        home.mkdir(parents=True, exist_ok=True)
+        (home / "snd").mkdir(exist_ok=True)
+        (home / "mic.wav").write_bytes(write_wav(mic, 8000))
+        rtp = free_port()
+        (home / "config").write_text(
+            "\n".join(
+                [
+                    "poll_method epoll",
+                    f"sip_listen 127.0.0.1:{self.sip_port}",
+                    "audio_player aubridge,nil",
+                    f"audio_source aufile,{home / 'mic.wav'}",
+                    "audio_alert aubridge,nil",
+                    f"rtp_ports {rtp}-{rtp + 40}",
+                    "module_path /usr/lib/baresip/modules",
+                    "module g711.so",
+                    "module aufile.so",
+                    "module aubridge.so",
+                    "module sndfile.so",
+                    f"snd_path {home / 'snd'}",
+                    "module ctrl_tcp.so",
+                    f"ctrl_tcp_listen 127.0.0.1:{self.ctrl_port}",
+                    "module_app account.so",
+                    "module_app menu.so",
+                    "net_interface 127.0.0.1",
+                    "",
+                ]
+            )
+        )
+        creds = f";auth_user={auth[0]};auth_pass={auth[1]}" if auth else ""
+        (home / "accounts").write_text(
+            f"<sip:{user}@127.0.0.1:{self.sip_port};transport=udp>{creds};regint=0;answermode=auto;"
+            "audio_codecs=PCMU,PCMA\n"
+        )
+        self.log = open(home / "baresip.log", "wb")
+        self.proc = subprocess.Popen(["baresip", "-f", str(home)], stdout=self.log, stderr=subprocess.STDOUT)
+        self.events: list[dict] = []
+        self._buf = b""
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                self.ctrl = socket.create_connection(("127.0.0.1", self.ctrl_port), timeout=1)
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        self.ctrl.settimeout(0.1)
+
+    def command(self, name: str, params: str = "") -> None:
+        body = json.dumps({"command": name, "params": params, "token": name}).encode()
+        self.ctrl.sendall(str(len(body)).encode() + b":" + body + b",")
+
+    def poll(self) -> list[dict]:
+        """Read what the control socket has: events and responses."""
+        with contextlib.suppress(TimeoutError, OSError):
+            while chunk := self.ctrl.recv(65536):
+                self._buf += chunk
+        while b":" in self._buf:
+            size, _, rest = self._buf.partition(b":")
+            if not size.isdigit() or len(rest) < int(size) + 1:
+                break
+            self.events.append(json.loads(rest[: int(size)]))
+            self._buf = rest[int(size) + 1 :]
+        return self.events
+
+    def wait_event(self, kind: str, timeout: float = 20.0) -> dict:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for event in self.poll():
+                if event.get("type") == kind:
+                    return event
+            time.sleep(0.1)
+        raise TimeoutError(f"baresip said no {kind}; said {[e.get('type') for e in self.events]}")
+
+    def heard(self) -> tuple[np.ndarray, int]:
+        """What it heard (the decoded far end), from the latest call."""
+        files = sorted((self.home / "snd").glob("*-dec.wav"))
+        assert files, "baresip recorded nothing"
+        return read_wav(files[-1])
+
+    def log_text(self) -> str:
+        return (self.home / "baresip.log").read_bytes().decode(errors="replace")
+
+    def stop(self) -> None:
+        with contextlib.suppress(OSError):
+            self.ctrl.close()
+        self.proc.terminate()
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
