@@ -17,9 +17,7 @@ each refusal; the checks read those logs.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
-import re
 import time
 from pathlib import Path
 
@@ -30,42 +28,8 @@ import websockets
 from websockets.exceptions import ConnectionClosed
 
 from omnivox.bench.gateways import Gateway, GatewayCluster, gateway_cluster
+from scaleout_checks import ENV, USER, WORKER_LOG, assert_no_overlap, worker_sessions
 from wsclient import StreamingClient
-
-USER = [{"role": "user", "content": "hello"}]
-LEASE_S = 1.5
-ENV = {
-    "OMNIVOX_GATEWAY_LEASE_S": str(LEASE_S),
-    "OMNIVOX_MAX_SESSIONS_PER_CLIENT": "0",  # every client comes from this one address
-    "OMNIVOX_CLIENT_CONNECT_RATE": "0",
-}
-WORKER_LOG = {"OMNIVOX_LOG_LEVEL": "INFO"}
-_LINE = re.compile(r"session (start|end|refused \((\w+)\)): epoch=(\S+) ticket=(\S+)(?: t=([\d.]+))?")
-
-
-def worker_sessions(log: Path) -> tuple[list[tuple[float, float, str]], list[tuple[str, str]]]:
-    """From a worker's log: its sessions (start, end, epoch), and its refusals (code, epoch)."""
-    starts: dict[str, float] = {}
-    sessions, refusals = [], []
-    for line in log.read_text(errors="replace").splitlines():
-        m = _LINE.search(line)
-        if m is None:
-            continue
-        what, code, epoch, _ticket, at = m.groups()
-        if what == "start":
-            starts[epoch] = float(at)
-        elif what == "end":
-            sessions.append((starts.pop(epoch), float(at), epoch))
-        else:
-            refusals.append((code, epoch))
-    return sorted(sessions), refusals
-
-
-def assert_no_overlap(sessions: list[tuple[float, float, str]]) -> None:
-    for (_, end, e1), (start, _, e2) in itertools.pairwise(sessions):
-        assert end <= start, f"sessions {e1} and {e2} overlap on the worker"
-    epochs = [int(e) for _, _, e in sessions]
-    assert epochs == sorted(epochs) and len(set(epochs)) == len(epochs), epochs
 
 
 class Waiter:
