@@ -29,7 +29,9 @@ from wsclient import StreamingClient
 
 RUN_S = 35.0
 CLIENTS = 10
-FIFO_SLACK_S = 0.05  # two gateways tell their clients over separate sockets
+# the store assigns in order, but two gateways tell their clients over their own inboxes and
+# sockets: on this loaded 2-core machine one may be a tenth of a second behind the other
+FIFO_SLACK_S = 0.25
 
 
 @dataclass

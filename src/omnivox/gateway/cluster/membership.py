@@ -82,7 +82,7 @@ class Membership:
         gateway. The status of the beat."""
         store = self.store
         hold_ms = self.lease_ms + self.lease_ms // 3  # every live gateway beats within it
-        status, boot, _now = await store.call(
+        status, boot, now_ms = await store.call(
             "beat",
             store.gateway_id,
             self.boot,
@@ -98,14 +98,16 @@ class Membership:
             if status == "fresh":
                 store.inbox.restart()
         if lost or (status == "joined" and any(store.held())):
-            await self.reassert()
+            await self.reassert(int(now_ms))
         for hook in store.beat_hooks:
             await hook(lost)
         return status
 
-    async def reassert(self) -> None:
+    async def reassert(self, now_ms: int = 0) -> None:
         store = self.store
         waiting, serving = store.held()
+        for w in waiting:
+            w.reasserted_ms = now_ms  # an assignment made before this one is undone
         args: list[str | int] = [store.gateway_id, len(waiting)]
         for w in waiting:
             args += [w.ticket.ticket_id, w.seq, w.ticket.task_type, w.ticket.history_hash or "", w.enq_ms]

@@ -64,6 +64,7 @@ class _Waiting:
     ticket: Ticket
     seq: int = 0
     enq_ms: int = 0
+    reasserted_ms: int = 0  # put back after the store lost it: an older assignment of it is gone
 
 
 @dataclass
@@ -199,11 +200,15 @@ class RedisStore:
                 self._assigned(given, busy_ms)
 
     def _assigned(self, given: Assignment, busy_ms: int) -> None:
-        waiting = self._waiting.pop(given.ticket_id, None)
+        waiting = self._waiting.get(given.ticket_id)
+        if waiting is not None and busy_ms < waiting.reasserted_ms:
+            return  # made before this gateway was reaped (or the store restarted): it is undone
+        self._waiting.pop(given.ticket_id, None)
         if waiting is None:
-            if given.ticket_id not in self._serving:
-                # nobody here waits for it any more (the waiter left, or its enqueue's reply was
-                # lost): the worker goes back
+            serving = self._serving.get(given.ticket_id)
+            if serving is None or serving.assignment != given:
+                # nobody here waits for it any more (the waiter left, its enqueue's reply was lost,
+                # or it is served already under an older assignment): the worker goes back
                 self._spawn(self.pending.run("release", given.worker_id, given.ticket_id, "1", "", "1"))
             return
         ticket = waiting.ticket
