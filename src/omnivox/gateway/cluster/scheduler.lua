@@ -349,8 +349,16 @@ function ops.report_health()
   local wk = wkey(w)
   if redis.call('EXISTS', wk) == 0 then return {} end
   redis.call('HSET', wk, 'engine', A[4], 'caps', A[5], 'able', A[6], 'voices', A[7], 'problems', A[11])
-  if tonumber(A[10]) > tonumber(redis.call('HGET', wk, 'epoch')) then redis.call('HSET', wk, 'epoch', A[10]) end
-  local f = redis.call('HMGET', wk, 'state', 'ticket')
+  local out = {}
+  local f = redis.call('HMGET', wk, 'state', 'ticket', 'epoch')
+  local epoch = tonumber(f[3])
+  if IS_BUSY[f[1]] and f[2] ~= '' and reported == 'IDLE' and tonumber(A[10]) >= epoch and epoch > 0 then
+    -- it took this assignment's session and is free again, yet no release came (the gateway
+    -- relaying it lost track of it in a store failure): the session is over, free the worker
+    out = release(w, f[2], '1', '', '1')
+  end
+  if tonumber(A[10]) > epoch then redis.call('HSET', wk, 'epoch', A[10]) end
+  f = redis.call('HMGET', wk, 'state', 'ticket')
   local cur = f[1]
   local serving = IS_BUSY[cur] and f[2] ~= ''
   if not serving and not IS_BUSY[reported] then
@@ -358,7 +366,6 @@ function ops.report_health()
     redis.call('HSET', wk, 'kv', A[8], 'cached', A[9])
   end
   redis.call('HSET', wk, 'failures', 0, 'error', A[3])
-  local out = {}
   if not serving then
     local target = 'IDLE'
     if reported == 'LOADING' or reported == 'ERROR' or IS_BUSY[reported] then target = reported end

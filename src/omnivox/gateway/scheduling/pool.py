@@ -135,8 +135,13 @@ class WorkerPool:
         worker.capabilities = health.capabilities
         worker.voices = health.voices
         worker.problems = health.problems
-        worker.epoch = max(worker.epoch, health.epoch)  # the next assignment is newer than any it saw
         serving = worker.state.busy and worker.ticket_id is not None
+        if serving and health.state is WorkerState.IDLE and health.epoch >= worker.epoch > 0:
+            # it took this assignment's session and is free again, yet no release came (the gateway
+            # relaying it lost track of it in a store failure): the session is over, free the worker
+            self.release(worker, ticket_id=worker.ticket_id)
+            serving = worker.state.busy and worker.ticket_id is not None  # (a new one, maybe)
+        worker.epoch = max(worker.epoch, health.epoch)  # the next assignment is newer than any it saw
         if not serving and not health.state.busy:
             # The worker's own hash is the truth about its cache (it may have restarted empty). Not
             # while it serves one of our sessions, nor while it says busy: a busy worker reports no hash.

@@ -510,3 +510,17 @@ async def test_more_slots_let_waiting_sessions_through(make_store):
     assert not waiting.future.done()
     await store.set_pipeline(_report(1))
     assert (await view(store, served(waiting).worker_id)).state is S.DUPLEX_ACTIVE
+
+
+async def test_a_worker_free_again_after_an_assignment_it_took_is_freed_without_a_release(make_store):
+    store, (w,) = await make_store(1)
+    t = await store.enqueue("streaming")
+    waiting = await store.enqueue("streaming")
+    await store.report_health(w, health(epoch=served(t).epoch - 1))  # not connected yet: kept
+    assert not waiting.future.done()
+    # it took the session (it has seen the epoch) and is idle again, but no release came (the
+    # gateway relaying it lost track of it): the worker goes to the next ticket
+    await store.report_health(w, health(epoch=served(t).epoch))
+    assert served(waiting).worker_id == w and served(waiting).epoch == served(t).epoch + 1
+    await store.release(served(t))  # the lost release, late: frees nothing
+    assert (await view(store, w)).ticket_id == waiting.ticket_id
