@@ -40,11 +40,5 @@ def describe(event: Event) -> dict[str, Any]:
     return {"type": type(event).__name__.lower()}
 
 
-def image_ext(data: bytes) -> str | None:
-    if data[:8] == b"\x89PNG\r\n\x1a\n":
-        return "png"
-    return "jpg" if data[:2] == b"\xff\xd8" else None
-
-
 def iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds")
