@@ -269,7 +269,7 @@ def run_coordinator_command(settings: Settings, local_stages: bool) -> None:
 
 
 def run_stage_command(settings: Settings, name: str) -> None:
-    from omnivox.engines.stages.registry import build_scheduler
+    from omnivox.pipeline.models.registry import build_scheduler
     from omnivox.pipeline.process import run_stage
     from omnivox.pipeline.relay import relay_from
 

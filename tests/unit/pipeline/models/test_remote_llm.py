@@ -10,7 +10,7 @@ import pytest
 
 from fake_openai_service import FakeOpenAIService, fake_reply
 from omnivox.core.config import Settings
-from omnivox.engines.stages.registry import build_scheduler
+from omnivox.pipeline.models.registry import build_scheduler
 from omnivox.pipeline.scheduler import IncomingMessage
 from omnivox.pipeline.spec import StageSpec
 

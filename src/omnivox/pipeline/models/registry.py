@@ -16,50 +16,50 @@ Factory = Callable[[StageSpec, Settings], Scheduler]
 
 
 def _whisper(spec: StageSpec, settings: Settings) -> Scheduler:
-    from omnivox.engines.stages.asr import whisper_stage
+    from omnivox.pipeline.models.asr import whisper_stage
 
     return whisper_stage(spec, settings)
 
 
 def _llamacpp(spec: StageSpec, settings: Settings) -> Scheduler:
-    from omnivox.engines.stages.llm import llamacpp_stage
+    from omnivox.pipeline.models.llm import llamacpp_stage
 
     return llamacpp_stage(spec, settings)
 
 
 def _chat(spec: StageSpec, settings: Settings) -> Scheduler:
-    from omnivox.engines.stages.llm import chat_stage
+    from omnivox.pipeline.models.llm import chat_stage
 
     return chat_stage(spec, settings)
 
 
 def _openai_llm(spec: StageSpec, settings: Settings) -> Scheduler:
-    from omnivox.engines.stages.llm import openai_stage
+    from omnivox.pipeline.models.llm import openai_stage
 
     return openai_stage(spec, settings)
 
 
 def _hibari(spec: StageSpec, settings: Settings) -> Scheduler:
-    from omnivox.engines.stages.tts import tts_stage
+    from omnivox.pipeline.models.tts import tts_stage
 
     return tts_stage(spec, settings)
 
 
 def _tiny(spec: StageSpec, settings: Settings) -> Scheduler:
-    from omnivox.engines.stages.tiny import tiny_llm_stage
+    from omnivox.pipeline.models.tiny import tiny_llm_stage
 
     return tiny_llm_stage(spec, settings)
 
 
 def _transformers(spec: StageSpec, settings: Settings) -> Scheduler:
-    from omnivox.engines.stages.tiny import transformers_llm_stage
+    from omnivox.pipeline.models.tiny import transformers_llm_stage
 
     return transformers_llm_stage(spec, settings)
 
 
 def _tiny_encoder(kind: str) -> Factory:
     def build(spec: StageSpec, settings: Settings) -> Scheduler:
-        from omnivox.engines.stages.tiny import tiny_encoder_stage
+        from omnivox.pipeline.models.tiny import tiny_encoder_stage
 
         return tiny_encoder_stage(spec, kind)
 

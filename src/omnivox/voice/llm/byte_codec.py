@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from omnivox.engines.chat_codec import Conversation
+from omnivox.voice.llm.chat_codec import Conversation
 
 # Ids 0-255 are bytes; the rest mark roles and the end of a turn.
 SYSTEM, USER, ASSISTANT, END = 256, 257, 258, 259

@@ -8,8 +8,8 @@ import time
 
 import numpy as np
 
-from omnivox.engines.stages.asr import WhisperSlots
-from omnivox.engines.stages.tts import TtsSlots
+from omnivox.pipeline.models.asr import WhisperSlots
+from omnivox.pipeline.models.tts import TtsSlots
 from omnivox.pipeline.scheduler import IncomingMessage
 from omnivox.pipeline.schedulers.streaming import StreamingScheduler
 from omnivox.voice.tts.base import StreamingTts
@@ -165,7 +165,7 @@ def test_an_empty_reply_still_ends() -> None:
 
 
 def test_a_conversation_goes_back_to_its_kv_slot() -> None:
-    from omnivox.engines.stages.llm import SlotAffinity
+    from omnivox.pipeline.models.llm import SlotAffinity
 
     slots = SlotAffinity(2)
     a = slots.take("a")
@@ -179,7 +179,7 @@ def test_a_conversation_goes_back_to_its_kv_slot() -> None:
 
 
 def test_slots_are_numbered_across_runtimes() -> None:
-    from omnivox.engines.stages.llm import ServerSlots
+    from omnivox.pipeline.models.llm import ServerSlots
     from omnivox.voice.llm.base import ChatLlm, LlmParams
 
     class Runtime(ChatLlm):

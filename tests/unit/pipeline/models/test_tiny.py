@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from omnivox.engines.stages.tiny import TinyRunner, encode_audio, encode_image
 from omnivox.engines.tiny import TinyEngine
+from omnivox.pipeline.models.tiny import TinyRunner, encode_audio, encode_image
 
 
 def run_alone(runner: TinyRunner, data: dict) -> list[int]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from omnivox.core.errors import UnsupportedContent
-from omnivox.engines.chat_codec import common_prefix, message_text
 from omnivox.protocol.chat import ChatMessage
+from omnivox.voice.llm.chat_codec import common_prefix, message_text
 
 
 def test_common_prefix() -> None:

@@ -21,10 +21,12 @@ import numpy as np
 import torch
 
 from omnivox.core.config import Settings
-from omnivox.engines.hf import ChatCodec, forward_params
 from omnivox.pipeline.schedulers.ar import ARScheduler
 from omnivox.pipeline.schedulers.simple import SimpleScheduler
 from omnivox.pipeline.spec import StageSpec
+from omnivox.voice.llm.byte_codec import ByteChatCodec
+from omnivox.voice.llm.causal_lm import cache_argument, load_causal_lm, tiny_causal_lm
+from omnivox.voice.llm.chat_codec import ChatCodec
 
 Values = dict[str, Any]
 EMBED = 16  # the toy encoders' embedding size
@@ -52,8 +54,7 @@ class TinyRunner:
         gen = torch.Generator().manual_seed(seed + 1)
         self.soft = torch.randn(EMBED, hidden, generator=gen, dtype=model.dtype) / EMBED**0.5
         self.live = 0
-        # transformers 5.24 renamed the cache argument; an older one ignores the new name
-        self._cache_arg = "cache" if "cache" in forward_params(model) else "past_key_values"
+        self._cache_arg = cache_argument(model)
 
     def prefill(self, data: Values) -> Decoding:
         messages = data.get("messages")
@@ -151,25 +152,19 @@ class TinyRunner:
 
 
 def tiny_llm_stage(spec: StageSpec, settings: Settings) -> ARScheduler[Decoding]:
-    from omnivox.engines.tiny import TinyEngine
-
     torch.set_num_threads(spec.threads)
-    engine = TinyEngine(seed=settings.tiny_seed)
-    runner = TinyRunner(
-        engine.model, engine.codec, int(spec.options.get("max_tokens", 64)), settings.tiny_seed
-    )
+    model = tiny_causal_lm(seed=settings.tiny_seed)  # the weights the tiny engine holds
+    runner = TinyRunner(model, ByteChatCodec(), int(spec.options.get("max_tokens", 64)), settings.tiny_seed)
     return ARScheduler(runner, max_running=spec.batch, info={"model": "tiny"})
 
 
 def transformers_llm_stage(spec: StageSpec, settings: Settings) -> ARScheduler[Decoding]:
     """Any local Hugging Face causal LM with a chat template (``--model PATH``) on the AR scheduler."""
-    from omnivox.engines.hf import TransformersEngine
-
     if not settings.model:
         raise ValueError("the transformers stage needs --model PATH (a local Hugging Face model)")
     torch.set_num_threads(spec.threads)
-    engine = TransformersEngine.from_pretrained(settings.model, device=settings.device)
-    runner = TinyRunner(engine.model, engine.codec, int(spec.options.get("max_tokens", 256)))
+    model, codec = load_causal_lm(settings.model, device=settings.device)
+    runner = TinyRunner(model, codec, int(spec.options.get("max_tokens", 256)))
     return ARScheduler(runner, max_running=spec.batch, info={"model": settings.model})
 
 

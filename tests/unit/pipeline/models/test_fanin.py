@@ -9,9 +9,9 @@ import time
 import numpy as np
 
 from omnivox.core.config import Settings
-from omnivox.engines.stages.registry import build_scheduler
 from omnivox.pipeline.client import PipelineClient
 from omnivox.pipeline.coordinator import Coordinator
+from omnivox.pipeline.models.registry import build_scheduler
 from omnivox.pipeline.spec import load_spec
 from omnivox.pipeline.stage import Stage
 

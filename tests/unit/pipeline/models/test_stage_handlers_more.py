@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from omnivox.core.config import Settings
-from omnivox.engines.stages.asr import MIN_PARTIAL_S, WhisperSlots
-from omnivox.engines.stages.llm import ServerSlots, SlotAffinity, reply_runner
-from omnivox.engines.stages.registry import MODELS, build_scheduler
-from omnivox.engines.stages.tts import TtsSlots
+from omnivox.pipeline.models.asr import MIN_PARTIAL_S, WhisperSlots
+from omnivox.pipeline.models.llm import ServerSlots, SlotAffinity, reply_runner
+from omnivox.pipeline.models.registry import MODELS, build_scheduler
+from omnivox.pipeline.models.tts import TtsSlots
 from omnivox.pipeline.schedulers.ar import ARScheduler
 from omnivox.pipeline.schedulers.parallel import ParallelScheduler
 from omnivox.pipeline.schedulers.simple import SimpleScheduler
