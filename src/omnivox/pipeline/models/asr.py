@@ -1,21 +1,21 @@
 """The ASR stage: one Whisper model hearing many sessions in fixed slots, decoding them in batches.
 
 Seed 004's batched STT on the pipeline's streaming scheduler: a realtime session holds a slot for
-its life (its hearing request); its audio arrives as stream chunks and is buffered per utterance.
-Each scheduler step gathers every due decode of every slot (final transcripts first, then live
-partials, at most ``batch``) and runs them as one batched Whisper call. A session's chunks say what
-to do:
+its life (its hearing request, ``TranscribeStream``); its audio arrives as stream chunks and is
+buffered per utterance. Each scheduler step gathers every due decode of every slot (final
+transcripts first, then live partials, at most ``batch``) and runs them as one batched Whisper call.
+A session's chunks (``voice_chunks``) say what to do:
 
-- ``{"audio": float32 16 kHz}``: more of the current utterance;
-- ``{"flush": n}``: utterance ``n`` ended: its final transcript comes back as ``{"final", "utterance"}``;
-- ``{"drop": true}``: forget the utterance in progress.
+- ``UtteranceAudio``: more of the current utterance (float32, 16 kHz);
+- ``UtteranceEnd(n)``: utterance ``n`` ended: its ``FinalTranscript`` comes back;
+- ``UtteranceDrop``: forget the utterance in progress.
 
-Partials (``{"partial", "utterance"}``) come at most every ``asr_partial_ms`` of new audio per slot,
-and never in a step that has a final to decode (a final is what a turn waits for); all the
-sessions' partials together take at most ``partial_budget`` of the stage's time (as one
-in-process Whisper's partials do), so more sessions get rarer partials, not later finals.
-A one-shot request (``{"clip": audio}``, a streaming turn's audio part) takes no slot and ends with
-``{"text"}``. A freed slot is reset (its buffers dropped) before the next session gets it.
+A ``PartialTranscript`` comes at most every ``asr_partial_ms`` of new audio per slot, and never in
+a step that has a final to decode (a final is what a turn waits for); all the sessions' partials
+together take at most ``partial_budget`` of the stage's time (as one in-process Whisper's partials
+do), so more sessions get rarer partials, not later finals. A one-shot request (``TranscribeClip``,
+a streaming turn's audio part) takes no slot and ends with a ``ClipTranscript``. A freed slot is
+reset (its buffers dropped) before the next session gets it.
 """
 
 from __future__ import annotations
@@ -28,6 +28,18 @@ from typing import Any, Literal
 import numpy as np
 
 from omnivox.core.config import Settings
+from omnivox.pipeline.models.voice_chunks import (
+    ClipTranscript,
+    FinalTranscript,
+    PartialTranscript,
+    StreamTranscribed,
+    TranscribeClip,
+    UtteranceAudio,
+    UtteranceDrop,
+    asr_input,
+    asr_request,
+    to_values,
+)
 from omnivox.pipeline.schedulers.streaming import StreamingScheduler
 from omnivox.pipeline.spec import StageSpec
 from omnivox.voice.asr.whisper_asr import WhisperAsr
@@ -39,7 +51,9 @@ MIN_PARTIAL_S = 0.5
 
 
 @dataclass
-class Hearing:
+class Transcribing:
+    """One request's state in the ASR stage: a session's utterances, or a one-shot clip."""
+
     slot: int | None
     chunks: list[np.ndarray] = field(default_factory=list)
     samples: int = 0
@@ -74,35 +88,36 @@ class WhisperSlots:
         }
 
     def needs_slot(self, data: Values) -> bool:
-        return "clip" not in data
+        return not isinstance(asr_request(data), TranscribeClip)
 
-    def open(self, slot: int | None, data: Values) -> Hearing:
-        state = Hearing(slot)
-        if "clip" in data:
+    def open(self, slot: int | None, data: Values) -> Transcribing:
+        state = Transcribing(slot)
+        request = asr_request(data)
+        if isinstance(request, TranscribeClip):
             state.oneshot = state.ended = True
-            state.finals.append((0, np.asarray(data["clip"], np.float32)))
+            state.finals.append((0, np.asarray(request.audio, np.float32)))
         return state
 
-    def chunk(self, state: Hearing, data: Values) -> None:
-        audio = data.get("audio")
-        if audio is not None and len(audio):
-            state.chunks.append(np.asarray(audio, np.float32))
-            state.samples += len(audio)
-        if data.get("drop"):
+    def chunk(self, state: Transcribing, data: Values) -> None:
+        chunk = asr_input(data)
+        if isinstance(chunk, UtteranceAudio):
+            if len(chunk.audio):
+                state.chunks.append(np.asarray(chunk.audio, np.float32))
+                state.samples += len(chunk.audio)
+        elif isinstance(chunk, UtteranceDrop):
             self._restart(state, state.utterance + 1)
-        if "flush" in data:
-            n = int(data["flush"])
-            state.finals.append((n, self._audio(state)))
-            self._restart(state, n + 1)
+        else:  # UtteranceEnd
+            state.finals.append((chunk.utterance, self._audio(state)))
+            self._restart(state, chunk.utterance + 1)
 
-    def done(self, state: Hearing, data: Values) -> None:
+    def done(self, state: Transcribing, data: Values) -> None:
         state.ended = True
 
-    def pending(self, state: Hearing) -> bool:
+    def pending(self, state: Transcribing) -> bool:
         partial = self._partial_due(state) and time.monotonic() >= self._partials_after
         return bool(state.finals) or (state.ended and not state.oneshot) or partial
 
-    def step(self, states: list[Hearing]) -> list[list[Out]]:
+    def step(self, states: list[Transcribing]) -> list[list[Out]]:
         jobs: list[tuple[int, str, int, np.ndarray]] = []  # (state index, kind, utterance, audio)
         for i, state in enumerate(states):
             while state.finals and len(jobs) < self.batch:
@@ -122,18 +137,18 @@ class WhisperSlots:
         for (i, kind, n, _), text in zip(jobs, texts, strict=True):
             state = states[i]
             if state.oneshot:
-                outs[i].append(("result", {"text": text}))
+                outs[i].append(("result", to_values(ClipTranscript(text))))
             elif kind == "final":
                 state.heard += 1
-                outs[i].append(("stream", {"final": text, "utterance": n}))
+                outs[i].append(("stream", to_values(FinalTranscript(n, text))))
             elif text and n == state.utterance:
-                outs[i].append(("stream", {"partial": text, "utterance": n}))
+                outs[i].append(("stream", to_values(PartialTranscript(n, text))))
         for i, state in enumerate(states):
             if state.ended and not state.oneshot and not state.finals:
-                outs[i].append(("result", {"utterances": state.heard}))
+                outs[i].append(("result", to_values(StreamTranscribed(state.heard))))
         return outs
 
-    def close(self, state: Hearing) -> None:
+    def close(self, state: Transcribing) -> None:
         self._restart(state, state.utterance)
         state.finals.clear()
 
@@ -153,7 +168,7 @@ class WhisperSlots:
         self.max_items = max(self.max_items, len(clips))
         return texts
 
-    def _partial_due(self, state: Hearing) -> bool:
+    def _partial_due(self, state: Transcribing) -> bool:
         return (
             self.partial_samples > 0
             and not state.oneshot
@@ -161,20 +176,20 @@ class WhisperSlots:
             and state.samples / ASR_RATE < self.asr.windows_s[-1] - 1.5
         )
 
-    def _audio(self, state: Hearing) -> np.ndarray:
+    def _audio(self, state: Transcribing) -> np.ndarray:
         if not state.chunks:
             return np.zeros(0, np.float32)
         if len(state.chunks) > 1:
             state.chunks = [np.concatenate(state.chunks)]
         return state.chunks[0]
 
-    def _restart(self, state: Hearing, utterance: int) -> None:
+    def _restart(self, state: Transcribing, utterance: int) -> None:
         state.chunks, state.samples = [], 0
         state.utterance = utterance
         state.next_partial = int(MIN_PARTIAL_S * ASR_RATE)
 
 
-def whisper_stage(spec: StageSpec, settings: Settings) -> StreamingScheduler[Hearing]:
+def whisper_stage(spec: StageSpec, settings: Settings) -> StreamingScheduler[Transcribing]:
     asr = WhisperAsr(sample_rate=ASR_RATE, threads=settings.asr_threads or spec.threads)
     handler = WhisperSlots(asr, settings.asr_partial_ms, spec.batch if spec.batch > 1 else spec.slots)
     return StreamingScheduler(handler, spec.slots, info={"model": "whisper", "sample_rate": ASR_RATE})

@@ -1,9 +1,10 @@
 """The LLM stage: the chat model behind a ``ParallelScheduler`` (the runtime batches the requests).
 
-A request is ``{"messages": [...], "temperature", "max_tokens", "session", "tts": {...}}``; the reply streams
-as ``{"word"}`` chunks (whole words, as ``voice.llm.words`` cuts them), the first one preceded by
-``{"first_token_s"}`` and carrying the request's ``tts`` options for the TTS stage that reads the
-stream. The result is ``{"text", "words"}``. The embedded GGUF model runs with ``slots`` parallel
+A request is a ``ReplyPrompt`` (``voice_chunks``). The stage runs the LLM half of
+``voice.reply.produce_reply`` (so words are cut exactly as in one process) and streams what it yields:
+a ``FirstTokenChunk``, then, before the first word, a ``VoiceChunk`` with the prompt's voice and
+speed for the TTS stage that reads the stream, then one ``WordChunk`` per whole word. The result is
+``ReplyWritten``. The embedded GGUF model runs with ``slots`` parallel
 slots in one llama.cpp server (its own continuous batching), and a conversation (``session``) goes
 back to the slot that holds its keys and values, as an in-process worker keeps its own; a remote
 OpenAI-compatible server (vLLM, SGLang) batches on its own, so the stage is a thin client of it.
@@ -19,11 +20,19 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from omnivox.core.config import Settings
+from omnivox.pipeline.models.voice_chunks import (
+    FirstTokenChunk,
+    ReplyWritten,
+    VoiceChunk,
+    WordChunk,
+    reply_prompt,
+    to_values,
+)
 from omnivox.pipeline.schedulers.parallel import ParallelScheduler
 from omnivox.pipeline.spec import StageSpec
 from omnivox.protocol.chat import ChatMessage
 from omnivox.voice.llm.base import ChatLlm, LlmParams
-from omnivox.voice.llm.words import WordChunker
+from omnivox.voice.reply import FirstToken, ReplyRequest, Word, produce_reply
 from omnivox.voice.stack import build_llm, context_tokens, llm_kind
 
 Values = dict[str, Any]
@@ -66,46 +75,25 @@ def reply_runner(
     llm: ChatLlm, affinity: SlotAffinity | None = None
 ) -> Callable[[Values, threading.Event, Callable[[Values], None]], Values]:
     def run(data: Values, stop: threading.Event, emit: Callable[[Values], None]) -> Values:
-        slot = affinity.take(data.get("session")) if affinity is not None else None
+        prompt = reply_prompt(data)
+        slot = affinity.take(prompt.session) if affinity is not None else None
         try:
-            return _reply(data, stop, emit, slot)
+            params = LlmParams(temperature=prompt.temperature, max_tokens=prompt.max_tokens, cache_slot=slot)
+            messages = [ChatMessage.model_validate(m) for m in prompt.messages]
+            request = ReplyRequest(messages, params, speak=False)
+            said: list[str] = []
+            for piece in produce_reply(llm, None, request, stop):  # its LLM half: no TTS
+                if isinstance(piece, FirstToken):
+                    emit(to_values(FirstTokenChunk(piece.after_s)))
+                elif isinstance(piece, Word):
+                    if not said:
+                        emit(to_values(VoiceChunk(prompt.voice, prompt.speed)))
+                    said.append(piece.text)
+                    emit(to_values(WordChunk(piece.text)))
+            return to_values(ReplyWritten("".join(said), len(said)))
         finally:
             if affinity is not None:
                 affinity.give_back(slot)
-
-    def _reply(
-        data: Values, stop: threading.Event, emit: Callable[[Values], None], slot: int | None
-    ) -> Values:
-        messages = [ChatMessage.model_validate(m) for m in data.get("messages", [])]
-        params = LlmParams(
-            temperature=data.get("temperature"), max_tokens=data.get("max_tokens"), cache_slot=slot
-        )
-        began = time.monotonic()
-        words = WordChunker()
-        said: list[str] = []
-        first = True
-
-        def send(batch: list[str]) -> None:
-            nonlocal first
-            for word in batch:
-                if stop.is_set():
-                    return
-                chunk: Values = {"word": word}
-                if first:
-                    chunk["tts"] = data.get("tts") or {}
-                    first = False
-                said.append(word)
-                emit(chunk)
-
-        for delta in llm.stream(messages, params, stop):
-            if first and not said:
-                emit({"first_token_s": time.monotonic() - began})
-            send(words.push(delta))
-            if stop.is_set():
-                break
-        if not stop.is_set():
-            send(words.flush())
-        return {"text": "".join(said), "words": len(said)}
 
     return run
 

@@ -1,29 +1,40 @@
 """The TTS stage: hibari speaking many replies, sentence by sentence, in fixed slots.
 
-A reply's words stream in (``{"word"}``, the first carrying the request's ``tts`` options: voice,
-speed) and are cut into sentences as ``voice.reply`` does (the first one short, so the first audio
-comes early). Each scheduler step synthesises one sentence per thread (``threads``): a reply's
-first sentence before any later one (a caller waits for the first; the later ones have the first's
+A reply's words stream in from the LLM stage (``WordChunk`` s, after a ``VoiceChunk`` with its voice
+and speed) and are cut into sentences as ``voice.reply.produce_reply`` cuts them (the first one
+short, so the first audio comes early); each sentence is spoken by ``voice.reply.say``. Each
+scheduler step synthesises one sentence per thread (``threads``): a reply's first sentence before
+any later one (a caller waits for the first; the later ones have the first's
 seconds of playback to be ready in), else that of the reply spoken least. Its audio leaves as soon
 as the step ends (a step over every due reply would hold each first sentence back until all the
 others were spoken), and replies interleave instead of queueing behind each other. Audio streams
-back as ``{"audio", "text", "synth_s", "starts_sentence"}``; the result, once the words have ended
-and every sentence is spoken, is ``{"sentences"}``.
+back as ``SpokenChunk`` s (``voice.reply.Spoken``); the result, once the words have ended and every
+sentence is spoken, is ``ReplySpoken``. A one-shot ``SpeakText`` is spoken the same way.
 """
 
 from __future__ import annotations
 
 import threading
-import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from omnivox.core.config import Settings
+from omnivox.pipeline.models.voice_chunks import (
+    ReplySpoken,
+    SpeakText,
+    VoiceChunk,
+    WordChunk,
+    llm_output,
+    spoken_chunk,
+    to_values,
+    tts_request,
+)
 from omnivox.pipeline.schedulers.streaming import StreamingScheduler
 from omnivox.pipeline.spec import StageSpec
-from omnivox.voice.reply import FIRST_WORDS
+from omnivox.voice.llm.base import LlmParams
+from omnivox.voice.reply import FIRST_WORDS, ReplyRequest, say
 from omnivox.voice.stack import build_tts
 from omnivox.voice.tts.base import SentenceChunker, StreamingTts
 
@@ -59,18 +70,21 @@ class TtsSlots:
 
     def open(self, slot: int | None, data: Values) -> Speaking:
         state = Speaking(slot)
-        if "text" in data:  # a whole text at once (a one-shot, or an LLM result that streamed nothing)
-            state.sentences.extend(state.chunker.push(str(data["text"])))
+        request = tts_request(data)
+        if request is not None:  # a whole text at once (a one-shot, or an LLM result that streamed nothing)
+            state.sentences.extend(state.chunker.push(request.text))
             state.sentences.extend(state.chunker.flush())
             state.ended = True
-        self._options(state, data)
+        if isinstance(request, SpeakText):
+            self._options(state, VoiceChunk(request.voice, request.speed))
         return state
 
     def chunk(self, state: Speaking, data: Values) -> None:
-        self._options(state, data.get("tts") or {})
-        word = data.get("word")
-        if word:
-            state.sentences.extend(state.chunker.push(str(word)))
+        chunk = llm_output(data)
+        if isinstance(chunk, VoiceChunk):
+            self._options(state, chunk)
+        elif isinstance(chunk, WordChunk) and chunk.text:
+            state.sentences.extend(state.chunker.push(chunk.text))
 
     def done(self, state: Speaking, data: Values) -> None:
         state.sentences.extend(state.chunker.flush())
@@ -90,7 +104,7 @@ class TtsSlots:
         for state in states:
             out: list[Out] = [("stream", piece) for piece in spoken.get(id(state), [])]
             if state.ended and not state.sentences:
-                out.append(("result", {"sentences": state.spoken}))
+                out.append(("result", to_values(ReplySpoken(state.spoken))))
             outs.append(out)
         return outs
 
@@ -103,27 +117,22 @@ class TtsSlots:
 
     def _speak(self, state: Speaking) -> list[Values]:
         sentence = state.sentences.popleft()
+        how = ReplyRequest([], LlmParams(), voice=state.voice, speed=state.speed)
         pieces: list[Values] = []
-        first = True
-        start = time.perf_counter()
-        for chunk in self.tts.speak(sentence, voice=state.voice, stop=state.stop, speed=state.speed):
-            took = time.perf_counter() - start
-            self.synth_s += took
-            pieces.append(
-                {"audio": chunk.audio, "text": chunk.text, "synth_s": took, "starts_sentence": first}
-            )
-            first = False
-            start = time.perf_counter()
+        for piece in say(self.tts, sentence, how, state.stop):
+            self.synth_s += piece.synth_s
+            pieces.append(to_values(spoken_chunk(piece)))
         state.spoken += 1
         self.sentences += 1
         return pieces
 
     @staticmethod
-    def _options(state: Speaking, options: Values) -> None:
-        if options.get("voice"):
-            state.voice = str(options["voice"])
-        if options.get("speed") is not None:
-            state.speed = float(options["speed"])
+    def _options(state: Speaking, options: VoiceChunk) -> None:
+        """A voice or speed given replaces the one held; one left out (None, "") keeps it."""
+        if options.voice:
+            state.voice = options.voice
+        if options.speed is not None:
+            state.speed = options.speed
 
 
 def tts_stage(spec: StageSpec, settings: Settings) -> StreamingScheduler[Speaking]:

@@ -10,6 +10,22 @@ import numpy as np
 
 from omnivox.pipeline.models.asr import WhisperSlots
 from omnivox.pipeline.models.tts import TtsSlots
+from omnivox.pipeline.models.voice_chunks import (
+    ClipTranscript,
+    FinalTranscript,
+    PartialTranscript,
+    ReplySpoken,
+    ReplyWritten,
+    TranscribeClip,
+    TranscribeStream,
+    UtteranceAudio,
+    UtteranceEnd,
+    VoiceChunk,
+    WordChunk,
+    asr_output,
+    reply_output,
+    to_values,
+)
 from omnivox.pipeline.scheduler import IncomingMessage
 from omnivox.pipeline.schedulers.streaming import StreamingScheduler
 from omnivox.voice.tts.base import StreamingTts
@@ -41,25 +57,33 @@ def drain(s, until, timeout=5.0):
     return got
 
 
-def chunk(rid, **data):
-    return IncomingMessage(rid, "stream_chunk", data)
+def chunk(rid, message):
+    return IncomingMessage(rid, "stream_chunk", to_values(message))
+
+
+def opened(rid, message=None):
+    return IncomingMessage(rid, "new_request", to_values(message) if message else {"streaming": True})
+
+
+def spoken(o):
+    return reply_output(o.data).text
 
 
 def test_finals_of_every_session_are_decoded_in_one_batch() -> None:
     whisper = FakeWhisper()
     s = StreamingScheduler(WhisperSlots(whisper, partial_ms=0, batch=8), slots=4)  # type: ignore[arg-type]
     for rid in "abc":
-        s.inbox.put(IncomingMessage(rid, "new_request", {}))
-        s.inbox.put(chunk(rid, audio=np.zeros(1600, np.float32)))
-        s.inbox.put(chunk(rid, flush=0))
+        s.inbox.put(opened(rid, TranscribeStream()))
+        s.inbox.put(chunk(rid, UtteranceAudio(np.zeros(1600, np.float32))))
+        s.inbox.put(chunk(rid, UtteranceEnd(0)))
     s.start()
     try:
         got = drain(s, lambda g: len(g) >= 3)
         held = s.slots_used
     finally:
         s.stop()
-    assert sorted((o.request_id, o.data["final"], o.data["utterance"]) for o in got) == [
-        (rid, "1600 samples", 0) for rid in "abc"
+    assert sorted((o.request_id, asr_output(o.data)) for o in got) == [
+        (rid, FinalTranscript(0, "1600 samples")) for rid in "abc"
     ]
     assert whisper.batches == [3]
     assert held == 3  # the sessions keep their slots between utterances
@@ -69,58 +93,63 @@ def test_finals_of_every_session_are_decoded_in_one_batch() -> None:
 def test_partials_come_as_audio_grows_and_a_one_shot_takes_no_slot() -> None:
     whisper = FakeWhisper()
     s = StreamingScheduler(WhisperSlots(whisper, partial_ms=500, batch=8), slots=1)  # type: ignore[arg-type]
-    s.inbox.put(IncomingMessage("live", "new_request", {}))
-    s.inbox.put(chunk("live", audio=np.zeros(16000, np.float32)))  # 1 s: past the first partial
-    s.inbox.put(IncomingMessage("clip", "new_request", {"clip": np.zeros(800, np.float32)}))
+    s.inbox.put(opened("live", TranscribeStream()))
+    s.inbox.put(chunk("live", UtteranceAudio(np.zeros(16000, np.float32))))  # 1 s: past the first partial
+    s.inbox.put(opened("clip", TranscribeClip(np.zeros(800, np.float32))))
     s.start()
     try:
         got = drain(
-            s, lambda g: any(o.request_id == "clip" for o in g) and any("partial" in o.data for o in g)
+            s,
+            lambda g: (
+                any(o.request_id == "clip" for o in g)
+                and any(isinstance(asr_output(o.data), PartialTranscript) for o in g)
+            ),
         )
         s.inbox.put(IncomingMessage("live", "stream_done", {}))
         got += drain(s, lambda g: any(o.type == "result" and o.request_id == "live" for o in g))
     finally:
         s.stop()
     clip = next(o for o in got if o.request_id == "clip")
-    assert clip.type == "result" and clip.data == {"text": "800 samples"}
-    assert any(o.data.get("partial") == "16000 samples" for o in got)
+    assert clip.type == "result" and asr_output(clip.data) == ClipTranscript("800 samples")
+    assert PartialTranscript(0, "16000 samples") in [asr_output(o.data) for o in got]
     assert s.slots_used == 0
 
 
 def test_replies_are_spoken_sentence_by_sentence_and_interleaved() -> None:
     s = StreamingScheduler(TtsSlots(FakeTts()), slots=2)
     for rid in "ab":
-        s.inbox.put(IncomingMessage(rid, "new_request", {"streaming": True}))
+        s.inbox.put(opened(rid))
+        s.inbox.put(chunk(rid, VoiceChunk("x")))
         for word in ["Hello", " there.", " How", " are", " you", " today?"]:
-            s.inbox.put(chunk(rid, word=word, tts={"voice": "x"}))
-        s.inbox.put(IncomingMessage(rid, "stream_done", {"text": "ignored"}))
+            s.inbox.put(chunk(rid, WordChunk(word)))
+        s.inbox.put(IncomingMessage(rid, "stream_done", to_values(ReplyWritten("ignored", 6))))
     s.start()
     try:
         got = drain(s, lambda g: sum(o.type == "result" for o in g) == 2)
     finally:
         s.stop()
-    spoken = [(o.request_id, o.data["text"]) for o in got if o.type == "stream"]
-    assert [t for r, t in spoken if r == "a"] == ["Hello there.", "How are you today?"]
-    order = [r for r, _ in spoken]
+    said = [(o.request_id, spoken(o)) for o in got if o.type == "stream"]
+    assert [t for r, t in said if r == "a"] == ["Hello there.", "How are you today?"]
+    order = [r for r, _ in said]
     assert order.index("b") < len(order) - 2  # b's first sentence did not wait for all of a's
-    assert all(o.data == {"sentences": 2} for o in got if o.type == "result")
+    assert all(o.data == to_values(ReplySpoken(2)) for o in got if o.type == "result")
 
 
 def test_every_first_sentence_is_spoken_before_any_second_one() -> None:
     s = StreamingScheduler(TtsSlots(FakeTts()), slots=3)
     for rid in "abc":
-        s.inbox.put(IncomingMessage(rid, "new_request", {"streaming": True}))
+        s.inbox.put(opened(rid))
         for word in ["One", " two.", " Three", " four", " five."]:
-            s.inbox.put(chunk(rid, word=word))
+            s.inbox.put(chunk(rid, WordChunk(word)))
         s.inbox.put(IncomingMessage(rid, "stream_done", {}))
     s.start()
     try:
         got = drain(s, lambda g: sum(o.type == "result" for o in g) == 3)
     finally:
         s.stop()
-    spoken = [(o.request_id, o.data["text"]) for o in got if o.type == "stream"]
-    assert spoken[:3] == [("a", "One two."), ("b", "One two."), ("c", "One two.")]
-    assert sorted(spoken[3:]) == [(r, "Three four five.") for r in "abc"]
+    said = [(o.request_id, spoken(o)) for o in got if o.type == "stream"]
+    assert said[:3] == [("a", "One two."), ("b", "One two."), ("c", "One two.")]
+    assert sorted(said[3:]) == [(r, "Three four five.") for r in "abc"]
 
 
 class GatedTts(StreamingTts):
@@ -139,9 +168,9 @@ def test_a_first_sentence_leaves_without_waiting_for_another_reply_s() -> None:
     tts = GatedTts()
     s = StreamingScheduler(TtsSlots(tts), slots=2)
     for rid, first in (("a", "Hello"), ("b", "Slowly")):
-        s.inbox.put(IncomingMessage(rid, "new_request", {"streaming": True}))
+        s.inbox.put(opened(rid))
         for word in [first, " there.", " And"]:  # a sentence is whole once the next one starts
-            s.inbox.put(chunk(rid, word=word))
+            s.inbox.put(chunk(rid, WordChunk(word)))
     s.start()
     try:
         got = drain(s, lambda g: any(o.request_id == "a" and o.type == "stream" for o in g))
@@ -155,13 +184,13 @@ def test_a_first_sentence_leaves_without_waiting_for_another_reply_s() -> None:
 
 def test_an_empty_reply_still_ends() -> None:
     s = StreamingScheduler(TtsSlots(FakeTts()), slots=1)
-    s.inbox.put(IncomingMessage("r", "new_request", {"text": "", "words": 0}))
+    s.inbox.put(opened("r", ReplyWritten("", 0)))
     s.start()
     try:
         (out,) = drain(s, lambda g: len(g) >= 1)
     finally:
         s.stop()
-    assert out.type == "result" and out.data == {"sentences": 0}
+    assert out.type == "result" and out.data == to_values(ReplySpoken(0))
 
 
 def test_a_conversation_goes_back_to_its_kv_slot() -> None:

@@ -11,6 +11,14 @@ import pytest
 from fake_openai_service import FakeOpenAIService, fake_reply
 from omnivox.core.config import Settings
 from omnivox.pipeline.models.registry import build_scheduler
+from omnivox.pipeline.models.voice_chunks import (
+    ReplyPrompt,
+    ReplyWritten,
+    VoiceChunk,
+    WordChunk,
+    llm_output,
+    to_values,
+)
 from omnivox.pipeline.scheduler import IncomingMessage
 from omnivox.pipeline.spec import StageSpec
 
@@ -47,21 +55,23 @@ def drain(s, until, timeout=10.0):
 
 def test_a_reply_streams_word_by_word_from_the_remote_server(stage, service) -> None:
     assert stage.info["model"] != "echo"
-    tts = {"voice": "v", "speed": 1.0}
-    stage.inbox.put(IncomingMessage("r", "new_request", {"messages": USER, "tts": tts, "max_tokens": 64}))
+    prompt = ReplyPrompt(USER, max_tokens=64, voice="v", speed=1.0)
+    stage.inbox.put(IncomingMessage("r", "new_request", to_values(prompt)))
     got = drain(stage, lambda g: any(m.type == "result" for m in g))
-    words = [m.data["word"] for m in got if m.type == "stream" and "word" in m.data]
+    streamed = [llm_output(m.data) for m in got if m.type == "stream"]
+    words = [c.text for c in streamed if isinstance(c, WordChunk)]
     assert "".join(words).strip() == fake_reply(USER)
-    first = next(m.data for m in got if m.type == "stream" and "word" in m.data)
-    assert first["tts"] == tts  # the TTS stage reading the stream learns the voice from it
-    assert got[-1].type == "result" and got[-1].data["words"] == len(words)
+    before_words = streamed[: next(i for i, c in enumerate(streamed) if isinstance(c, WordChunk))]
+    # the TTS stage reading the stream learns the voice from it, before the first word
+    assert VoiceChunk("v", 1.0) in before_words
+    assert got[-1].type == "result" and got[-1].data == to_values(ReplyWritten("".join(words), len(words)))
     assert service.state.requests[-1]["model"] == "fake-model"
 
 
 def test_an_abort_stops_the_remote_stream_and_frees_the_slot(stage, service) -> None:
     service.state.token_delay_s = 0.2
-    stage.inbox.put(IncomingMessage("r", "new_request", {"messages": USER}))
-    drain(stage, lambda g: any("word" in m.data for m in g))
+    stage.inbox.put(IncomingMessage("r", "new_request", to_values(ReplyPrompt(USER))))
+    drain(stage, lambda g: any(m.data.get("type") == "word" for m in g))
     stage.abort("r")
     deadline = time.monotonic() + 10
     while stage.load()["running"] or not service.state.chat_disconnected:

@@ -9,10 +9,33 @@ import numpy as np
 import pytest
 
 from omnivox.core.config import Settings
+from omnivox.core.errors import BadPipelineMessage
 from omnivox.pipeline.models.asr import MIN_PARTIAL_S, WhisperSlots
 from omnivox.pipeline.models.llm import ServerSlots, SlotAffinity, reply_runner
 from omnivox.pipeline.models.registry import MODELS, build_scheduler
 from omnivox.pipeline.models.tts import TtsSlots
+from omnivox.pipeline.models.voice_chunks import (
+    ClipTranscript,
+    FinalTranscript,
+    FirstTokenChunk,
+    PartialTranscript,
+    ReplyPrompt,
+    ReplySpoken,
+    ReplyWritten,
+    SpeakText,
+    SpokenChunk,
+    StreamTranscribed,
+    TranscribeClip,
+    TranscribeStream,
+    UtteranceAudio,
+    UtteranceDrop,
+    UtteranceEnd,
+    VoiceChunk,
+    WordChunk,
+    llm_output,
+    reply_output,
+    to_values,
+)
 from omnivox.pipeline.schedulers.ar import ARScheduler
 from omnivox.pipeline.schedulers.parallel import ParallelScheduler
 from omnivox.pipeline.schedulers.simple import SimpleScheduler
@@ -38,121 +61,141 @@ def audio(seconds: float) -> np.ndarray:
     return np.zeros(int(seconds * ASR_RATE), np.float32)
 
 
+def sound(seconds: float) -> dict:
+    return to_values(UtteranceAudio(audio(seconds)))
+
+
+def end(utterance: int) -> dict:
+    return to_values(UtteranceEnd(utterance))
+
+
+def final(utterance: int, text: str) -> tuple[str, dict]:
+    return ("stream", to_values(FinalTranscript(utterance, text)))
+
+
+STREAM = to_values(TranscribeStream())
+
+
 # ---- ASR
 
 
 def test_asr_a_clip_takes_no_slot_and_ends_with_its_text() -> None:
     asr = FakeWhisper()
     h = WhisperSlots(asr, partial_ms=0, batch=4)
-    assert h.needs_slot({}) and not h.needs_slot({"clip": [0.0]})
-    state = h.open(None, {"clip": [0.0] * 1600})
+    clip = to_values(TranscribeClip(np.zeros(1600, np.float32)))
+    assert h.needs_slot(STREAM) and h.needs_slot({"streaming": True}) and not h.needs_slot(clip)
+    state = h.open(None, clip)
     assert state.oneshot and state.ended and h.pending(state)
-    assert h.step([state]) == [[("result", {"text": "1600"})]]
+    assert h.step([state]) == [[("result", to_values(ClipTranscript("1600")))]]
     assert not h.pending(state)
 
 
 def test_asr_a_flush_gives_the_final_of_that_utterance() -> None:
     h = WhisperSlots(FakeWhisper(), partial_ms=0, batch=4)
-    state = h.open(0, {})
+    state = h.open(0, STREAM)
     assert not h.pending(state)
-    h.chunk(state, {"audio": audio(0.5)})
-    h.chunk(state, {"audio": audio(0.25)})
+    h.chunk(state, sound(0.5))
+    h.chunk(state, sound(0.25))
     assert not h.pending(state)  # no partials, no final yet
-    h.chunk(state, {"flush": 3})
+    h.chunk(state, end(3))
     assert h.pending(state) and state.utterance == 4 and state.samples == 0
-    assert h.step([state]) == [[("stream", {"final": str(int(0.75 * ASR_RATE)), "utterance": 3})]]
+    assert h.step([state]) == [[final(3, str(int(0.75 * ASR_RATE)))]]
     assert state.heard == 1
 
 
-def test_asr_audio_with_a_flush_in_the_same_chunk_belongs_to_that_utterance() -> None:
+def test_asr_a_chunk_that_is_not_one_is_refused() -> None:
     h = WhisperSlots(FakeWhisper(), partial_ms=0, batch=4)
-    state = h.open(0, {})
-    h.chunk(state, {"audio": audio(0.5), "flush": 0})
-    (out,) = h.step([state])
-    assert out == [("stream", {"final": str(int(0.5 * ASR_RATE)), "utterance": 0})]
+    state = h.open(0, STREAM)
+    for bad in ({}, {"audio": audio(0.5), "flush": 0}, to_values(WordChunk("hi")), {"type": "utterance_end"}):
+        with pytest.raises(BadPipelineMessage):
+            h.chunk(state, bad)
+    with pytest.raises(BadPipelineMessage):
+        h.chunk(state, {"type": "utterance_audio", "audio": [0.0, 0.1]})  # a list is not an array
+    assert state.samples == 0 and not state.finals
 
 
 def test_asr_drop_forgets_the_utterance_in_progress() -> None:
     h = WhisperSlots(FakeWhisper(), partial_ms=0, batch=4)
-    state = h.open(0, {})
-    h.chunk(state, {"audio": audio(1.0)})
-    h.chunk(state, {"drop": True})
+    state = h.open(0, STREAM)
+    h.chunk(state, sound(1.0))
+    h.chunk(state, to_values(UtteranceDrop()))
     assert state.samples == 0 and state.utterance == 1
-    h.chunk(state, {"flush": 1})
-    assert h.step([state]) == [[("stream", {"final": "0", "utterance": 1})]]  # nothing of the dropped audio
+    h.chunk(state, end(1))
+    assert h.step([state]) == [[final(1, "0")]]  # nothing of the dropped audio
 
 
 def test_asr_the_end_of_the_stream_reports_how_many_finals_were_heard() -> None:
     h = WhisperSlots(FakeWhisper(), partial_ms=0, batch=4)
-    state = h.open(0, {})
-    h.chunk(state, {"audio": audio(0.1), "flush": 0})
-    h.chunk(state, {"audio": audio(0.1), "flush": 1})
+    state = h.open(0, STREAM)
+    for n in range(2):
+        h.chunk(state, sound(0.1))
+        h.chunk(state, end(n))
     h.done(state, {})
     (out,) = h.step([state])
     assert [kind for kind, _ in out] == ["stream", "stream", "result"]
-    assert out[-1] == ("result", {"utterances": 2})
+    assert out[-1] == ("result", to_values(StreamTranscribed(2)))
 
 
 def test_asr_finals_wait_for_room_in_the_batch_and_the_result_waits_for_them() -> None:
     asr = FakeWhisper()
     h = WhisperSlots(asr, partial_ms=0, batch=2)
-    state = h.open(0, {})
+    state = h.open(0, STREAM)
     for n in range(3):
-        h.chunk(state, {"audio": audio(0.1), "flush": n})
+        h.chunk(state, sound(0.1))
+        h.chunk(state, end(n))
     h.done(state, {})
     first = h.step([state])[0]
-    assert [d["utterance"] for _, d in first] == [0, 1]  # no result while a final waits
+    assert first == [final(0, "1600"), final(1, "1600")]  # no result while a final waits
     second = h.step([state])[0]
-    assert second == [
-        ("stream", {"final": str(int(0.1 * ASR_RATE)), "utterance": 2}),
-        ("result", {"utterances": 3}),
-    ]
+    assert second == [final(2, str(int(0.1 * ASR_RATE))), ("result", to_values(StreamTranscribed(3)))]
     assert asr.batches == [[1600, 1600], [1600]]
     assert h.load()["decode_calls"] == 2.0 and h.load()["decode_max_batch"] == 2.0
 
 
 def test_asr_partials_come_once_enough_new_audio_arrived() -> None:
     h = WhisperSlots(FakeWhisper(), partial_ms=200, batch=4)
-    state = h.open(0, {})
-    h.chunk(state, {"audio": audio(MIN_PARTIAL_S / 2)})
+    state = h.open(0, STREAM)
+    h.chunk(state, sound(MIN_PARTIAL_S / 2))
     assert not h._partial_due(state)
-    h.chunk(state, {"audio": audio(MIN_PARTIAL_S / 2)})
+    h.chunk(state, sound(MIN_PARTIAL_S / 2))
     assert h._partial_due(state)
     h._partials_after = 0.0
     out = h.step([state])[0]
-    assert out == [("stream", {"partial": str(int(MIN_PARTIAL_S * ASR_RATE)), "utterance": 0})]
+    assert out == [("stream", to_values(PartialTranscript(0, str(int(MIN_PARTIAL_S * ASR_RATE)))))]
     assert not h._partial_due(state)  # the next needs partial_ms more audio
-    h.chunk(state, {"audio": audio(0.2)})
+    h.chunk(state, sound(0.2))
     assert h._partial_due(state)
 
 
 def test_asr_no_partials_when_disabled_or_for_long_audio() -> None:
     off = WhisperSlots(FakeWhisper(), partial_ms=0, batch=4)
-    state = off.open(0, {})
-    off.chunk(state, {"audio": audio(2.0)})
+    state = off.open(0, STREAM)
+    off.chunk(state, sound(2.0))
     assert not off._partial_due(state)
     on = WhisperSlots(FakeWhisper(), partial_ms=200, batch=4)
-    long = on.open(0, {})
-    on.chunk(long, {"audio": audio(FakeWhisper.windows_s[-1])})  # past the last window's margin
+    long = on.open(0, STREAM)
+    on.chunk(long, sound(FakeWhisper.windows_s[-1]))  # past the last window's margin
     assert not on._partial_due(long)
 
 
 def test_asr_no_partial_in_a_step_that_has_a_final() -> None:
     h = WhisperSlots(FakeWhisper(), partial_ms=100, batch=4)
-    talking, ending = h.open(0, {}), h.open(1, {})
-    h.chunk(talking, {"audio": audio(1.0)})
-    h.chunk(ending, {"audio": audio(0.3), "flush": 0})
+    talking, ending = h.open(0, STREAM), h.open(1, STREAM)
+    h.chunk(talking, sound(1.0))
+    h.chunk(ending, sound(0.3))
+    h.chunk(ending, end(0))
     h._partials_after = 0.0
     outs = h.step([talking, ending])
     assert outs[0] == []  # the partial waits
-    assert outs[1][0][1]["final"] == str(int(0.3 * ASR_RATE))
+    assert outs[1][0] == final(0, str(int(0.3 * ASR_RATE)))
 
 
 def test_asr_close_forgets_everything() -> None:
     h = WhisperSlots(FakeWhisper(), partial_ms=0, batch=1)
-    state = h.open(0, {})
-    h.chunk(state, {"audio": audio(0.3), "flush": 0})
-    h.chunk(state, {"audio": audio(0.3)})
+    state = h.open(0, STREAM)
+    h.chunk(state, sound(0.3))
+    h.chunk(state, end(0))
+    h.chunk(state, sound(0.3))
     h.close(state)
     assert not state.finals and state.samples == 0 and not state.chunks
     h.reset_slot(0)  # nothing to do, and harmless
@@ -160,9 +203,8 @@ def test_asr_close_forgets_everything() -> None:
 
 def test_asr_empty_audio_chunks_are_ignored() -> None:
     h = WhisperSlots(FakeWhisper(), partial_ms=0, batch=1)
-    state = h.open(0, {})
-    h.chunk(state, {"audio": np.zeros(0, np.float32)})
-    h.chunk(state, {})
+    state = h.open(0, STREAM)
+    h.chunk(state, sound(0.0))
     assert state.samples == 0 and state.chunks == []
 
 
@@ -172,8 +214,9 @@ def test_asr_on_the_streaming_scheduler_a_session_holds_its_slot() -> None:
     s = StreamingScheduler(WhisperSlots(FakeWhisper(), partial_ms=0, batch=2), slots=1)
     s.start()
     try:
-        s.inbox.put(IncomingMessage("session", "new_request", {}))
-        s.inbox.put(IncomingMessage("session", "stream_chunk", {"audio": audio(0.1), "flush": 0}))
+        s.inbox.put(IncomingMessage("session", "new_request", STREAM))
+        s.inbox.put(IncomingMessage("session", "stream_chunk", sound(0.1)))
+        s.inbox.put(IncomingMessage("session", "stream_chunk", end(0)))
         s.inbox.put(IncomingMessage("session", "stream_done", {}))
         got = []
         import time
@@ -184,7 +227,7 @@ def test_asr_on_the_streaming_scheduler_a_session_holds_its_slot() -> None:
             got.extend(s.outbox.drain())
             time.sleep(0.002)
         assert [o.type for o in got] == ["stream", "result"]
-        assert got[-1].data == {"utterances": 1}
+        assert got[-1].data == to_values(StreamTranscribed(1))
     finally:
         s.stop()
         s.outbox.close()
@@ -212,7 +255,7 @@ def tts_handler():
 
 def test_tts_a_whole_text_is_spoken_and_ends(tts_handler) -> None:
     tts, h = tts_handler
-    state = h.open(0, {"text": "Hello there. How are you today?", "voice": "v1", "speed": 1.25})
+    state = h.open(0, to_values(SpeakText("Hello there. How are you today?", "v1", 1.25)))
     assert state.ended and state.voice == "v1" and state.speed == 1.25
     outs: list = []
     while h.pending(state):
@@ -221,27 +264,27 @@ def test_tts_a_whole_text_is_spoken_and_ends(tts_handler) -> None:
         if out and out[-1][0] == "result":
             break
     kinds = [k for k, _ in outs]
-    assert kinds[-1] == "result" and outs[-1][1] == {"sentences": state.spoken}
+    assert kinds[-1] == "result" and outs[-1][1] == to_values(ReplySpoken(state.spoken))
     assert state.spoken >= 1 and all(call[1:] == (tts.resolve_voice("v1"), 1.25) for call in tts.calls)
-    pieces = [d for k, d in outs if k == "stream"]
-    assert pieces and all(set(p) >= {"audio", "text", "synth_s", "starts_sentence"} for p in pieces)
-    assert sum(p["starts_sentence"] for p in pieces) == state.spoken
+    pieces = [reply_output(d) for k, d in outs if k == "stream"]
+    assert pieces and all(isinstance(p, SpokenChunk) for p in pieces)
+    assert sum(p.starts_sentence for p in pieces) == state.spoken
 
 
-def test_tts_words_make_sentences_and_the_first_word_carries_options(tts_handler) -> None:
+def test_tts_words_make_sentences_in_the_voice_sent_before_them(tts_handler) -> None:
     tts, h = tts_handler
-    state = h.open(0, {})
+    state = h.open(0, {"streaming": True})
     assert not h.pending(state)
-    h.chunk(state, {"word": "Hi", "tts": {"voice": "amy"}})
-    h.chunk(state, {"word": " there."})
-    h.chunk(state, {"word": " More"})
-    h.chunk(state, {"word": ""})  # an empty word is nothing
+    h.chunk(state, to_values(FirstTokenChunk(0.1)))  # the LLM's latency: nothing to say
+    h.chunk(state, to_values(VoiceChunk("amy")))
+    for word in ["Hi", " there.", " More", ""]:  # an empty word is nothing
+        h.chunk(state, to_values(WordChunk(word)))
     h.done(state, {})
     assert state.voice == "amy" and state.ended
     texts = []
     while True:
         (out,) = h.step([state])
-        texts += [d["text"] for k, d in out if k == "stream" and d["starts_sentence"]]
+        texts += [p.text for k, d in out if k == "stream" and (p := reply_output(d)).starts_sentence]
         if out and out[-1][0] == "result":
             break
     assert state.spoken == len({c[0] for c in tts.calls})
@@ -250,30 +293,30 @@ def test_tts_words_make_sentences_and_the_first_word_carries_options(tts_handler
 
 def test_tts_options_keep_their_earlier_values_when_absent(tts_handler) -> None:
     _, h = tts_handler
-    state = h.open(0, {"voice": "x", "speed": 0.5})
-    h.chunk(state, {"tts": {"voice": "", "speed": None}})
+    state = h.open(0, to_values(SpeakText("", "x", 0.5)))
+    h.chunk(state, to_values(VoiceChunk("", None)))
     assert state.voice == "x" and state.speed == 0.5
 
 
 def test_tts_an_empty_reply_ends_with_no_sentences(tts_handler) -> None:
     _, h = tts_handler
-    state = h.open(0, {})
+    state = h.open(0, {"streaming": True})
     h.done(state, {})
-    assert h.step([state]) == [[("result", {"sentences": 0})]]
+    assert h.step([state]) == [[("result", to_values(ReplySpoken(0)))]]
 
 
 def test_tts_the_reply_spoken_least_goes_first(tts_handler) -> None:
     _, h = tts_handler
-    ahead = h.open(0, {"text": "One. Two. Three."})
+    ahead = h.open(0, to_values(SpeakText("One. Two. Three.")))
     ahead.spoken = 5
-    behind = h.open(1, {"text": "Alpha. Beta."})
+    behind = h.open(1, to_values(ReplyWritten("Alpha. Beta.", 2)))
     outs = h.step([ahead, behind])
     assert outs[0] == [] and outs[1] and behind.spoken == 1
 
 
 def test_tts_close_stops_and_clears(tts_handler) -> None:
     _, h = tts_handler
-    state = h.open(0, {"text": "One. Two."})
+    state = h.open(0, to_values(SpeakText("One. Two.")))
     h.close(state)
     assert state.stop.is_set() and not state.sentences
     assert h.load()["sentences"] == 0.0
@@ -304,25 +347,18 @@ class ScriptedLlm(ChatLlm):
             raise EngineFailure("server went away")
 
 
-def test_llm_reply_streams_words_with_the_tts_options_on_the_first() -> None:
+def test_llm_reply_streams_words_after_the_voice_for_the_tts() -> None:
     llm = ScriptedLlm(["Hel", "lo wor", "ld, fr", "iend"])
     emitted: list[dict] = []
     run = reply_runner(llm)
-    result = run(
-        {
-            "messages": [{"role": "user", "content": "hi"}],
-            "temperature": 0.3,
-            "max_tokens": 9,
-            "tts": {"voice": "v"},
-        },
-        threading.Event(),
-        emitted.append,
-    )
-    assert "first_token_s" in emitted[0] and emitted[0]["first_token_s"] >= 0
-    words = [e for e in emitted if "word" in e]
-    assert words[0]["tts"] == {"voice": "v"} and all("tts" not in w for w in words[1:])
-    assert "".join(w["word"] for w in words) == "Hello world, friend"
-    assert result == {"text": "Hello world, friend", "words": len(words)}
+    prompt = ReplyPrompt([{"role": "user", "content": "hi"}], temperature=0.3, max_tokens=9, voice="v")
+    result = run(to_values(prompt), threading.Event(), emitted.append)
+    chunks = [llm_output(e) for e in emitted]
+    assert isinstance(chunks[0], FirstTokenChunk) and chunks[0].after_s >= 0
+    assert chunks[1] == VoiceChunk("v") and VoiceChunk("v") not in chunks[2:]
+    words = [c.text for c in chunks[2:] if isinstance(c, WordChunk)]
+    assert len(words) == len(chunks) - 2 and "".join(words) == "Hello world, friend"
+    assert result == to_values(ReplyWritten("Hello world, friend", len(words)))
     assert llm.params[0].temperature == 0.3 and llm.params[0].max_tokens == 9
     assert llm.params[0].cache_slot is None
     assert llm.messages[0][0].content == "hi"
@@ -330,23 +366,23 @@ def test_llm_reply_streams_words_with_the_tts_options_on_the_first() -> None:
 
 def test_llm_an_empty_reply() -> None:
     emitted: list[dict] = []
-    result = reply_runner(ScriptedLlm([]))({}, threading.Event(), emitted.append)
-    assert result == {"text": "", "words": 0} and emitted == []
+    result = reply_runner(ScriptedLlm([]))(to_values(ReplyPrompt([])), threading.Event(), emitted.append)
+    assert result == to_values(ReplyWritten("", 0)) and emitted == []
 
 
 def test_llm_a_set_stop_emits_no_words() -> None:
     stop = threading.Event()
     stop.set()
     emitted: list[dict] = []
-    result = reply_runner(ScriptedLlm(["one two three "]))({}, stop, emitted.append)
-    assert [e for e in emitted if "word" in e] == [] and result["words"] == 0
+    result = reply_runner(ScriptedLlm(["one two three "]))(to_values(ReplyPrompt([])), stop, emitted.append)
+    assert [e for e in emitted if e["type"] == "word"] == [] and result == to_values(ReplyWritten("", 0))
 
 
 def test_llm_a_failure_propagates_and_gives_the_slot_back() -> None:
     affinity = SlotAffinity(1)
     run = reply_runner(ScriptedLlm(["a "], fail=True), affinity)
     with pytest.raises(Exception, match="server went away"):
-        run({"session": "s"}, threading.Event(), lambda v: None)
+        run(to_values(ReplyPrompt([], session="s")), threading.Event(), lambda v: None)
     assert affinity.take("other") == 0  # the slot is free again
 
 
@@ -354,12 +390,11 @@ def test_llm_the_session_picks_the_cache_slot() -> None:
     llm = ScriptedLlm(["ok "])
     affinity = SlotAffinity(2)
     run = reply_runner(llm, affinity)
-    run({"session": "a"}, threading.Event(), lambda v: None)
-    run({"session": "b"}, threading.Event(), lambda v: None)
-    run({"session": "a"}, threading.Event(), lambda v: None)
+    for session in "aba":
+        run(to_values(ReplyPrompt([], session=session)), threading.Event(), lambda v: None)
     slots = [p.cache_slot for p in llm.params]
     assert slots[0] == slots[2] and slots[0] != slots[1]
-    run({}, threading.Event(), lambda v: None)  # no session: the runtime picks
+    run(to_values(ReplyPrompt([])), threading.Event(), lambda v: None)  # no session: the runtime picks
     assert llm.params[-1].cache_slot is None
 
 
