@@ -34,7 +34,7 @@ from omnivox.bench.table import percentile, print_table, write_json
 from omnivox.pipeline.builtin import build_builtin
 from omnivox.pipeline.client import PipelineClient
 from omnivox.pipeline.coordinator import Coordinator
-from omnivox.pipeline.relay import Relay
+from omnivox.pipeline.relay import PayloadRelay
 from omnivox.pipeline.spec import load_spec
 from omnivox.pipeline.stage import Stage
 
@@ -122,7 +122,7 @@ def _one(client: PipelineClient, values: dict) -> None:
 def measure(
     address: str, audio_ms: int, args: argparse.Namespace, shm: bool = True, key: str | None = None
 ) -> dict[str, float]:
-    client = PipelineClient(address, name="bench", relay=Relay(use_shm=shm), key=key)
+    client = PipelineClient(address, name="bench", relay=PayloadRelay(use_shm=shm), key=key)
     try:
         _ready(client)
         values = {"n": 1}

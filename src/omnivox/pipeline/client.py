@@ -43,7 +43,7 @@ from omnivox.pipeline.messages import (
     Submit,
     Welcome,
 )
-from omnivox.pipeline.relay import Relay, host_id
+from omnivox.pipeline.relay import PayloadRelay, host_id
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +127,7 @@ class PipelineClient:
         name: str = "client",
         heartbeat_s: float = 0.2,
         lost_after_s: float = 1.5,
-        relay: Relay | None = None,
+        relay: PayloadRelay | None = None,
         context: zmq.Context[Any] | None = None,
         key: str | None = None,
     ) -> None:
@@ -137,7 +137,7 @@ class PipelineClient:
         self.name = name
         self.heartbeat_s = heartbeat_s
         self.lost_after_s = lost_after_s
-        self.relay = relay or Relay()
+        self.relay = relay or PayloadRelay()
         self._relay_lock = threading.Lock()
         self._ctx = context or zmq.Context.instance()
         self._outgoing: queue.SimpleQueue[tuple[Message, Sequence[Any]]] = queue.SimpleQueue()

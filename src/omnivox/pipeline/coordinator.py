@@ -45,7 +45,7 @@ from omnivox.pipeline.messages import (
     Submit,
     Welcome,
 )
-from omnivox.pipeline.relay import Relay
+from omnivox.pipeline.relay import PayloadRelay
 from omnivox.pipeline.requests import RequestState, TrackedRequest
 from omnivox.pipeline.scheduler import Tombstones
 from omnivox.pipeline.spec import PipelineSpec
@@ -65,7 +65,7 @@ class Coordinator:
         lost_after_s: float = 3.0,
         client_lost_after_s: float = 3.0,
         request_wait_s: float = 3.0,
-        relay: Relay | None = None,
+        relay: PayloadRelay | None = None,
         context: zmq.Context[Any] | None = None,
         key: str | None = None,
     ) -> None:
@@ -75,7 +75,7 @@ class Coordinator:
         self.lost_after_s = lost_after_s
         self.client_lost_after_s = client_lost_after_s
         self.request_wait_s = request_wait_s
-        self.relay = relay or Relay()
+        self.relay = relay or PayloadRelay()
         self._ctx = context or zmq.Context.instance()
         self.router = transport.socket(self._ctx, zmq.ROUTER, curve=transport.curve_keys(key), server=True)
         try:

@@ -71,9 +71,9 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def relay_from(settings: Any) -> Relay:
+def relay_from(settings: Any) -> PayloadRelay:
     """A relay with the limits of ``PipelineSettings`` (``settings`` has its fields)."""
-    return Relay(
+    return PayloadRelay(
         max_payload_bytes=settings.relay_max_payload_bytes,
         capacity_bytes=settings.relay_capacity_bytes,
         use_shm=settings.relay_shared_memory,
@@ -88,7 +88,7 @@ def segments() -> list[str]:
         return []
 
 
-class Relay:
+class PayloadRelay:
     """One process's side of the relay (not thread-safe: one IO loop uses it)."""
 
     def __init__(

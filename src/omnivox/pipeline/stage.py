@@ -44,7 +44,7 @@ from omnivox.pipeline.messages import (
     StreamDone,
     Submit,
 )
-from omnivox.pipeline.relay import Relay, host_id
+from omnivox.pipeline.relay import PayloadRelay, host_id
 from omnivox.pipeline.scheduler import IncomingMessage, OutgoingMessage, Scheduler, Tombstones
 
 log = logging.getLogger(__name__)
@@ -71,7 +71,7 @@ class Stage:
         host: str = "127.0.0.1",
         port: int = 0,
         advertise: str | None = None,
-        relay: Relay | None = None,
+        relay: PayloadRelay | None = None,
         heartbeat_s: float = 0.2,
         context: zmq.Context[Any] | None = None,
         key: str | None = None,
@@ -79,7 +79,7 @@ class Stage:
         """``key``: the worker key; with one, every socket of the stage speaks CurveZMQ."""
         self.name = name
         self.scheduler = scheduler
-        self.relay = relay or Relay()
+        self.relay = relay or PayloadRelay()
         self.heartbeat_s = heartbeat_s
         self._ctx = context or zmq.Context.instance()
         self._curve = transport.curve_keys(key)

@@ -50,7 +50,7 @@ class Parser:
 
 
 @dataclass(frozen=True)
-class TurnStart:
+class TurnRoute:
     """What the gateway needs to route a turn: the hash of the history the turn continues."""
 
     history_hash: str | None
@@ -130,7 +130,7 @@ class WireProtocol(ABC):
 
     # ---- turn scope
 
-    def turn_start(self, msg: Any) -> TurnStart | None:
+    def turn_start(self, msg: Any) -> TurnRoute | None:
         """A turn-scoped protocol: the routing of the turn ``msg`` opens (None: it opens none)."""
         return None
 

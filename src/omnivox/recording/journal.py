@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from omnivox.protocol.timelines.reader import ErrorEvent, Event, Figures, Marker, Text, TurnEnd, TurnStart
+from omnivox.protocol.timelines.reader import ErrorEvent, Event, Marker, Text, TurnEnd, TurnFigures, TurnStart
 
 
 def describe(event: Event) -> dict[str, Any]:
@@ -33,7 +33,7 @@ def describe(event: Event) -> dict[str, Any]:
         return line
     if isinstance(event, ErrorEvent):
         return {"type": "error", "code": event.code, "message": event.message}
-    if isinstance(event, Figures):
+    if isinstance(event, TurnFigures):
         return {"type": "figures", "values": event.values, "next_turn": event.next_turn}
     if isinstance(event, Marker):
         return {"type": "marker", "name": event.name, **({"detail": event.detail} if event.detail else {})}

@@ -22,7 +22,7 @@ from omnivox.core.errors import GenerationInProgress, OmnivoxError, PrefillRequi
 from omnivox.engines.base import OUTPUT_SAMPLE_RATE, GenerateParams, GenResult, PrefillStats
 from omnivox.protocol import streaming as sp
 from omnivox.protocol.chat import ImagePart, history_hash
-from omnivox.protocol.control.internal import Metrics, TurnEnd
+from omnivox.protocol.control.internal import Metrics, TurnEndReport
 from omnivox.video.frames import check_image_b64
 from omnivox.worker.handler import SessionHandler
 
@@ -157,7 +157,7 @@ class StreamingHandler(SessionHandler):
 
     def end_turn(self) -> None:
         """Tell the gateway the turn is over (before the client can hear it is)."""
-        self.internal(TurnEnd(cached_hash=history_hash(self.host.engine.held_messages())))
+        self.internal(TurnEndReport(cached_hash=history_hash(self.host.engine.held_messages())))
 
     def close_turn(self) -> None:
         """Behind a gateway a connection serves one turn; a direct client keeps its connection."""

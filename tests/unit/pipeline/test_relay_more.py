@@ -10,7 +10,7 @@ import pytest
 
 from omnivox.core.errors import BadPipelineMessage, PayloadLost, PayloadTooLarge, RelayFull
 from omnivox.pipeline.messages import ArrayRef, Payload
-from omnivox.pipeline.relay import DTYPES, Relay, host_id, relay_from, segments
+from omnivox.pipeline.relay import DTYPES, PayloadRelay, host_id, relay_from, segments
 
 
 def mine() -> list[str]:
@@ -25,14 +25,14 @@ def no_leaks():
 
 
 def test_empty_and_none_values_make_an_empty_payload() -> None:
-    relay = Relay()
+    relay = PayloadRelay()
     assert relay.pack(None, same_host=True) == (Payload(), [])
     assert relay.pack({}, same_host=False) == (Payload(), [])
     assert relay.unpack(Payload(), []) == {}
 
 
 def test_meta_only_values_round_trip_without_frames() -> None:
-    relay = Relay()
+    relay = PayloadRelay()
     payload, frames = relay.pack({"text": "hi", "n": 1, "d": {"k": [1, 2]}}, same_host=False)
     assert frames == [] and payload.arrays == {}
     assert relay.unpack(payload, frames) == {"text": "hi", "n": 1, "d": {"k": [1, 2]}}
@@ -40,7 +40,7 @@ def test_meta_only_values_round_trip_without_frames() -> None:
 
 @pytest.mark.parametrize("dtype", sorted(DTYPES))
 def test_every_allowed_dtype_round_trips_through_frames(dtype: str) -> None:
-    relay = Relay()
+    relay = PayloadRelay()
     array = (np.arange(12) % 2).astype(dtype).reshape(3, 4)
     payload, frames = relay.pack({"a": array}, same_host=False)
     out = relay.unpack(payload, [bytes(f) for f in frames])["a"]
@@ -50,7 +50,7 @@ def test_every_allowed_dtype_round_trips_through_frames(dtype: str) -> None:
 
 @pytest.mark.parametrize("dtype", ["float32", "int64", "bool"])
 def test_every_allowed_dtype_round_trips_through_shared_memory(dtype: str) -> None:
-    writer, reader = Relay(shm_min_bytes=1), Relay()
+    writer, reader = PayloadRelay(shm_min_bytes=1), PayloadRelay()
     array = (np.arange(64) % 3).astype(dtype)
     payload, frames = writer.pack({"a": array}, same_host=True)
     if writer.use_shm:
@@ -62,11 +62,11 @@ def test_every_allowed_dtype_round_trips_through_shared_memory(dtype: str) -> No
 @pytest.mark.parametrize("value", [np.array(["a", "b"]), np.array([object()]), np.zeros(2, np.complex64)])
 def test_arrays_of_other_dtypes_are_refused_when_packing(value: np.ndarray) -> None:
     with pytest.raises(TypeError):
-        Relay().pack({"a": value}, same_host=False)
+        PayloadRelay().pack({"a": value}, same_host=False)
 
 
 def test_a_non_contiguous_array_is_packed_as_its_values() -> None:
-    relay = Relay()
+    relay = PayloadRelay()
     array = np.arange(20, dtype=np.int32).reshape(4, 5)[:, ::2]
     assert not array.flags.c_contiguous
     payload, frames = relay.pack({"a": array}, same_host=False)
@@ -74,7 +74,7 @@ def test_a_non_contiguous_array_is_packed_as_its_values() -> None:
 
 
 def test_empty_arrays_keep_their_shape() -> None:
-    writer, reader = Relay(shm_min_bytes=1), Relay()
+    writer, reader = PayloadRelay(shm_min_bytes=1), PayloadRelay()
     values = {"empty": np.zeros((0, 3), np.float32), "one": np.array([7], np.int64)}
     for same_host in (False, True):
         payload, frames = writer.pack(values, same_host=same_host)
@@ -84,7 +84,7 @@ def test_empty_arrays_keep_their_shape() -> None:
 
 
 def test_received_arrays_are_read_only() -> None:
-    writer, reader = Relay(), Relay()
+    writer, reader = PayloadRelay(), PayloadRelay()
     big = np.ones(50_000, np.float32)
     payload, frames = writer.pack({"big": big, "small": np.arange(3)}, same_host=True)
     out = reader.unpack(payload, [bytes(f) for f in frames])
@@ -94,7 +94,7 @@ def test_received_arrays_are_read_only() -> None:
 
 
 def test_a_payload_exactly_at_the_limit_passes_and_one_byte_more_does_not() -> None:
-    relay = Relay(max_payload_bytes=100)
+    relay = PayloadRelay(max_payload_bytes=100)
     payload, frames = relay.pack({"a": np.zeros(100, np.uint8)}, same_host=False)
     assert relay.unpack(payload, frames)["a"].nbytes == 100
     with pytest.raises(PayloadTooLarge) as info:
@@ -103,21 +103,21 @@ def test_a_payload_exactly_at_the_limit_passes_and_one_byte_more_does_not() -> N
 
 
 def test_the_limit_counts_arrays_nested_in_dicts() -> None:
-    relay = Relay(max_payload_bytes=100)
+    relay = PayloadRelay(max_payload_bytes=100)
     with pytest.raises(PayloadTooLarge):
         relay.pack({"x": {"a": np.zeros(80, np.uint8)}, "y": {"b": np.zeros(80, np.uint8)}}, same_host=False)
     assert relay.bytes_sent == 0
 
 
 def test_bytes_sent_counts_array_bytes() -> None:
-    relay = Relay()
+    relay = PayloadRelay()
     relay.pack({"a": np.zeros(10, np.float32), "t": "x"}, same_host=False)
     relay.pack({"b": np.zeros(3, np.int16)}, same_host=False)
     assert relay.bytes_sent == 46
 
 
 def test_a_relay_without_shared_memory_always_uses_frames() -> None:
-    relay = Relay(use_shm=False)
+    relay = PayloadRelay(use_shm=False)
     payload, frames = relay.pack({"a": np.zeros(100_000, np.float32)}, same_host=True)
     assert payload.arrays["a"].segment is None and len(frames) == 1
     assert relay.segments_created == 0
@@ -137,7 +137,7 @@ def test_host_id_is_stable_and_short() -> None:
 
 
 def test_a_lost_segment_still_lets_the_others_be_consumed() -> None:
-    writer, reader = Relay(), Relay()
+    writer, reader = PayloadRelay(), PayloadRelay()
     payload, frames = writer.pack(
         {"a": np.zeros(100_000, np.float32), "b": np.ones(100_000, np.float32)}, same_host=True
     )
@@ -151,21 +151,21 @@ def test_a_lost_segment_still_lets_the_others_be_consumed() -> None:
 
 
 def test_an_oversized_payload_on_read_frees_every_segment() -> None:
-    writer = Relay()
+    writer = PayloadRelay()
     payload, frames = writer.pack(
         {"a": np.zeros(100_000, np.float32), "b": {"c": np.zeros(100_000, np.float32)}}, same_host=True
     )
     with pytest.raises(PayloadTooLarge):
-        Relay(max_payload_bytes=10).unpack(payload, frames)
+        PayloadRelay(max_payload_bytes=10).unpack(payload, frames)
     assert mine() == []
 
 
 def test_discard_consumes_segments_unread() -> None:
-    writer = Relay()
+    writer = PayloadRelay()
     payload, _ = writer.pack({"a": np.zeros(100_000, np.float32)}, same_host=True)
-    Relay().discard(payload)
-    Relay().discard(None)
-    Relay().discard(payload)  # twice is harmless
+    PayloadRelay().discard(payload)
+    PayloadRelay().discard(None)
+    PayloadRelay().discard(payload)  # twice is harmless
     assert mine() == []
     assert writer.outstanding_bytes() == 0
 
@@ -173,12 +173,12 @@ def test_discard_consumes_segments_unread() -> None:
 def test_discard_ignores_names_that_are_not_relay_segments(tmp_path) -> None:
     victim = tmp_path / "keep.txt"
     victim.write_text("x")
-    Relay().discard(Payload({}, {"a": ArrayRef("uint8", (1,), 1, segment=str(victim))}))
+    PayloadRelay().discard(Payload({}, {"a": ArrayRef("uint8", (1,), 1, segment=str(victim))}))
     assert victim.exists()
 
 
 def test_outstanding_bytes_track_unread_segments() -> None:
-    writer, reader = Relay(), Relay()
+    writer, reader = PayloadRelay(), PayloadRelay()
     one = writer.pack({"a": np.zeros(100_000, np.float32)}, same_host=True)
     two = writer.pack({"a": np.zeros(50_000, np.float32)}, same_host=True)
     if not writer.use_shm:
@@ -191,7 +191,7 @@ def test_outstanding_bytes_track_unread_segments() -> None:
 
 
 def test_the_capacity_is_relay_full_as_data_and_frames_are_not_counted() -> None:
-    writer = Relay(capacity_bytes=500_000)
+    writer = PayloadRelay(capacity_bytes=500_000)
     kept = writer.pack({"a": np.zeros(100_000, np.float32)}, same_host=True)
     if not writer.use_shm:
         return
@@ -199,21 +199,21 @@ def test_the_capacity_is_relay_full_as_data_and_frames_are_not_counted() -> None
         writer.pack({"a": np.zeros(100_000, np.float32)}, same_host=True)
     assert info.value.code == "relay_full"
     writer.pack({"a": np.zeros(100_000, np.float32)}, same_host=False)  # frames need no capacity
-    Relay().unpack(*kept)
+    PayloadRelay().unpack(*kept)
 
 
 def test_close_unlinks_whatever_is_unread() -> None:
-    writer = Relay()
+    writer = PayloadRelay()
     payload, frames = writer.pack({"a": np.zeros(100_000, np.float32)}, same_host=True)
     writer.close()
     assert mine() == [] and writer.outstanding_bytes() == 0
     if writer.use_shm:
         with pytest.raises(PayloadLost):
-            Relay().unpack(payload, frames)
+            PayloadRelay().unpack(payload, frames)
 
 
 def test_sweep_unlinks_own_orphans_only_once_they_are_old() -> None:
-    writer = Relay(orphan_after_s=3600)
+    writer = PayloadRelay(orphan_after_s=3600)
     writer.pack({"a": np.zeros(100_000, np.float32)}, same_host=True)
     if not writer.use_shm:
         return
@@ -237,29 +237,29 @@ def test_sweep_unlinks_own_orphans_only_once_they_are_old() -> None:
 )
 def test_more_references_that_do_not_add_up(ref: ArrayRef) -> None:
     with pytest.raises(BadPipelineMessage):
-        Relay().unpack(Payload({}, {"a": ref}), [b"\x00" * 4])
+        PayloadRelay().unpack(Payload({}, {"a": ref}), [b"\x00" * 4])
 
 
 def test_a_segment_smaller_than_its_reference_is_refused_and_consumed() -> None:
-    writer = Relay()
+    writer = PayloadRelay()
     payload, _ = writer.pack({"a": np.zeros(10_000, np.float32)}, same_host=True)
     if not writer.use_shm:
         return
     ref = payload.arrays["a"]
     lying = Payload({}, {"a": ArrayRef("float32", (20_000,), 80_000, segment=ref.segment)})
     with pytest.raises(BadPipelineMessage):
-        Relay().unpack(lying, [])
+        PayloadRelay().unpack(lying, [])
     assert ref.segment not in segments()
 
 
 def test_a_missing_segment_of_a_valid_name_is_payload_lost() -> None:
     ref = ArrayRef("float32", (1,), 4, segment="ovx_999999_0_0123abcd")
     with pytest.raises(PayloadLost):
-        Relay().unpack(Payload({}, {"a": ref}), [])
+        PayloadRelay().unpack(Payload({}, {"a": ref}), [])
 
 
 def test_unpacked_meta_is_not_the_payload_meta() -> None:
-    relay = Relay()
+    relay = PayloadRelay()
     payload, frames = relay.pack({"text": "x", "a": np.arange(2)}, same_host=False)
     out = relay.unpack(payload, frames)
     out["text"] = "changed"
@@ -268,14 +268,14 @@ def test_unpacked_meta_is_not_the_payload_meta() -> None:
 
 @pytest.mark.parametrize("same_host", [True, False])
 def test_a_scalar_array_keeps_its_zero_dimensions(same_host: bool) -> None:
-    writer, reader = Relay(shm_min_bytes=0), Relay()
+    writer, reader = PayloadRelay(shm_min_bytes=0), PayloadRelay()
     payload, frames = writer.pack({"a": np.array(7, np.int64)}, same_host=same_host)
     out = reader.unpack(payload, [bytes(f) for f in frames])["a"]
     assert out.shape == () and int(out) == 7
 
 
 def test_an_empty_array_never_becomes_a_segment() -> None:
-    writer, reader = Relay(shm_min_bytes=0), Relay()
+    writer, reader = PayloadRelay(shm_min_bytes=0), PayloadRelay()
     payload, frames = writer.pack({"a": np.zeros((0, 3), np.float32)}, same_host=True)
     assert payload.arrays["a"].segment is None and writer.segments_created == 0
     assert reader.unpack(payload, [bytes(f) for f in frames])["a"].shape == (0, 3)

@@ -36,7 +36,7 @@ from omnivox.connection.sockets import PeerGone, Socket
 from omnivox.core.errors import InvalidMessage, NotFound
 from omnivox.core.ids import new_id
 from omnivox.core.transitions import Machine
-from omnivox.gateway.edges.call_audio import Playout, hear
+from omnivox.gateway.edges.call_audio import WebRtcPlayout, hear
 from omnivox.gateway.edges.sidebands import Sidebands
 from omnivox.protocol.media import MediaBridge
 
@@ -99,7 +99,7 @@ class Call:
         self.connect_timeout_s = connect_timeout_s
         self.machine = Machine(TRANSITIONS, _S.CONNECTING, "call state")
         self.pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))  # host candidates: no STUN lookups
-        self.playout = Playout(bridge.output_rate, self._playback)
+        self.playout = WebRtcPlayout(bridge.output_rate, self._playback)
         self.pc.addTrack(self.playout)
         self.channel: Any = None
         self.end_reason: str | None = None

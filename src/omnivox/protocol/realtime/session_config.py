@@ -87,7 +87,7 @@ class AudioOutput(_Strict):
     speed: float = Field(1.0, ge=0.25, le=1.5)
 
 
-class Audio(_Strict):
+class AudioConfig(_Strict):
     input: AudioInput = Field(default_factory=AudioInput)
     output: AudioOutput = Field(default_factory=AudioOutput)
 
@@ -167,7 +167,7 @@ class SessionConfig(_Strict):
     instructions: str = ""
     output_modalities: list[Literal["text", "audio"]] = Field(default_factory=lambda: ["audio"], min_length=1)
     max_output_tokens: int | Literal["inf"] = "inf"
-    audio: Audio = Field(default_factory=Audio)
+    audio: AudioConfig = Field(default_factory=AudioConfig)
     tools: list[FunctionTool] = Field(default_factory=list, max_length=128)
     tool_choice: ToolChoice = "auto"
     parallel_tool_calls: bool = True

@@ -13,16 +13,16 @@ from __future__ import annotations
 from typing import Any
 
 from omnivox.protocol.timelines.reader import (
+    AssistantCutOff,
     Audio,
-    BargeIn,
     Config,
     Event,
-    Figures,
     Image,
     Marker,
     Text,
     TimelineReader,
     TurnEnd,
+    TurnFigures,
     TurnStart,
     b64,
     error_event,
@@ -74,12 +74,12 @@ class DuplexTimeline(TimelineReader):
         if msg.get("is_listen", True):
             if msg.get("end_of_turn") and self._speaking:
                 self._speaking = False
-                events += [BargeIn("yielded"), TurnEnd("assistant", status="interrupted")]
+                events += [AssistantCutOff("yielded"), TurnEnd("assistant", status="interrupted")]
             return events
         if not self._speaking:
             self._speaking = True
             events.append(TurnStart("assistant"))
-            events.append(Figures(_unit_figures(msg)))
+            events.append(TurnFigures(_unit_figures(msg)))
         if msg.get("text"):
             events.append(Text("assistant", str(msg["text"]), final=False))
         if msg.get("audio_data"):

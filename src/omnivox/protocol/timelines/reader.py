@@ -72,7 +72,7 @@ class TurnEnd:
 
 
 @dataclass(frozen=True)
-class BargeIn:
+class AssistantCutOff:
     """The user cut the assistant off: what the assistant had queued beyond this moment was not heard."""
 
     reason: str = "turn_detected"
@@ -85,7 +85,7 @@ class ErrorEvent:
 
 
 @dataclass(frozen=True)
-class Figures:
+class TurnFigures:
     """Latency and cost figures of the current turn (seconds, counts, flags)."""
 
     values: dict[str, float | int | bool]
@@ -114,7 +114,9 @@ class Config:
     values: dict[str, Any]
 
 
-TimelineEvent = Audio | Image | Text | TurnStart | TurnEnd | BargeIn | ErrorEvent | Figures | Marker
+TimelineEvent = (
+    Audio | Image | Text | TurnStart | TurnEnd | AssistantCutOff | ErrorEvent | TurnFigures | Marker
+)
 Event = TimelineEvent | RecordChoice | Config
 
 # what an internal metrics frame says about the current turn, under the names the timeline uses
@@ -157,7 +159,7 @@ def _internal(frame: str) -> list[Event]:
     values: dict[str, float | int | bool] = {
         name: value for name in _FIGURES if (value := getattr(report, name)) is not None
     }
-    return [Figures(values)] if values else []
+    return [TurnFigures(values)] if values else []
 
 
 def b64(text: object) -> bytes:

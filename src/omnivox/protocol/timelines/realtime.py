@@ -17,9 +17,9 @@ from typing import Any
 
 from omnivox.protocol.realtime.events import ga_type
 from omnivox.protocol.timelines.reader import (
+    AssistantCutOff,
     Audio,
     AudioEncoding,
-    BargeIn,
     Config,
     Event,
     Image,
@@ -140,9 +140,9 @@ class RealtimeTimeline(TimelineReader):
         details = response.get("status_details") if isinstance(response.get("status_details"), dict) else {}
         events: list[Event] = []
         if status == "cancelled" and details.get("reason") == "turn_detected":
-            events.append(BargeIn("turn_detected"))
+            events.append(AssistantCutOff("turn_detected"))
         elif status == "cancelled":
-            events.append(BargeIn(str(details.get("reason") or "cancelled")))
+            events.append(AssistantCutOff(str(details.get("reason") or "cancelled")))
         return [*events, TurnEnd("assistant", status=status)]
 
     def _session(self, session: dict[str, Any]) -> list[Event]:

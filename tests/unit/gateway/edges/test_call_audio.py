@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from omnivox.gateway.edges.call_audio import Playout
+from omnivox.gateway.edges.call_audio import WebRtcPlayout
 
 
 class Clock:
@@ -15,7 +15,7 @@ class Clock:
         return self.now
 
 
-async def frames(track: Playout, n: int, clock: Clock) -> list[np.ndarray]:
+async def frames(track: WebRtcPlayout, n: int, clock: Clock) -> list[np.ndarray]:
     out = []
     for _ in range(n):
         clock.now += 0.02  # never ahead of real time: recv does not wait
@@ -26,7 +26,7 @@ async def frames(track: Playout, n: int, clock: Clock) -> list[np.ndarray]:
 async def test_reply_audio_plays_then_stops_and_a_clear_cuts_it() -> None:
     said: list[tuple[str, str]] = []
     clock = Clock()
-    track = Playout(24000, lambda kind, rid: said.append((kind, rid)), clock=clock)
+    track = WebRtcPlayout(24000, lambda kind, rid: said.append((kind, rid)), clock=clock)
     pcm = (np.ones(480 * 3, "<i2") * 1000).tobytes()  # 60 ms
     track.push("r1", pcm)
     track.audio_over("r1")  # response.done came before the audio played

@@ -10,7 +10,7 @@ import pytest
 
 from omnivox.core.errors import InvalidMessage, NotFound, TooManySessions, Unauthorized
 from omnivox.gateway.edges import calls
-from omnivox.gateway.edges.call_audio import CHUNK_MS, FRAME_MS, Playout
+from omnivox.gateway.edges.call_audio import CHUNK_MS, FRAME_MS, WebRtcPlayout
 from omnivox.gateway.edges.client_keys import PREFIX, ClientKeys, Grant, is_ephemeral
 
 
@@ -149,7 +149,7 @@ def pcm(samples: int, value: int = 1000) -> bytes:
 
 def track():
     said: list[tuple[str, str]] = []
-    return Playout(RATE, lambda kind, rid: said.append((kind, rid)), clock=Clock(0.0)), said
+    return WebRtcPlayout(RATE, lambda kind, rid: said.append((kind, rid)), clock=Clock(0.0)), said
 
 
 def frame_values(raw: bytes) -> np.ndarray:
@@ -160,7 +160,7 @@ def test_the_frame_sizes():
     t, _ = track()
     assert FRAME_MS == 20 and CHUNK_MS == 40
     assert t._frame_bytes == FRAME * 2
-    assert Playout(16000, lambda k, r: None)._frame_bytes == 640
+    assert WebRtcPlayout(16000, lambda k, r: None)._frame_bytes == 640
 
 
 def test_an_empty_track_plays_silence_and_says_nothing():

@@ -17,9 +17,9 @@ from omnivox.core.errors import EngineFailure
 from omnivox.pipeline.builtin import CountRunner, EchoHandler
 from omnivox.pipeline.scheduler import (
     IncomingMessage,
-    Outbox,
     OutgoingMessage,
     Scheduler,
+    SchedulerOutbox,
     Tombstones,
     error_message,
 )
@@ -87,7 +87,7 @@ def started() -> Iterator[Callable[[Scheduler], Scheduler]]:
 def test_outbox_drain_takes_everything_and_clears_the_signal() -> None:
     import select
 
-    box = Outbox()
+    box = SchedulerOutbox()
     try:
         assert box.drain() == []
         assert select.select([box.fileno()], [], [], 0)[0] == []
@@ -104,7 +104,7 @@ def test_outbox_drain_takes_everything_and_clears_the_signal() -> None:
 
 
 def test_outbox_survives_more_puts_than_the_pipe_holds() -> None:
-    box = Outbox()
+    box = SchedulerOutbox()
     try:
         for i in range(100_000):
             box.put(OutgoingMessage(str(i), "stream", {}))
