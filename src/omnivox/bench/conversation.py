@@ -77,7 +77,7 @@ def _onsets(audio: np.ndarray) -> tuple[int, int]:
     return (int(loud[0]), int(loud[-1]) + 1) if len(loud) else (0, len(audio))
 
 
-class ConversationCaller(realtime.Caller):
+class ConversationCaller(realtime.RealtimeCaller):
     """``bench realtime``'s caller with a speakerphone and a script of interjections."""
 
     def __init__(self, url: str, speak: Any, noise: Any, args: argparse.Namespace, offset: int) -> None:

@@ -100,7 +100,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 @dataclass
-class CallerStats:
+class RealtimeCallerStats:
     v2v_s: list[float] = field(default_factory=list)
     heard_s: list[float] = field(default_factory=list)  # to the reply's first sound
     errors: list[str] = field(default_factory=list)
@@ -115,19 +115,19 @@ def _clip(text: str) -> tuple[np.ndarray, float]:
     return audio, (loud[-1] + 1) / RATE if len(loud) else len(audio) / RATE
 
 
-class Caller:
+class RealtimeCaller:
     """One simulated user: a microphone that never stops, a speaker that plays the replies."""
 
     def __init__(self, url: str, clips: list[tuple[np.ndarray, float]], args: argparse.Namespace) -> None:
         self.url = url
         self.clips = clips
         self.args = args
-        self.stats = CallerStats()
+        self.stats = RealtimeCallerStats()
         self._speech_end: float | None = None  # wall time the current turn's speech ended
         self._reply_done = asyncio.Event()
         self._playing_until = 0.0
 
-    async def run(self, turns: int, offset_s: float) -> CallerStats:
+    async def run(self, turns: int, offset_s: float) -> RealtimeCallerStats:
         await asyncio.sleep(offset_s)  # callers do not all start on the same frame
         try:
             async with websockets.connect(self.url, max_size=None, ping_interval=None) as ws:
@@ -235,12 +235,14 @@ def _rtf(metrics_text: str) -> dict[str, float]:
     }
 
 
-async def _load(base: str, users: int, clips: list, args: argparse.Namespace) -> list[CallerStats]:
+async def _load(base: str, users: int, clips: list, args: argparse.Namespace) -> list[RealtimeCallerStats]:
     if args.transport_now == "webrtc":
-        callers: list = [WebRtcCaller(base, clips, session_config(args), CallerStats()) for _ in range(users)]
+        callers: list = [
+            WebRtcCaller(base, clips, session_config(args), RealtimeCallerStats()) for _ in range(users)
+        ]
     else:
         url = base.replace("http://", "ws://") + "/v1/realtime"
-        callers = [Caller(url, clips, args) for _ in range(users)]
+        callers = [RealtimeCaller(url, clips, args) for _ in range(users)]
     # callers start spread over one turn's length, so they are at different points of their calls
     return await asyncio.gather(*(c.run(args.turns, SPREAD_S * i / users) for i, c in enumerate(callers)))
 

@@ -98,7 +98,7 @@ def test_duplex_summary_of_nothing():
 
 
 def test_duplex_row_without_a_recording_or_cpu():
-    r = bench_duplex.summarize([bench_duplex.CallerStats()])
+    r = bench_duplex.summarize([bench_duplex.DuplexCallerStats()])
     row = bench_duplex.row("tiny", 1, "inline", r)
     assert len(row) == len(bench_duplex.COLUMNS)
     assert row[:4] == ["tiny", 1, "inline", "off"]
@@ -112,13 +112,13 @@ def test_duplex_row_with_a_recording_and_cpu():
 
 
 def test_caller_stats_count_units_lagging_and_split_the_walls():
-    s = bench_duplex.CallerStats()
+    s = bench_duplex.DuplexCallerStats()
     s.add({"is_listen": True, "wall_clock_ms": 5.0, "lagging": False})
     s.add({"is_listen": False, "wall_clock_ms": 7.0, "lagging": 1})
     s.add({"is_listen": False, "wall_clock_ms": 9.0})
     assert s.units == 3 and s.lagging == 1
     assert s.listen_ms == [5.0] and s.speak_ms == [7.0, 9.0]
-    assert bench_duplex.CallerStats().listen_ms == []
+    assert bench_duplex.DuplexCallerStats().listen_ms == []
 
 
 def test_duplex_arguments_defaults():

@@ -9,7 +9,7 @@ from omnivox.bench import duplex as bench
 
 
 def test_summarize_splits_listen_and_speak_units_and_counts_lagging() -> None:
-    a, b = bench.CallerStats(), bench.CallerStats()
+    a, b = bench.DuplexCallerStats(), bench.DuplexCallerStats()
     for r in (
         {"is_listen": True, "wall_clock_ms": 10.0},
         {"is_listen": False, "wall_clock_ms": 2.0, "lagging": True},

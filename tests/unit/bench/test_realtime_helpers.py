@@ -200,7 +200,7 @@ def test_rss_of_this_process_and_of_none():
 
 
 def test_caller_stats_start_empty_and_do_not_share_lists():
-    a, b = bench.CallerStats(), bench.CallerStats()
+    a, b = bench.RealtimeCallerStats(), bench.RealtimeCallerStats()
     a.v2v_s.append(1.0)
     assert b.v2v_s == [] and b.heard_s == [] and b.errors == []
 
@@ -228,10 +228,10 @@ def delta(samples: np.ndarray, beta: bool = False) -> dict:
     return {"type": kind, "delta": base64.b64encode(samples.astype("<i2").tobytes()).decode()}
 
 
-def caller() -> bench.Caller:
+def caller() -> bench.RealtimeCaller:
     args = parse()
     args.mode = "server_vad"
-    return bench.Caller("ws://nowhere/v1/realtime", [], args)
+    return bench.RealtimeCaller("ws://nowhere/v1/realtime", [], args)
 
 
 @pytest.mark.parametrize("beta", [False, True])
