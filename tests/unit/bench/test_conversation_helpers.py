@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from omnivox.bench import conversation as conv
-from omnivox.bench.conversation_tally import COLUMNS, EVENTS, Tally, row
+from omnivox.bench.conversation import COLUMNS, EVENTS, Tally, row
 from omnivox.bench.speakerphone import Speakerphone
 
 # ---- the speakerphone
