@@ -31,9 +31,9 @@ import numpy as np
 import websockets
 
 from omnivox.audio.pcm import float32_to_b64
-from omnivox.bench.cluster import cluster
 from omnivox.bench.record_flag import add_record_argument, cpu_seconds, record_env, recorded, wait_finished
 from omnivox.bench.table import percentile, print_table, write_json
+from omnivox.testing.cluster import cluster
 
 RATE = 16000
 SENTENCES = (

@@ -29,7 +29,6 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from omnivox.bench.cluster import free_port
 from omnivox.bench.table import percentile, print_table, write_json
 from omnivox.pipeline.builtin import build_builtin
 from omnivox.pipeline.client import PipelineClient
@@ -37,6 +36,7 @@ from omnivox.pipeline.coordinator import Coordinator
 from omnivox.pipeline.relay import PayloadRelay
 from omnivox.pipeline.spec import load_spec
 from omnivox.pipeline.stage import Stage
+from omnivox.testing.cluster import free_port
 
 MESSAGES_PER_REQUEST = 6
 

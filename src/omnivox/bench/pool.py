@@ -16,15 +16,14 @@ import json
 import statistics
 import time
 import tracemalloc
-from pathlib import Path
 
 import websockets
 
-from omnivox.bench.cluster import cluster
-from omnivox.bench.table import print_table, write_json
+from omnivox.bench.table import print_table, rss_mb, write_json
 from omnivox.gateway.scheduling.pool import WorkerPool
 from omnivox.gateway.scheduling.states import WorkerState
 from omnivox.protocol.control.workers import Capabilities
+from omnivox.testing.cluster import cluster
 
 USER = [{"role": "user", "content": "hello"}]
 
@@ -35,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeats", type=int, default=20, help="dispatches timed per size")
 
 
-def _in_process(n: int, repeats: int) -> dict[str, float]:
+def in_process(n: int, repeats: int) -> dict[str, float]:
     async def go() -> dict[str, float]:
         pool = WorkerPool(max_queue_size=n + repeats + 10)
         w = pool.add_worker("http://bench")
@@ -69,13 +68,6 @@ def _in_process(n: int, repeats: int) -> dict[str, float]:
     return asyncio.run(go())
 
 
-def _rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
 async def _hold(ws_url: str, name: str):
     ws = await websockets.connect(f"{ws_url}/ws/streaming/{name}")
     await ws.send(json.dumps({"type": "prefill", "messages": USER}))
@@ -92,7 +84,7 @@ async def _until(ws, kind: str) -> float:
 
 async def _wire(ws_url: str, gateway_pid: int, n: int, repeats: int) -> dict[str, float]:
     holder = await _hold(ws_url, "holder")
-    rss0 = _rss_mb(gateway_pid)
+    rss0 = rss_mb(gateway_pid)
     sem = asyncio.Semaphore(200)
 
     async def join(i: int):
@@ -112,7 +104,7 @@ async def _wire(ws_url: str, gateway_pid: int, n: int, repeats: int) -> dict[str
     joined = await asyncio.gather(*(join(i) for i in range(n)))
     waiting = [ws for _, ws in sorted(joined, key=lambda pw: pw[0])]  # queue order, not join order
     join_s = time.perf_counter() - t0
-    rss1 = _rss_mb(gateway_pid)
+    rss1 = rss_mb(gateway_pid)
     latencies = []
     for _ in range(min(repeats, n)):
         head = waiting.pop(0)
@@ -135,7 +127,7 @@ async def _wire(ws_url: str, gateway_pid: int, n: int, repeats: int) -> dict[str
 
 
 def run(args: argparse.Namespace) -> int:
-    local = {n: _in_process(n, args.repeats) for n in args.sizes}
+    local = {n: in_process(n, args.repeats) for n in args.sizes}
     print_table(
         "WorkerPool in process (median of dispatches)",
         ["queued", "enqueue us", "dispatch us", "positions+ETA ms", "bytes/ticket"],

@@ -36,6 +36,11 @@ def test_pcm16_bytes_are_little_endian_and_clipped() -> None:
     assert from_pcm16(b"\x00\x80\xff\x7f").tolist() == [-1.0, 32767 / 32768]
 
 
+def test_pcm16_base64_is_little_endian_and_rounded() -> None:
+    raw = base64.b64decode(pcm16_to_b64(np.array([0.0, 1.0, -1.0, 0.5], np.float32)))
+    assert np.frombuffer(raw, "<i2").tolist() == [0, 32767, -32767, 16384]
+
+
 def test_int16_arrays_are_accepted_and_scaled() -> None:
     assert as_float32(np.array([16384, -32768], np.int16)).tolist() == [0.5, -1.0]
 

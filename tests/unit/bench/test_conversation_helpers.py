@@ -11,7 +11,7 @@ import pytest
 
 from omnivox.bench import conversation as conv
 from omnivox.bench.conversation import COLUMNS, EVENTS, Tally, row
-from omnivox.bench.speakerphone import Speakerphone
+from omnivox.testing.speakerphone import Speakerphone
 
 # ---- the speakerphone
 
@@ -225,29 +225,29 @@ def test_the_columns_name_each_false_event_but_barge_in():
 
 
 def test_onsets_of_silence_span_the_whole_clip():
-    assert conv._onsets(np.zeros(10, np.float32)) == (0, 10)
-    assert conv._onsets(np.zeros(0, np.float32)) == (0, 0)
+    assert conv.onsets(np.zeros(10, np.float32)) == (0, 10)
+    assert conv.onsets(np.zeros(0, np.float32)) == (0, 0)
 
 
 def test_onsets_find_the_first_and_past_the_last_loud_sample():
     a = np.zeros(10, np.float32)
     a[3] = 0.5
     a[6] = -0.03
-    assert conv._onsets(a) == (3, 7)
+    assert conv.onsets(a) == (3, 7)
 
 
 def test_onsets_ignore_samples_at_the_threshold():
     a = np.full(5, 0.02, np.float32)
     a[2] = 0.021
-    assert conv._onsets(a) == (2, 3)
+    assert conv.onsets(a) == (2, 3)
 
 
 def test_rid_reads_the_response_id_or_the_responses_id():
-    assert conv._rid({"response_id": "r1"}) == "r1"
-    assert conv._rid({"response": {"id": "r2"}}) == "r2"
-    assert conv._rid({"response_id": "r1", "response": {"id": "r2"}}) == "r1"
-    assert conv._rid({}) is None
-    assert conv._rid({"response": None}) is None
+    assert conv.response_id({"response_id": "r1"}) == "r1"
+    assert conv.response_id({"response": {"id": "r2"}}) == "r2"
+    assert conv.response_id({"response_id": "r1", "response": {"id": "r2"}}) == "r1"
+    assert conv.response_id({}) is None
+    assert conv.response_id({"response": None}) is None
 
 
 # ---- the caller's log
@@ -259,7 +259,7 @@ def caller() -> conv.ConversationCaller:
 
 
 def log(c: conv.ConversationCaller, kind: str, **event) -> None:
-    c._log.append((float(len(c._log)), kind, {"type": kind, **event}))
+    c.log.add(float(len(c.log.events)), kind, {"type": kind, **event})
 
 
 def started(c: conv.ConversationCaller, ms: int) -> None:
@@ -281,62 +281,62 @@ def test_the_caller_has_a_speakerphone_from_its_arguments():
 def test_speech_before_with_no_speech_is_the_echo():
     c = caller()
     log(c, "response.created", response={"id": "r"})
-    assert c._speech_before(1) == "echo"
+    assert c.log.speech_before(1) == "echo"
 
 
 def test_speech_that_began_while_the_caller_spoke_is_the_callers():
     c = caller()
-    c._said = [[conv.RATE, 2 * conv.RATE]]  # the caller spoke from 1 s to 2 s
+    c.log.said = [[conv.RATE, 2 * conv.RATE]]  # the caller spoke from 1 s to 2 s
     started(c, 1200)
-    assert c._speech_before(1) == "caller"
+    assert c.log.speech_before(1) == "caller"
 
 
 def test_speech_that_began_in_silence_is_the_echo():
     c = caller()
-    c._said = [[conv.RATE, 2 * conv.RATE]]
+    c.log.said = [[conv.RATE, 2 * conv.RATE]]
     started(c, 3000)
-    assert c._speech_before(1) == "echo"
+    assert c.log.speech_before(1) == "echo"
 
 
 def test_speech_padded_before_the_callers_voice_is_still_the_callers():
     c = caller()
-    c._said = [[conv.RATE, 2 * conv.RATE]]
+    c.log.said = [[conv.RATE, 2 * conv.RATE]]
     started(c, 700)  # prefix padding: the window reaches 0.5 s past the reported start
-    assert c._speech_before(1) == "caller"
-    c._log.clear()
+    assert c.log.speech_before(1) == "caller"
+    c.log.events.clear()
     started(c, 500)  # the window ends exactly where the voice begins: no overlap
-    assert c._speech_before(1) == "echo"
+    assert c.log.speech_before(1) == "echo"
 
 
 def test_speech_before_looks_only_at_the_last_start_before_the_index():
     c = caller()
-    c._said = [[0, conv.RATE // 10]]
+    c.log.said = [[0, conv.RATE // 10]]
     started(c, 0)  # the caller's
     started(c, 5000)  # the echo's
     started(c, 0)
-    assert c._speech_before(2) == "echo"
-    assert c._speech_before(1) == "caller"
-    assert c._speech_before(3) == "caller"
+    assert c.log.speech_before(2) == "echo"
+    assert c.log.speech_before(1) == "caller"
+    assert c.log.speech_before(3) == "caller"
 
 
 def test_cause_of_a_completed_or_unknown_reply_is_none():
     c = caller()
     done(c, "r1", "completed")
-    assert c._cause("r1") is None
-    assert c._cause("r2") is None
-    assert not c._cancelled("r1") and not c._cancelled("r2")
+    assert c.log.cause("r1") is None
+    assert c.log.cause("r2") is None
+    assert not c.log.cancelled("r1") and not c.log.cancelled("r2")
 
 
 def test_cause_of_a_cancelled_reply_is_the_speech_before_its_done():
     c = caller()
-    c._said = [[0, conv.RATE]]
+    c.log.said = [[0, conv.RATE]]
     started(c, 100)
     done(c, "r1", "cancelled")
     started(c, 9000)
     done(c, "r2", "cancelled")
-    assert c._cancelled("r1") and c._cancelled("r2")
-    assert c._cause("r1") == "caller"
-    assert c._cause("r2") == "echo"
+    assert c.log.cancelled("r1") and c.log.cancelled("r2")
+    assert c.log.cause("r1") == "caller"
+    assert c.log.cause("r2") == "echo"
 
 
 def test_first_filters_by_kind_mark_and_response():
@@ -344,11 +344,11 @@ def test_first_filters_by_kind_mark_and_response():
     log(c, "response.output_audio.delta", response_id="a")
     log(c, "response.output_audio.delta", response_id="b")
     log(c, "response.output_audio.delta", response_id="a")
-    assert c._first("response.output_audio.delta", 0)[2]["response_id"] == "a"
-    assert c._first("response.output_audio.delta", 0, "b")[0] == 1.0
-    assert c._first("response.output_audio.delta", 1, "a")[0] == 2.0
-    assert c._first("response.output_audio.delta", 3) is None
-    assert c._first("response.done", 0) is None
+    assert c.log.first("response.output_audio.delta", 0)[2]["response_id"] == "a"
+    assert c.log.first("response.output_audio.delta", 0, "b")[0] == 1.0
+    assert c.log.first("response.output_audio.delta", 1, "a")[0] == 2.0
+    assert c.log.first("response.output_audio.delta", 3) is None
+    assert c.log.first("response.done", 0) is None
 
 
 def test_count_counts_a_kind_over_the_whole_log():
@@ -356,14 +356,14 @@ def test_count_counts_a_kind_over_the_whole_log():
     for _ in range(3):
         log(c, "response.created", response={"id": "x"})
     done(c, "x", "completed")
-    assert c._count("response.created") == 3
-    assert c._count("response.done") == 1
-    assert c._count("error") == 0
+    assert c.log.count("response.created") == 3
+    assert c.log.count("response.done") == 1
+    assert c.log.count("error") == 0
 
 
 def test_settle_counts_a_reply_cancelled_by_its_echo_and_its_echo_pauses():
     c = caller()
-    c._said = [[0, conv.RATE // 2]]
+    c.log.said = [[0, conv.RATE // 2]]
     log(c, "response.created", response={"id": "r"})  # 0
     started(c, 5000)  # 1: silence: the echo
     log(c, "omnivox.interruption.paused", response_id="r")  # 2
@@ -371,7 +371,7 @@ def test_settle_counts_a_reply_cancelled_by_its_echo_and_its_echo_pauses():
     started(c, 6000)  # 4
     log(c, "omnivox.interruption.paused", response_id="other")  # 5: another reply's: not counted
     done(c, "r", "cancelled")  # 6
-    c._settle(turn=2, event="echo", rid="r", mark=0)
+    c.log.settle(c.tally, turn=2, event="echo", rid="r", mark=0)
     assert c.tally.false["echo"] == 1
     assert c.tally.echo_pauses == 1
     (trace,) = c.tally.trace
@@ -387,11 +387,11 @@ def test_settle_counts_a_reply_cancelled_by_its_echo_and_its_echo_pauses():
 
 def test_settle_does_not_blame_the_echo_for_the_callers_barge_in():
     c = caller()
-    c._said = [[0, 2 * conv.RATE]]
+    c.log.said = [[0, 2 * conv.RATE]]
     started(c, 500)
     log(c, "omnivox.interruption.paused", response_id="r")
     done(c, "r", "cancelled")
-    c._settle(turn=0, event="barge_in", rid="r", mark=0)
+    c.log.settle(c.tally, turn=0, event="barge_in", rid="r", mark=0)
     assert c.tally.false["echo"] == 0 and c.tally.echo_pauses == 0
     assert c.tally.trace[0]["status"] == "cancelled"
 
@@ -399,7 +399,7 @@ def test_settle_does_not_blame_the_echo_for_the_callers_barge_in():
 def test_settle_of_a_reply_without_done_traces_no_status():
     c = caller()
     started(c, 0)
-    c._settle(turn=1, event="noise", rid="missing", mark=0)
+    c.log.settle(c.tally, turn=1, event="noise", rid="missing", mark=0)
     assert c.tally.false["echo"] == 0
     assert c.tally.trace == [
         {"turn": 1, "event": "noise", "status": None, "events": ["input_audio_buffer.speech_started"]}
@@ -411,7 +411,7 @@ def test_settle_only_reads_the_log_from_its_mark():
     log(c, "omnivox.interruption.paused", response_id="r")  # before the mark
     log(c, "response.created", response={"id": "r"})
     done(c, "r", "completed")
-    c._settle(turn=0, event="echo", rid="r", mark=1)
+    c.log.settle(c.tally, turn=0, event="echo", rid="r", mark=1)
     assert c.tally.echo_pauses == 0
     assert c.tally.trace[0]["events"] == []
     assert c.tally.trace[0]["status"] == "completed"

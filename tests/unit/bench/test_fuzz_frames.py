@@ -54,10 +54,10 @@ def test_the_duplex_audio_is_float32_or_pcm16_as_labelled():
 
 def test_pcm_helper_sizes_and_b64_helper_lengths():
     rng = random.Random(0)
-    assert len(base64.b64decode(fuzz._pcm(rng, 10, "f4"))) == 40
-    assert len(base64.b64decode(fuzz._pcm(rng, 10, "i2"))) == 20
-    assert len(base64.b64decode(fuzz._b64(rng, 33))) == 33
-    assert fuzz._b64(rng, 0) == ""
+    assert len(base64.b64decode(fuzz.random_pcm_b64(rng, 10, "f4"))) == 40
+    assert len(base64.b64decode(fuzz.random_pcm_b64(rng, 10, "i2"))) == 20
+    assert len(base64.b64decode(fuzz.random_b64(rng, 33))) == 33
+    assert fuzz.random_b64(rng, 0) == ""
 
 
 # ---- mutations
@@ -68,7 +68,7 @@ def test_mutate_keeps_the_type_and_leaves_the_original_alone():
     original = {"type": "prefill", "messages": [{"role": "user", "content": "hello"}], "n": 1}
     before = json.dumps(original)
     for _ in range(200):
-        mutated = fuzz._mutate(original, rng)
+        mutated = fuzz.mutate(original, rng)
         assert mutated["type"] == "prefill"
     assert json.dumps(original) == before
 
@@ -76,12 +76,12 @@ def test_mutate_keeps_the_type_and_leaves_the_original_alone():
 def test_mutate_changes_something():
     rng = random.Random(2)
     original = {"type": "generate", "max_new_tokens": 8}
-    changed = sum(fuzz._mutate(original, rng) != original for _ in range(100))
+    changed = sum(fuzz.mutate(original, rng) != original for _ in range(100))
     assert changed > 50  # an odd value may happen to be the same one now and then, rarely
 
 
 def test_a_message_with_only_a_type_gains_an_extra_field():
-    mutated = fuzz._mutate({"type": "stop"}, random.Random(0))
+    mutated = fuzz.mutate({"type": "stop"}, random.Random(0))
     assert set(mutated) == {"type", "extra"}
 
 
@@ -90,7 +90,7 @@ def test_mutate_reaches_into_nested_objects():
     original = {"type": "session.update", "session": {"type": "realtime", "instructions": "x"}}
     nested_changes = 0
     for _ in range(200):
-        m = fuzz._mutate(original, rng)
+        m = fuzz.mutate(original, rng)
         if isinstance(m["session"], dict) and m["session"] != original["session"]:
             nested_changes += 1
     assert nested_changes > 0
@@ -98,15 +98,15 @@ def test_mutate_reaches_into_nested_objects():
 
 def test_every_odd_value_can_be_made():
     rng = random.Random(0)
-    values = [make(rng) for make in fuzz._ODD_VALUES]
+    values = [make(rng) for make in fuzz.ODD_VALUES]
     assert None in values and "\ud800" in values and [] in values and True in values
     assert any(isinstance(v, int) and not isinstance(v, bool) and v > 10**19 for v in values)
 
 
 def test_nested_is_json_of_the_given_depth():
-    text = fuzz._nested(3)
+    text = fuzz.nested_json(3)
     assert text == '{"type": "x", "v": [[[]]]}'
-    assert json.loads(fuzz._nested(50))["type"] == "x"
+    assert json.loads(fuzz.nested_json(50))["type"] == "x"
 
 
 # ---- the stream of frames
@@ -162,16 +162,16 @@ def _parses(text: str) -> bool:
 
 
 def test_paths():
-    assert fuzz._path("streaming", 3) == "/ws/streaming/fuzz-3"
-    assert fuzz._path("duplex", 0) == "/ws/duplex/fuzz-0"
-    assert fuzz._path("realtime", 9) == "/v1/realtime"
+    assert fuzz.session_path("streaming", 3) == "/ws/streaming/fuzz-3"
+    assert fuzz.session_path("duplex", 0) == "/ws/duplex/fuzz-0"
+    assert fuzz.session_path("realtime", 9) == "/v1/realtime"
 
 
 def test_session_ids_in_paths_are_ones_the_gateway_accepts():
     from omnivox.core.ids import check_session_id
 
     for protocol in ("streaming", "duplex"):
-        check_session_id(fuzz._path(protocol, 12345).rsplit("/", 1)[1])
+        check_session_id(fuzz.session_path(protocol, 12345).rsplit("/", 1)[1])
 
 
 def test_fuzz_stats_start_at_zero_and_own_their_list():

@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 
 import numpy as np
 import pytest
@@ -29,26 +28,24 @@ def kv_args(*argv: str) -> argparse.Namespace:
 
 
 def test_user_messages_have_the_asked_length_and_differ_per_turn():
-    a, b = kv._user_message(0, 50), kv._user_message(1, 50)
+    a, b = kv.user_message(0, 50), kv.user_message(1, 50)
     assert a.role == b.role == "user"
     assert a.content.startswith("Turn 1: ") and b.content.startswith("Turn 2: ")
     assert len(a.content) == len("Turn 1: ") + 50
     assert a.content[8:] != b.content[8:]
-    assert kv._user_message(3, 80) == kv._user_message(3, 80)  # the same turn, the same words
+    assert kv.user_message(3, 80) == kv.user_message(3, 80)  # the same turn, the same words
 
 
 def test_a_timed_turn_gives_a_first_token_time_the_stats_and_the_reply():
     engine = EchoEngine()
-    seconds, stats, reply = kv._timed_turn(
-        engine, [kv._user_message(0, 30)], GenerateParams(max_new_tokens=8)
-    )
+    seconds, stats, reply = kv.timed_turn(engine, [kv.user_message(0, 30)], GenerateParams(max_new_tokens=8))
     assert seconds >= 0 and stats.input_tokens > 0 and stats.prompt_length == stats.input_tokens
     assert reply.startswith("(echo) Turn 1: the quick")  # the echo engine says the words back
 
 
 def test_the_conversation_hits_the_cache_after_its_first_turn():
     args = kv_args("--turns", "4", "--user-chars", "40")
-    out = kv._conversation(EchoEngine(), args, GenerateParams(max_new_tokens=8, temperature=0.0))
+    out = kv.conversation(EchoEngine(), args, GenerateParams(max_new_tokens=8, temperature=0.0))
     assert [t["turn"] for t in out] == [1, 2, 3, 4]
     assert all(t["same_reply"] for t in out)  # echo answers the same on both paths
     prompts = [t["prompt_tokens"] for t in out]
@@ -66,7 +63,7 @@ def test_summary_leaves_out_the_first_turn_and_compares_the_last():
         {"ttft_hit_ms": 20.0, "ttft_miss_ms": 80.0, "same_reply": True},
         {"ttft_hit_ms": 30.0, "ttft_miss_ms": 150.0, "same_reply": True},
     ]
-    s = kv._summary(rows)
+    s = kv.summarize(rows)
     assert s == {
         "median_ttft_hit_ms": 20.0,
         "median_ttft_miss_ms": 80.0,
@@ -74,31 +71,31 @@ def test_summary_leaves_out_the_first_turn_and_compares_the_last():
         "replies_agree": True,
     }
     rows[2]["same_reply"] = False
-    assert kv._summary(rows)["replies_agree"] is False
+    assert kv.summarize(rows)["replies_agree"] is False
 
 
 def test_summary_of_one_turn_uses_that_turn():
-    s = kv._summary([{"ttft_hit_ms": 4.0, "ttft_miss_ms": 8.0, "same_reply": True}])
+    s = kv.summarize([{"ttft_hit_ms": 4.0, "ttft_miss_ms": 8.0, "same_reply": True}])
     assert s["median_ttft_hit_ms"] == 4.0 and s["median_ttft_miss_ms"] == 8.0 and s["last_turn_ratio"] == 2.0
 
 
 def test_describe_each_engine():
     tiny = kv_args("--float32", "--layers", "2")
-    assert kv._describe(tiny, EchoEngine()) == "tiny (hidden 512, 2 layers, 8 heads, float32, cpu)"
+    assert kv.describe(tiny, EchoEngine()) == "tiny (hidden 512, 2 layers, 8 heads, float32, cpu)"
     hf = kv_args("--engine", "transformers", "--device", "cuda")
-    assert kv._describe(hf, EchoEngine()) == "echo on cuda"
+    assert kv.describe(hf, EchoEngine()) == "echo on cuda"
     local = kv_args("--engine", "local", "--no-exact", "--threads", "2")
-    assert kv._describe(local, EchoEngine()) == "echo, llama.cpp, 2 thread(s), batched prompts"
-    assert "exact (one prompt token per pass)" in kv._describe(kv_args("--engine", "local"), EchoEngine())
+    assert kv.describe(local, EchoEngine()) == "echo, llama.cpp, 2 thread(s), batched prompts"
+    assert "exact (one prompt token per pass)" in kv.describe(kv_args("--engine", "local"), EchoEngine())
 
 
 def test_transformers_without_a_model_is_refused():
     with pytest.raises(SystemExit, match="--model"):
-        kv._build(kv_args("--engine", "transformers"))
+        kv.build_engine(kv_args("--engine", "transformers"))
 
 
 def test_a_whole_run_on_the_echo_engine_prints_and_writes_json(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(kv, "_build", lambda args: EchoEngine())
+    monkeypatch.setattr(kv, "build_engine", lambda args: EchoEngine())
     out = tmp_path / "kv.json"
     args = kv_args("--turns", "3", "--repeats", "2", "--user-chars", "30", "--json", str(out))
     assert kv.run(args) == 0
@@ -125,7 +122,7 @@ class Forgetful(EchoEngine):
 
 
 def test_replies_that_differ_fail_the_run(capsys, monkeypatch):
-    monkeypatch.setattr(kv, "_build", lambda args: Forgetful())
+    monkeypatch.setattr(kv, "build_engine", lambda args: Forgetful())
     args = kv_args("--turns", "3", "--repeats", "1", "--user-chars", "20")
     assert kv.run(args) == 1
     printed = capsys.readouterr().out
@@ -136,18 +133,17 @@ def test_replies_that_differ_fail_the_run(capsys, monkeypatch):
 
 
 def test_pool_in_process_figures_for_a_small_queue():
-    r = pool._in_process(20, 5)
+    r = pool.in_process(20, 5)
     assert set(r) == {"enqueue_us", "dispatch_us", "snapshot_ms", "bytes_per_ticket"}
     assert r["enqueue_us"] > 0 and r["dispatch_us"] > 0 and r["snapshot_ms"] >= 0
     assert r["bytes_per_ticket"] > 0  # queued tickets take memory
 
 
-def test_pool_defaults_and_rss():
+def test_pool_defaults():
     parser = argparse.ArgumentParser()
     pool.add_arguments(parser)
     args = parser.parse_args(["--sizes", "1", "10"])
     assert args.sizes == [1, 10] and args.wire_sizes == [1, 100, 1000, 10000] and args.repeats == 20
-    assert pool._rss_mb(os.getpid()) > 1
 
 
 # ---- turns: audio helpers and the first stop
@@ -157,17 +153,17 @@ def test_trim_cuts_the_quiet_at_both_ends():
     audio = np.zeros(100, np.float32)
     audio[20] = 0.5
     audio[60] = -0.1
-    trimmed = turns._trim(audio)
+    trimmed = turns.trim(audio)
     assert len(trimmed) == 41 and trimmed[0] == 0.5 and trimmed[-1] == pytest.approx(-0.1)
 
 
 def test_trim_keeps_all_quiet_audio_as_it_is():
     quiet = np.full(50, 0.01, np.float32)  # under the threshold everywhere
-    assert turns._trim(quiet) is quiet
+    assert turns.trim(quiet) is quiet
 
 
 def test_quiet_is_silence_at_16k():
-    q = turns._quiet(0.25)
+    q = turns.quiet(0.25)
     assert q.dtype == np.float32 and len(q) == 4000 and not q.any()
 
 

@@ -6,8 +6,6 @@ from __future__ import annotations
 import argparse
 import base64
 import json
-import math
-import os
 import time
 
 import numpy as np
@@ -67,29 +65,29 @@ def test_the_session_config_is_one_the_protocol_accepts():
 
 
 def test_env_picks_the_llm_and_asr():
-    env = bench._env(parse("--llm", "echo", "--asr", "pocketsphinx"))
+    env = bench.cluster_env(parse("--llm", "echo", "--asr", "pocketsphinx"))
     assert env["OMNIVOX_LLM"] == "echo" and env["OMNIVOX_ASR"] == "pocketsphinx"
     assert "OMNIVOX_LLM_URL" not in env
     assert env["OMNIVOX_HEALTH_INTERVAL_S"] == "2" and env["OMNIVOX_HEARTBEAT_INTERVAL_S"] == "2"
 
 
 def test_an_llm_url_means_the_openai_backend_whatever_llm_says():
-    env = bench._env(parse("--llm", "echo", "--llm-url", "http://llm:8000/v1"))
+    env = bench.cluster_env(parse("--llm", "echo", "--llm-url", "http://llm:8000/v1"))
     assert env["OMNIVOX_LLM"] == "openai" and env["OMNIVOX_LLM_URL"] == "http://llm:8000/v1"
 
 
 def test_env_does_not_change_the_production_intervals_table():
     before = dict(bench.PRODUCTION_INTERVALS)
-    bench._env(parse())
+    bench.cluster_env(parse())
     assert bench.PRODUCTION_INTERVALS == before
 
 
 def test_describe():
-    assert bench._describe(parse()) == "local LLM, whisper ASR, in-process workers"
-    assert bench._describe(parse("--llm-url", "http://x/v1", "--asr", "pocketsphinx")) == (
+    assert bench.describe(parse()) == "local LLM, whisper ASR, in-process workers"
+    assert bench.describe(parse("--llm-url", "http://x/v1", "--asr", "pocketsphinx")) == (
         "LLM http://x/v1, pocketsphinx ASR, in-process workers"
     )
-    assert bench._describe(parse("--pipeline", "cascade")).endswith(", pipeline cascade")
+    assert bench.describe(parse("--pipeline", "cascade")).endswith(", pipeline cascade")
 
 
 # ---- real-time factors from /metrics
@@ -101,7 +99,7 @@ def test_rtf_from_a_real_metrics_page():
     m.voice_audio.labels("asr").inc(12.0)
     m.voice_busy.labels("tts").inc(1.5)
     m.voice_audio.labels("tts").inc(10.0)
-    assert bench._rtf(m.render().decode()) == {"asr": 0.25, "tts": 0.15}
+    assert bench.real_time_factors(m.render().decode()) == {"asr": 0.25, "tts": 0.15}
 
 
 def test_rtf_leaves_out_a_part_without_audio():
@@ -109,17 +107,17 @@ def test_rtf_leaves_out_a_part_without_audio():
     m.voice_busy.labels("asr").inc(2.0)
     m.voice_audio.labels("asr").inc(4.0)
     m.voice_busy.labels("tts").inc(1.0)  # busy, but no audio counted: no factor
-    assert bench._rtf(m.render().decode()) == {"asr": 0.5}
+    assert bench.real_time_factors(m.render().decode()) == {"asr": 0.5}
 
 
 def test_rtf_of_a_page_without_voice_counters_is_empty():
-    assert bench._rtf(GatewayMetrics().render().decode()) == {}
-    assert bench._rtf("") == {}
+    assert bench.real_time_factors(GatewayMetrics().render().decode()) == {}
+    assert bench.real_time_factors("") == {}
 
 
 def test_rtf_of_audio_without_busy_time_is_zero():
     text = 'omnivox_voice_audio_seconds_total{part="tts"} 8.0\n'
-    assert bench._rtf(text) == {"tts": 0.0}
+    assert bench.real_time_factors(text) == {"tts": 0.0}
 
 
 def test_rtf_reads_scientific_notation():
@@ -127,7 +125,7 @@ def test_rtf_reads_scientific_notation():
         'omnivox_voice_busy_seconds_total{part="asr"} 1.5e+01\n'
         'omnivox_voice_audio_seconds_total{part="asr"} 3e+01\n'
     )
-    assert bench._rtf(text) == {"asr": 0.5}
+    assert bench.real_time_factors(text) == {"asr": 0.5}
 
 
 # ---- rows
@@ -153,7 +151,7 @@ def result(**over):
 
 
 def test_a_row_has_a_cell_per_column():
-    row = bench._row("websocket", "server_vad", 4, "off", result())
+    row = bench.table_row("websocket", "server_vad", 4, "off", result())
     assert len(row) == len(bench.COLUMNS)
     cells = dict(zip(bench.COLUMNS, row, strict=True))
     assert cells["transport"] == "websocket" and cells["callers"] == 4 and cells["record"] == "off"
@@ -166,7 +164,7 @@ def test_a_pipeline_run_shows_its_asr_batch_occupancy():
     cells = dict(
         zip(
             bench.COLUMNS,
-            bench._row("websocket", "server_vad", 8, "off", result(asr_batch="1.2 (4)")),
+            bench.table_row("websocket", "server_vad", 8, "off", result(asr_batch="1.2 (4)")),
             strict=True,
         )
     )
@@ -175,28 +173,18 @@ def test_a_pipeline_run_shows_its_asr_batch_occupancy():
 
 def test_a_recorded_run_shows_its_megabytes_per_minute():
     r = result(real_time=True, errors=[], recorded={"mb_per_min": 2.5})
-    cells = dict(zip(bench.COLUMNS, bench._row("webrtc", "high", 1, "on", r), strict=True))
+    cells = dict(zip(bench.COLUMNS, bench.table_row("webrtc", "high", 1, "on", r), strict=True))
     assert cells["rec MB/min"] == 2.5 and cells["real time"] == "yes" and cells["errors"] == 0
 
 
 def test_a_run_whose_recording_read_nothing_shows_a_dash():
     cells = dict(
-        zip(bench.COLUMNS, bench._row("websocket", "low", 1, "on", result(recorded=None)), strict=True)
+        zip(bench.COLUMNS, bench.table_row("websocket", "low", 1, "on", result(recorded=None)), strict=True)
     )
     assert cells["rec MB/min"] == "-"
 
 
 # ---- odds and ends
-
-
-def test_b64_is_pcm16_little_endian():
-    raw = base64.b64decode(bench._b64(np.array([0.0, 1.0, -1.0, 0.5], np.float32)))
-    assert np.frombuffer(raw, "<i2").tolist() == [0, 32767, -32767, 16384]
-
-
-def test_rss_of_this_process_and_of_none():
-    assert bench._rss_mb(os.getpid()) > 1
-    assert math.isnan(bench._rss_mb(2**31 - 1))  # no such process
 
 
 def test_caller_stats_start_empty_and_do_not_share_lists():
@@ -237,7 +225,7 @@ def caller() -> bench.RealtimeCaller:
 @pytest.mark.parametrize("beta", [False, True])
 async def test_a_caller_times_the_first_delta_and_the_first_sound_after_it(beta):
     c = caller()
-    c._speech_end = time.monotonic() - 100.0  # the user stopped speaking long ago
+    c.speech_end = time.monotonic() - 100.0  # the user stopped speaking long ago
     quiet = np.zeros(2400, np.int16)  # 0.1 s of silence before the first word
     loud = np.zeros(2400, np.int16)
     loud[240:] = 5000  # sound 10 ms into the second delta
@@ -247,12 +235,12 @@ async def test_a_caller_times_the_first_delta_and_the_first_sound_after_it(beta)
         delta(loud, beta),
         {"type": "response.done", "response": {"status": "completed"}},
     ]
-    await c._read(Replay(events))
+    await c.read_events(Replay(events))
     assert len(c.stats.v2v_s) == 1 and c.stats.v2v_s[0] >= 100.0
     (heard,) = c.stats.heard_s
     assert heard - c.stats.v2v_s[0] == pytest.approx(0.11)  # played in real time from the first delta
-    assert c.stats.errors == [] and c._reply_done.is_set() and c._speech_end is None
-    assert c._playing_until > 0
+    assert c.stats.errors == [] and c.reply_done.is_set() and c.speech_end is None
+    assert c.playing_until > 0
 
 
 async def test_a_cut_reply_and_server_errors_are_counted_as_errors():
@@ -263,30 +251,30 @@ async def test_a_cut_reply_and_server_errors_are_counted_as_errors():
         {"type": "error", "error": {"message": "no code"}},
         {"type": "response.done", "response": {"status": "cancelled"}},
     ]
-    await c._read(Replay(events))
+    await c.read_events(Replay(events))
     assert c.stats.errors == ["invalid_event", "error", "response cancelled"]
     assert c.stats.v2v_s == [] and c.stats.heard_s == []  # no turn was being timed
-    assert c._reply_done.is_set()
+    assert c.reply_done.is_set()
 
 
 async def test_a_reply_that_is_all_silence_is_never_heard():
     c = caller()
-    c._speech_end = time.monotonic()
+    c.speech_end = time.monotonic()
     events = [
         {"type": "response.created", "response": {}},
         delta(np.zeros(480, np.int16)),
         delta(np.full(480, bench.LOUD, np.int16)),  # exactly LOUD is still silence
         {"type": "response.done", "response": {"status": "completed"}},
     ]
-    await c._read(Replay(events))
+    await c.read_events(Replay(events))
     assert len(c.stats.v2v_s) == 1 and c.stats.heard_s == []
 
 
 async def test_only_the_first_reply_after_speech_is_timed():
     c = caller()
-    c._speech_end = time.monotonic()
+    c.speech_end = time.monotonic()
     loud = np.full(480, 4000, np.int16)
     reply = [{"type": "response.created", "response": {}}, delta(loud)]
     done = {"type": "response.done", "response": {"status": "completed"}}
-    await c._read(Replay([*reply, done, *reply, done]))  # a second reply with no speech before it
+    await c.read_events(Replay([*reply, done, *reply, done]))  # a second reply with no speech before it
     assert len(c.stats.v2v_s) == 1 and len(c.stats.heard_s) == 1
