@@ -1,13 +1,11 @@
 """bench realtime --pipeline: the spec it writes (slots raised to the callers), the ASR batch and the
-stage pids read off a pipeline view; bench duplex's row; bench pipeline's arguments."""
+stage pids read off a pipeline view."""
 
 from __future__ import annotations
 
 import argparse
-import math
 import tempfile
 
-from omnivox.bench import duplex as bench_duplex
 from omnivox.bench import realtime_pipeline as rp
 from omnivox.pipeline.spec import load_spec
 
@@ -85,45 +83,3 @@ def test_stage_pids_skip_stages_without_one():
     view = {"stages": [{"pid": 12}, {"pid": None}, {}, {"pid": "34"}, {"pid": 0}]}
     assert rp.stage_pids(view) == [12, 34]
     assert rp.stage_pids({}) == []
-
-
-# ---- bench duplex
-
-
-def test_duplex_summary_of_nothing():
-    r = bench_duplex.summarize([])
-    assert r["units"] == 0 and r["speak_units"] == 0 and r["lagging"] == 0 and r["replies"] == 0
-    assert math.isnan(r["listen_p50_ms"]) and math.isnan(r["first_speak_p95_ms"])
-    assert r["errors"] == []
-
-
-def test_duplex_row_without_a_recording_or_cpu():
-    r = bench_duplex.summarize([bench_duplex.DuplexCallerStats()])
-    row = bench_duplex.row("tiny", 1, "inline", r)
-    assert len(row) == len(bench_duplex.COLUMNS)
-    assert row[:4] == ["tiny", 1, "inline", "off"]
-    assert math.isnan(row[-2]) and row[-1] == "-"
-
-
-def test_duplex_row_with_a_recording_and_cpu():
-    r = {**bench_duplex.summarize([]), "gateway_cpu_pct": 12.5, "recorded": {"mb_per_min": 1.25}}
-    row = bench_duplex.row("cascade", 4, "deferred", r, record="on")
-    assert row[3] == "on" and row[-2] == 12.5 and row[-1] == 1.25
-
-
-def test_caller_stats_count_units_lagging_and_split_the_walls():
-    s = bench_duplex.DuplexCallerStats()
-    s.add({"is_listen": True, "wall_clock_ms": 5.0, "lagging": False})
-    s.add({"is_listen": False, "wall_clock_ms": 7.0, "lagging": 1})
-    s.add({"is_listen": False, "wall_clock_ms": 9.0})
-    assert s.units == 3 and s.lagging == 1
-    assert s.listen_ms == [5.0] and s.speak_ms == [7.0, 9.0]
-    assert bench_duplex.DuplexCallerStats().listen_ms == []
-
-
-def test_duplex_arguments_defaults():
-    parser = argparse.ArgumentParser()
-    bench_duplex.add_arguments(parser)
-    args = parser.parse_args([])
-    assert args.engines == ["cascade", "tiny"] and args.users == [1, 4] and args.turns == 3
-    assert args.finalize == ["deferred", "inline"] and args.speed == 1.0 and args.llm == "echo"
