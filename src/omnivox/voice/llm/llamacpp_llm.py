@@ -101,8 +101,8 @@ class LlamaCppLlm(ChatLlm):
     ends a reply after that many sentences (None: no limit); ``temperature`` is used when the call
     gives none (0: greedy); ``seed`` fixes sampling; ``exact`` computes the prompt one token per
     pass, so a reply does not depend on how much of the conversation was reused (batched prompt
-    processing is about 1.5x faster on one thread, 2x on two, but greedy replies then part from a full
-    recompute's at the first near-tie: in 5 of 12 60-token replies measured); ``request_options`` adds
+    processing is faster, but greedy replies then part from a full recompute's at the first near-tie;
+    figures: docs/benchmarks.md); ``request_options`` adds
     llama.cpp server request fields to every call (``repeat_penalty``, ``min_p``...);
     ``ram_cache_mib`` lets llama.cpp keep other conversations' states in RAM (0: off: the slot only);
     ``parallel`` gives the server that many slots (each ``context_tokens`` long) and lets that many
