@@ -7,10 +7,14 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from omnivox.bench import BENCHES
 from omnivox.core.config import Settings, load_settings
 from omnivox.core.logging import configure
+
+if TYPE_CHECKING:  # the commands import what they run only when they run it
+    from omnivox.pipeline.spec import PipelineSpec
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -237,7 +241,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(run_cleanup(settings, dry_run=args.dry_run))
 
 
-def _spec(settings: Settings):  # type: ignore[no-untyped-def]
+def _spec(settings: Settings) -> PipelineSpec:
     from omnivox.pipeline.spec import load_spec
 
     if not settings.pipeline:

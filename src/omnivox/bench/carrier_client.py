@@ -76,8 +76,8 @@ class CarrierStream:
             body = {
                 "call_control_id": self.call_sid,
                 "media_format": {"encoding": "PCMU", "sample_rate": 8000, "channels": 1},
-                "to": parameters.get("To"),
-                "from": parameters.get("From"),
+                "to": parameters.get("To", ""),
+                "from": parameters.get("From", ""),
             }
             return {
                 "event": "start",
@@ -201,7 +201,8 @@ class CarrierStream:
                 self.marked_ms = len(self.played) / 8
                 await self._echo(str(item))
                 continue
-            audio = bytes(item)
+            assert isinstance(item, bytes)  # ("audio", bytes)
+            audio = item
             take, rest = audio[:FRAME], audio[FRAME:]
             if rest:
                 self._queue[0] = ("audio", rest)

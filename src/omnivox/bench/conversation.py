@@ -27,11 +27,13 @@ import asyncio
 import base64
 import json
 import time
+from collections.abc import AsyncIterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import cycle
 from typing import Any
 
 import numpy as np
+from websockets.asyncio.client import ClientConnection
 
 from omnivox.audio.pcm import b64_to_pcm16
 from omnivox.audio.resample import resample
@@ -222,7 +224,7 @@ class ConversationCaller(realtime.RealtimeCaller):
         }
         return session
 
-    async def _talk(self, ws, turns: int) -> None:  # type: ignore[no-untyped-def]
+    async def _talk(self, ws: ClientConnection, turns: int) -> None:
         self._start = time.monotonic()
         mic = asyncio.create_task(self._microphone(ws))
         try:
@@ -235,7 +237,15 @@ class ConversationCaller(realtime.RealtimeCaller):
         finally:
             mic.cancel()
 
-    async def _turn(self, turn: int, first: str, second: str | None, event: str, extras, barge) -> None:  # type: ignore[no-untyped-def]
+    async def _turn(
+        self,
+        turn: int,
+        first: str,
+        second: str | None,
+        event: str,
+        extras: Mapping[str, Iterator[str]],
+        barge: Iterator[str],
+    ) -> None:
         parts = [self.speak(first)]
         if second is not None:
             parts += [np.zeros(int(RATE * self.args.mid_pause_ms / 1000), np.float32), self.speak(second)]
@@ -299,7 +309,7 @@ class ConversationCaller(realtime.RealtimeCaller):
 
     # ---- the microphone and the speaker
 
-    async def _microphone(self, ws) -> None:  # type: ignore[no-untyped-def]
+    async def _microphone(self, ws: ClientConnection) -> None:
         step = RATE * self.args.chunk_ms // 1000
         while True:
             voice = np.zeros(step, np.float32)
@@ -360,7 +370,7 @@ class ConversationCaller(realtime.RealtimeCaller):
 
     # ---- the events
 
-    async def read_events(self, ws) -> None:  # type: ignore[no-untyped-def]
+    async def read_events(self, ws: AsyncIterable[str | bytes]) -> None:
         async for raw in ws:
             event = json.loads(raw)
             kind = ga_type(event["type"])
@@ -380,7 +390,7 @@ class ConversationCaller(realtime.RealtimeCaller):
             elif kind == "error":
                 self.tally.errors.append(event["error"].get("code") or "error")
 
-    async def _reply_to(self, committed, wait_s: float):  # type: ignore[no-untyped-def]
+    async def _reply_to(self, committed: Entry | None, wait_s: float) -> Entry | None:
         """The first audio of a response created after ``committed`` (a reply still under way from an
         earlier turn is not this question's)."""
         if committed is None:
@@ -395,10 +405,12 @@ class ConversationCaller(realtime.RealtimeCaller):
             await self._tick()
         return None
 
-    async def _until(self, kind: str, mark: int, wait_s: float, rid: str | None = None):  # type: ignore[no-untyped-def]
+    async def _until(self, kind: str, mark: int, wait_s: float, rid: str | None = None) -> Entry | None:
         return await self._until_any((kind,), mark, wait_s, rid)
 
-    async def _until_any(self, kinds: tuple[str, ...], mark: int, wait_s: float, rid: str | None = None):  # type: ignore[no-untyped-def]
+    async def _until_any(
+        self, kinds: tuple[str, ...], mark: int, wait_s: float, rid: str | None = None
+    ) -> Entry | None:
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:
             for entry in self.log.events[mark:]:
@@ -451,7 +463,7 @@ def run(args: argparse.Namespace) -> int:
             log_dir.mkdir(parents=True, exist_ok=True)
             env["OMNIVOX_LOG_LEVEL"] = "INFO"  # each interruption decision is logged
         with cluster(
-            workers=1, engine="cascade", log_dir=log_dir, **realtime.PRODUCTION_INTERVALS, **env
+            workers=1, engine="cascade", log_dir=log_dir, env={**realtime.PRODUCTION_INTERVALS, **env}
         ) as c:
             caller = ConversationCaller(f"{c.ws}/v1/realtime?omnivox_events=true", speak, noise, args, n)
             asyncio.run(caller.run(args.turns, 0.0))

@@ -154,7 +154,9 @@ class DuplexCaller:
                     break
 
 
-async def _load(url: str, users: int, clips: list[np.ndarray], args: argparse.Namespace, deferred: bool):
+async def _load(
+    url: str, users: int, clips: list[np.ndarray], args: argparse.Namespace, deferred: bool
+) -> list[DuplexCallerStats]:
     callers = [DuplexCaller(url, clips, args, deferred) for _ in range(users)]
     spread = args.chunk_ms / 1000 / args.speed
     return await asyncio.gather(*(c.run(spread * i / users) for i, c in enumerate(callers)))

@@ -259,7 +259,7 @@ async def _check(base_ws: str, http: str, protocol: str, stats: FuzzStats) -> No
 def run(args: argparse.Namespace) -> int:
     results: dict[str, dict[str, Any]] = {}
     env = {"OMNIVOX_LLM": "echo", "OMNIVOX_MAX_SESSIONS_PER_CLIENT": "0", "OMNIVOX_CLIENT_CONNECT_RATE": "0"}
-    with cluster(workers=1, engine="cascade", **env) as c:
+    with cluster(workers=1, engine="cascade", env=env) as c:
         for protocol in args.protocols:
             stats = asyncio.run(
                 fuzz_protocol(c.ws, c.url, protocol, args.frames, args.seed, args.check_every)

@@ -18,6 +18,7 @@ import time
 import tracemalloc
 
 import websockets
+from websockets.asyncio.client import ClientConnection
 
 from omnivox.bench.table import print_table, rss_mb, write_json
 from omnivox.gateway.scheduling.pool import WorkerPool
@@ -68,7 +69,7 @@ def in_process(n: int, repeats: int) -> dict[str, float]:
     return asyncio.run(go())
 
 
-async def _hold(ws_url: str, name: str):
+async def _hold(ws_url: str, name: str) -> ClientConnection:
     ws = await websockets.connect(f"{ws_url}/ws/streaming/{name}")
     await ws.send(json.dumps({"type": "prefill", "messages": USER}))
     while json.loads(await ws.recv())["type"] != "prefill_done":
@@ -76,7 +77,7 @@ async def _hold(ws_url: str, name: str):
     return ws
 
 
-async def _until(ws, kind: str) -> float:
+async def _until(ws: ClientConnection, kind: str) -> float:
     while json.loads(await ws.recv())["type"] != kind:
         pass
     return time.perf_counter()
@@ -87,7 +88,7 @@ async def _wire(ws_url: str, gateway_pid: int, n: int, repeats: int) -> dict[str
     rss0 = rss_mb(gateway_pid)
     sem = asyncio.Semaphore(200)
 
-    async def join(i: int):
+    async def join(i: int) -> tuple[int, ClientConnection]:
         async with sem:
             # no keepalive (10,000 sockets in one process would time out their own pings), and no
             # read backpressure: these clients read only when served, and a full buffer would stall
@@ -139,7 +140,8 @@ def run(args: argparse.Namespace) -> int:
     wire: dict[int, dict[str, float]] = {}
     # every simulated client comes from this one address: lift the per-client limits
     unlimited = {"OMNIVOX_MAX_SESSIONS_PER_CLIENT": "0", "OMNIVOX_CLIENT_CONNECT_RATE": "0"}
-    with cluster(workers=1, OMNIVOX_MAX_QUEUE_SIZE=str(max(args.wire_sizes) + 10), **unlimited) as c:
+    limits = {"OMNIVOX_MAX_QUEUE_SIZE": str(max(args.wire_sizes) + 10), **unlimited}
+    with cluster(workers=1, env=limits) as c:
         assert c.gateway is not None
         for n in args.wire_sizes:
             wire[n] = asyncio.run(_wire(c.ws, c.gateway.pid, n, args.repeats))

@@ -42,6 +42,7 @@ import secrets
 import statistics
 import tempfile
 import time
+from collections.abc import AsyncIterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,7 @@ from typing import Any
 import httpx
 import numpy as np
 import websockets
+from websockets.asyncio.client import ClientConnection
 
 from omnivox.audio.pcm import pcm16_to_b64
 from omnivox.bench.realtime_pipeline import add_pipeline_arguments, asr_batch, pipeline_spec, stage_pids
@@ -144,7 +146,7 @@ class RealtimeCaller:
     def _session(self) -> dict:
         return session_config(self.args)
 
-    async def _talk(self, ws, turns: int) -> None:  # type: ignore[no-untyped-def]
+    async def _talk(self, ws: ClientConnection, turns: int) -> None:
         step = RATE * self.args.chunk_ms // 1000
         start = time.monotonic()
         sent = 0  # samples sent: the microphone's clock
@@ -177,7 +179,9 @@ class RealtimeCaller:
                 await send(quiet)
             await send(np.zeros(RATE // 2, np.float32))  # a breath before the next sentence
 
-    async def read_events(self, ws) -> None:  # type: ignore[no-untyped-def]
+    async def read_events(self, ws: AsyncIterable[str | bytes]) -> None:
+        """Read the server's events until the connection ends: time each reply (``stats``) and say
+        when it has been heard (``reply_done``, ``playing_until``)."""
         first_audio: float | None = None
         heard_from: float | None = None  # the speech end a first sound is still to be timed from
         audio_s = 0.0
@@ -355,7 +359,7 @@ def _one(args: argparse.Namespace, users: int, clips: list, extra_env: dict[str,
     spec = pipeline_spec(args, users, log_dir) if args.pipeline else None
     if spec:  # as serve --pipeline: a worker key, so the pipeline's sockets speak CurveZMQ
         env.setdefault("OMNIVOX_WORKER_KEY", secrets.token_hex(16))
-    with cluster(workers=workers, engine="cascade", log_dir=log_dir, pipeline=spec, **env) as c:
+    with cluster(workers=workers, engine="cascade", log_dir=log_dir, pipeline=spec, env=env) as c:
         assert c.gateway is not None
         began, cpu0 = time.monotonic(), cpu_seconds(c.gateway.pid)
         stats = asyncio.run(_load(c.url, users, clips, args))

@@ -144,7 +144,9 @@ def measure(kind: str, minutes: float, root: Path) -> dict[str, float]:
     protocol, source = SOURCES[kind]
     frames = list(source(minutes))
     info = RecordedSession(f"bench-{kind}", protocol, kind, time.time(), 0.0)
-    rec = SessionRecording(RecordingStore(root), info, by_name(protocol).timeline_reader(), Policy(True))
+    reader = by_name(protocol).timeline_reader()
+    assert reader is not None, f"{protocol} sessions are not recorded"
+    rec = SessionRecording(RecordingStore(root), info, reader, Policy(True))
     cpu0 = time.process_time()
     for at, from_client, data in frames:
         rec.frame(at, from_client, data)

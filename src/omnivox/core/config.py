@@ -487,7 +487,7 @@ class Settings(
 
 def load_settings(config_file: str | os.PathLike[str] | None = None, **overrides: Any) -> Settings:
     """Build the settings. ``overrides`` are command line flags (``None`` values are ignored)."""
-    path = config_file or os.environ.get("OMNIVOX_CONFIG")
+    path = str(config_file or os.environ.get("OMNIVOX_CONFIG") or "")
     flags = {k: v for k, v in overrides.items() if v is not None}
     if not path:
         return Settings(**flags)

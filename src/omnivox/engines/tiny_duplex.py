@@ -70,7 +70,7 @@ class TinyDuplexModel:
         patches = (IMAGE_SIDE // PATCH) ** 2
         with torch.random.fork_rng(devices=[]):  # never shift anyone else's random stream
             torch.manual_seed(seed)
-            self.lm = Qwen2ForCausalLM(config).to(device=device, dtype=dtype).eval()
+            self.lm = Qwen2ForCausalLM(config).to(device=device, dtype=dtype).eval()  # type: ignore[call-arg]  # transformers' wrapped .to
             # Scaled so an input embedding is about as large as a token's (std 0.2).
             self.audio_w = _randn((AUDIO_BANDS, hidden_size), dtype, device) * (0.2 / math.sqrt(AUDIO_BANDS))
             self.audio_b = _randn((hidden_size,), dtype, device) * 0.2

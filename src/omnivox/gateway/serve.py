@@ -7,18 +7,19 @@ import logging
 import secrets
 
 import uvicorn
+from fastapi import FastAPI
 
 from omnivox.core.config import Settings
 from omnivox.core.keys import is_loopback
-from omnivox.gateway.app import create_gateway_app
+from omnivox.gateway.app import Hook, create_gateway_app
 from omnivox.gateway.local_workers import _free_port, supervise_coordinator, supervise_workers
 
 __all__ = ["check_exposure", "is_loopback", "serve", "serve_settings"]
 
 
-def _run(settings: Settings, app: object) -> None:
+def _run(settings: Settings, app: FastAPI) -> None:
     uvicorn.run(
-        app,  # type: ignore[arg-type]
+        app,
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level.lower(),
@@ -76,7 +77,7 @@ def serve(settings: Settings) -> None:
     settings = serve_settings(settings)
     host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host
     gateway_url = f"http://{host}:{settings.port}"
-    hooks = []
+    hooks: list[Hook] = []
     if settings.pipeline:
         # the coordinator and its stages next to the gateway; the workers become light session
         # hosts on the `pipeline` engine that share the stages' models

@@ -268,7 +268,7 @@ class PipelineClient:
             self._last_heard = time.monotonic()
             if message is not None:
                 self._handle(message, frames)
-            if not sock.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+            if not transport.readable(sock):
                 return
 
     def _handle(self, message: Message, frames: Sequence[Any]) -> None:

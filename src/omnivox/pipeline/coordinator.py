@@ -146,7 +146,7 @@ class Coordinator:
                 except Exception:  # one bad message must not stop the coordinator
                     log.exception("coordinator: failed to handle %s", type(message).__name__)
                     self.counts["bad_messages"] += 1
-            if not self.router.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+            if not transport.readable(self.router):
                 return
 
     def _disconnections(self) -> None:

@@ -137,7 +137,7 @@ class PayloadRelay:
                 arrays[key] = self._to_segment(array)
             else:
                 arrays[key] = ArrayRef(array.dtype.name, array.shape, array.nbytes, frame=len(frames))
-                frames.append(memoryview(array).cast("B") if array.nbytes else b"")
+                frames.append(array.data.cast("B") if array.nbytes else b"")
         self.bytes_sent += total
         return Payload(meta=meta, arrays=arrays), frames
 
@@ -151,7 +151,7 @@ class PayloadRelay:
         # (no page fault per page), and no mapping is left to undo
         fd = os.open(_SHM_DIR / name, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
         try:
-            view = memoryview(array).cast("B")
+            view = array.data.cast("B")
             done = 0
             while done < len(view):
                 done += os.write(fd, view[done:])

@@ -45,7 +45,7 @@ from omnivox.pipeline.messages import (
     Submit,
 )
 from omnivox.pipeline.relay import PayloadRelay, host_id
-from omnivox.pipeline.scheduler import IncomingMessage, OutgoingMessage, Scheduler, Tombstones
+from omnivox.pipeline.scheduler import IncomingMessage, IncomingType, OutgoingMessage, Scheduler, Tombstones
 
 log = logging.getLogger(__name__)
 
@@ -164,7 +164,7 @@ class Stage:
                 except Exception:  # one bad message must not stop the stage
                     log.exception("stage %s: failed to handle %s", self.name, type(message).__name__)
                     self.bad_messages += 1
-            if not sock.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+            if not transport.readable(sock):
                 return
 
     # ---- incoming
@@ -227,7 +227,7 @@ class Stage:
             if not request.started:
                 request.started = True
                 inbox.put(IncomingMessage(rid, "new_request", {"streaming": True}))
-            kind = "stream_chunk" if isinstance(message, StreamChunk) else "stream_done"
+            kind: IncomingType = "stream_chunk" if isinstance(message, StreamChunk) else "stream_done"
             inbox.put(IncomingMessage(rid, kind, values))
 
     def _abort(self, request_id: str) -> None:

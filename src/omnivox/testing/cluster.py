@@ -9,7 +9,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -100,7 +100,7 @@ class Cluster:
     def workers_view(self) -> list[dict]:
         return httpx.get(self.url + "/api/workers", timeout=2).json()["workers"]
 
-    def wait(self, predicate, timeout: float = 60.0) -> dict:
+    def wait(self, predicate: Callable[[dict], bool], timeout: float = 60.0) -> dict:
         deadline = time.monotonic() + timeout
         last: object = None
         while time.monotonic() < deadline:
@@ -132,11 +132,13 @@ def cluster(
     engine: str = "echo",
     log_dir: Path | None = None,
     pipeline: str | None = None,
-    **env: str,
+    env: dict[str, str] | None = None,
+    **more_env: str,
 ) -> Iterator[Cluster]:
     """A gateway and ``workers`` workers; with ``pipeline`` (a spec), its coordinator and stages too,
-    and the workers are light session hosts on them."""
-    c = Cluster(env=env, log_dir=log_dir)
+    and the workers are light session hosts on them. ``env`` and ``more_env`` (OMNIVOX_* settings)
+    go to every process."""
+    c = Cluster(env={**(env or {}), **more_env}, log_dir=log_dir)
     try:
         c.start_gateway()
         if pipeline:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from typing import Any
 
 from omnivox.audio.pcm import pcm16_to_b64
 from omnivox.core.errors import GenerationInProgress, OmnivoxError, PrefillRequired, as_omnivox_error
@@ -32,7 +33,7 @@ log = logging.getLogger(__name__)
 class StreamingHandler(SessionHandler):
     protocol = sp.STREAMING
 
-    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.in_turn = False  # a prefill began a turn that has not ended yet
         self.hit = False  # the turn's first prefill reused the cache

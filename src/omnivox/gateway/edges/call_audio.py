@@ -130,6 +130,8 @@ async def hear(track: MediaStreamTrack, rate: int, deliver: Callable[[bytes], No
             frame = await track.recv()
         except MediaStreamError:
             break
+        if not isinstance(frame, av.AudioFrame):  # an audio track gives audio frames
+            continue
         for out in resampler.resample(frame):
             held += out.to_ndarray().astype("<i2").tobytes()
         while len(held) >= chunk:

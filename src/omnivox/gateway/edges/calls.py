@@ -66,7 +66,7 @@ def only_addresses(addresses: list[str]) -> None:
     """Offer only ``addresses`` as ICE host candidates, in this process (aioice gathers every
     interface but loopback and has no per-connection setting for it)."""
     fixed = list(addresses)
-    aioice.ice.get_host_addresses = lambda use_ipv4, use_ipv6: fixed  # type: ignore[assignment]
+    aioice.ice.get_host_addresses = lambda use_ipv4, use_ipv6: fixed
 
 
 def keep_candidates(sdp: str, addresses: list[str]) -> str:

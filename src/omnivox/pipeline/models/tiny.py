@@ -25,7 +25,7 @@ from omnivox.pipeline.schedulers.ar import ARScheduler
 from omnivox.pipeline.schedulers.simple import SimpleScheduler
 from omnivox.pipeline.spec import StageSpec
 from omnivox.voice.llm.byte_codec import ByteChatCodec
-from omnivox.voice.llm.causal_lm import cache_argument, load_causal_lm, tiny_causal_lm
+from omnivox.voice.llm.causal_lm import cache_argument, load_causal_lm, new_cache, tiny_causal_lm
 from omnivox.voice.llm.chat_codec import ChatCodec
 
 Values = dict[str, Any]
@@ -78,11 +78,9 @@ class TinyRunner:
         return Decoding(kv, ids[-1], int(data.get("max_tokens") or self.max_tokens))
 
     def decode(self, states: list[Decoding]) -> list[int]:
-        from transformers import DynamicCache
-
         longest = max(s.length for s in states)
         layers = len(states[0].kv)
-        cache = DynamicCache(config=self.model.config)
+        cache = new_cache(self.model)
         mask = torch.zeros(len(states), longest + 1, dtype=torch.long)
         for layer in range(layers):
             keys, values = [], []
@@ -136,9 +134,7 @@ class TinyRunner:
         self.live -= 1
 
     def _forward_prefill(self, inputs: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        from transformers import DynamicCache
-
-        cache = DynamicCache(config=self.model.config)
+        cache = new_cache(self.model)
         out = self.model(inputs_embeds=inputs, use_cache=True, **{self._cache_arg: cache})
         kv = out.past_key_values if getattr(out, "past_key_values", None) is not None else cache
         return [(layer.keys.clone(), layer.values.clone()) for layer in kv.layers]

@@ -8,7 +8,7 @@ for the gateway's metrics and tells the gateway that a turn is over, whatever th
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, TypeGuard
 
 from pydantic import Field, TypeAdapter, ValidationError
 
@@ -64,7 +64,7 @@ Internal = Annotated[Metrics | TurnEndReport | PauseReport, Field(discriminator=
 _ADAPTER: TypeAdapter[Internal] = TypeAdapter(Internal)
 
 
-def is_internal(frame: str | bytes) -> bool:
+def is_internal(frame: str | bytes) -> TypeGuard[str]:
     return isinstance(frame, str) and frame.startswith(PREFIX)
 
 

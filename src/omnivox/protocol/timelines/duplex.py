@@ -25,6 +25,7 @@ from omnivox.protocol.timelines.reader import (
     TurnFigures,
     TurnStart,
     b64,
+    dict_field,
     error_event,
     record_choice,
 )
@@ -47,7 +48,7 @@ class DuplexTimeline(TimelineReader):
                 events.append(Image(b64(frame), "frame"))
             return events
         if kind == "prepare":
-            config = msg.get("config") if isinstance(msg.get("config"), dict) else {}
+            config = dict_field(msg, "config")
             rate = config.get("sample_rate", 16000)
             self._rate = rate if isinstance(rate, int) and 8000 <= rate <= 48000 else 16000
             values = {"config": config, "system_prompt": str(msg.get("system_prompt") or "")}

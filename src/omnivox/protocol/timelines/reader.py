@@ -181,8 +181,14 @@ def data_url_bytes(url: object) -> bytes | None:
     return b64(url.split(";base64,", 1)[1])
 
 
+def dict_field(msg: dict[str, Any], key: str) -> dict[str, Any]:
+    """``msg[key]`` when it is an object, else an empty one (a frame may carry anything there)."""
+    value = msg.get(key)
+    return value if isinstance(value, dict) else {}
+
+
 def error_event(msg: dict[str, Any]) -> list[Event]:
     """An ``error`` message in either shape: ``{code, message}`` or OpenAI's ``{error: {code, message}}``."""
-    body = msg.get("error") if isinstance(msg.get("error"), dict) else msg
+    body = dict_field(msg, "error") or msg
     code = body.get("code") or body.get("type") or "error"
     return [ErrorEvent(str(code), str(body.get("message") or ""))]

@@ -105,7 +105,9 @@ class StreamingTimeline(TimelineReader):
             events: list[Event] = []
             if isinstance(msg.get("transcript"), str) and msg["transcript"]:
                 events.append(Text("user", msg["transcript"], final=True, source="asr"))
-            figures = {k: msg[k] for k in ("cache_hit", "cached_tokens", "input_tokens") if k in msg}
+            figures: dict[str, float | int | bool] = {
+                k: msg[k] for k in ("cache_hit", "cached_tokens", "input_tokens") if k in msg
+            }
             return [*events, TurnFigures(figures, next_turn=True)] if figures else events
         if kind == "chunk":
             return self._chunk(msg)

@@ -19,8 +19,15 @@ _END_OF_TURN_TOKENS = ("<|im_end|>", "<|eot_id|>", "<end_of_turn>", "<|end|>", "
 class ChatCodec(Protocol):
     """What the engine needs from a tokenizer: a conversation to ids, and ids back to text."""
 
-    stop_ids: frozenset[int]  # ids that end the assistant's turn; never part of the reply text
-    allowed_ids: Sequence[int] | None  # the only ids generation may pick (None: any)
+    @property
+    def stop_ids(self) -> frozenset[int]:
+        """Ids that end the assistant's turn; never part of the reply text."""
+        ...
+
+    @property
+    def allowed_ids(self) -> Sequence[int] | None:
+        """The only ids generation may pick (None: any)."""
+        ...
 
     def encode_chat(self, conversation: Conversation, add_generation_prompt: bool) -> list[int]:
         """Token ids of the whole conversation as the chat template renders it."""
