@@ -58,7 +58,7 @@ class CarrierStream:
 
     def _start(self, parameters: dict[str, str]) -> dict[str, Any]:
         if self.carrier == "twilio":
-            body = {
+            body: dict[str, Any] = {
                 "streamSid": self.stream_id,
                 "accountSid": "AC" + "0" * 32,
                 "callSid": self.call_sid,
@@ -76,8 +76,8 @@ class CarrierStream:
             body = {
                 "call_control_id": self.call_sid,
                 "media_format": {"encoding": "PCMU", "sample_rate": 8000, "channels": 1},
-                "to": parameters.get("To", ""),
-                "from": parameters.get("From", ""),
+                "to": parameters.get("To"),  # null when the call has none, as Telnyx sends it
+                "from": parameters.get("From"),
             }
             return {
                 "event": "start",
