@@ -140,11 +140,11 @@ class WebRtcCall:
             except MediaStreamError:
                 return
             assert isinstance(frame, av.AudioFrame)  # an audio track's frames
-        for out in resampler.resample(frame):
-            pcm = out.to_ndarray().astype("<i2").reshape(-1)
-            self.heard += pcm.tobytes()
-            if np.abs(pcm).max(initial=0) > LOUD:
-                self.loud_at.append(time.monotonic())
+            for out in resampler.resample(frame):
+                pcm = out.to_ndarray().astype("<i2").reshape(-1)
+                self.heard += pcm.tobytes()
+                if np.abs(pcm).max(initial=0) > LOUD:
+                    self.loud_at.append(time.monotonic())
 
     def send(self, event: dict[str, Any]) -> None:
         self.channel.send(json.dumps(event))
