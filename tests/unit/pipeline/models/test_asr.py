@@ -3,8 +3,6 @@ in its slot, finals and partials batched across sessions, one-shot clips, refuse
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 
@@ -22,12 +20,13 @@ from omnivox.pipeline.models.voice_chunks import (
     UtteranceEnd,
     WordChunk,
     asr_output,
-    reply_output,
     to_values,
 )
 from omnivox.pipeline.scheduler import IncomingMessage
 from omnivox.pipeline.schedulers.streaming import StreamingScheduler
 from omnivox.voice.stack import ASR_RATE
+
+from .harness import chunk, drain, opened
 
 
 class FakeWhisper:
@@ -223,28 +222,6 @@ class BatchCountingWhisper:
     def transcribe_batch(self, clips):
         self.batches.append(len(clips))
         return [f"{len(c)} samples" for c in clips]
-
-
-def drain(s, until, timeout=5.0):
-    got = []
-    deadline = time.monotonic() + timeout
-    while not until(got):
-        assert time.monotonic() < deadline, got
-        got.extend(s.outbox.drain())
-        time.sleep(0.002)
-    return got
-
-
-def chunk(rid, message):
-    return IncomingMessage(rid, "stream_chunk", to_values(message))
-
-
-def opened(rid, message=None):
-    return IncomingMessage(rid, "new_request", to_values(message) if message else {"streaming": True})
-
-
-def spoken(o):
-    return reply_output(o.data).text
 
 
 def test_finals_of_every_session_are_decoded_in_one_batch() -> None:

@@ -27,6 +27,8 @@ from omnivox.pipeline.scheduler import IncomingMessage
 from omnivox.pipeline.spec import StageSpec
 from omnivox.voice.llm.base import ChatLlm, LlmParams
 
+from .harness import drain
+
 
 class ScriptedLlm(ChatLlm):
     name = "scripted"
@@ -197,21 +199,11 @@ def stage(service):
     scheduler.stop()
 
 
-def drain(s, until, timeout=10.0):
-    got = []
-    deadline = time.monotonic() + timeout
-    while not until(got):
-        assert time.monotonic() < deadline, got
-        got.extend(s.outbox.drain())
-        time.sleep(0.005)
-    return got
-
-
 def test_a_reply_streams_word_by_word_from_the_remote_server(stage, service) -> None:
     assert stage.info["model"] != "echo"
     prompt = ReplyPrompt(USER, max_tokens=64, voice="v", speed=1.0)
     stage.inbox.put(IncomingMessage("r", "new_request", to_values(prompt)))
-    got = drain(stage, lambda g: any(m.type == "result" for m in g))
+    got = drain(stage, lambda g: any(m.type == "result" for m in g), timeout=10.0)
     streamed = [llm_output(m.data) for m in got if m.type == "stream"]
     words = [c.text for c in streamed if isinstance(c, WordChunk)]
     assert "".join(words).strip() == fake_reply(USER)
@@ -225,7 +217,7 @@ def test_a_reply_streams_word_by_word_from_the_remote_server(stage, service) -> 
 def test_an_abort_stops_the_remote_stream_and_frees_the_slot(stage, service) -> None:
     service.state.token_delay_s = 0.2
     stage.inbox.put(IncomingMessage("r", "new_request", to_values(ReplyPrompt(USER))))
-    drain(stage, lambda g: any(m.data.get("type") == "word" for m in g))
+    drain(stage, lambda g: any(m.data.get("type") == "word" for m in g), timeout=10.0)
     stage.abort("r")
     deadline = time.monotonic() + 10
     while stage.load()["running"] or not service.state.chat_disconnected:

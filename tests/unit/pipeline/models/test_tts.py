@@ -4,7 +4,6 @@ in the voice sent before them, replies interleaved, the reply spoken least first
 from __future__ import annotations
 
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -24,6 +23,8 @@ from omnivox.pipeline.models.voice_chunks import (
 from omnivox.pipeline.scheduler import IncomingMessage
 from omnivox.pipeline.schedulers.streaming import StreamingScheduler
 from omnivox.voice.tts.base import StreamingTts
+
+from .harness import chunk, drain, opened, spoken
 
 
 class FakeTts(StreamingTts):
@@ -115,28 +116,6 @@ def test_tts_close_stops_and_clears(tts_handler) -> None:
 class LengthTts(StreamingTts):
     def _synthesize(self, text, voice, stop, speed):
         yield np.full(240, len(text), np.float32)
-
-
-def drain(s, until, timeout=5.0):
-    got = []
-    deadline = time.monotonic() + timeout
-    while not until(got):
-        assert time.monotonic() < deadline, got
-        got.extend(s.outbox.drain())
-        time.sleep(0.002)
-    return got
-
-
-def chunk(rid, message):
-    return IncomingMessage(rid, "stream_chunk", to_values(message))
-
-
-def opened(rid, message=None):
-    return IncomingMessage(rid, "new_request", to_values(message) if message else {"streaming": True})
-
-
-def spoken(o):
-    return reply_output(o.data).text
 
 
 def test_replies_are_spoken_sentence_by_sentence_and_interleaved() -> None:
