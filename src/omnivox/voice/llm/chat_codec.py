@@ -104,7 +104,7 @@ class IncrementalDetokenizer:
 
 
 def message_text(message: ChatMessage) -> str:
-    """The text a text-only engine renders for ``message``.
+    """The text a text-only model renders for ``message``.
 
     Uses the canonical form that the routing hash uses, so two conversations with one hash render
     to the same ids; image and audio parts raise ``UnsupportedContent``.
@@ -112,7 +112,7 @@ def message_text(message: ChatMessage) -> str:
     content = message.canonical()
     if not isinstance(content, str):
         kinds = sorted({p["type"] for p in content if p.get("type") != "text"})
-        raise UnsupportedContent(f"this engine takes text only, not {', '.join(kinds)}", parts=kinds)
+        raise UnsupportedContent(f"this model takes text only, not {', '.join(kinds)}", parts=kinds)
     return content
 
 
