@@ -70,7 +70,7 @@ class PrefillDone(Msg):
     transcript: str | None = None  # what was heard in the audio parts (engines with audio in)
 
 
-class Chunk(Msg):
+class ReplyChunk(Msg):
     type: Literal["chunk"] = "chunk"
     chunk_index: int
     text_delta: str = ""
@@ -97,7 +97,7 @@ class Done(Msg):
     error: str | None = None  # the code of the error that cut the generation short, if one did
 
 
-ServerMessage = Annotated[PrefillDone | Chunk | Done, Field(discriminator="type")]
+ServerMessage = Annotated[PrefillDone | ReplyChunk | Done, Field(discriminator="type")]
 SERVER_ADAPTER: TypeAdapter[ServerMessage] = TypeAdapter(ServerMessage)
 SERVER_TYPES = known_types(SERVER_ADAPTER) | {"error"}
 

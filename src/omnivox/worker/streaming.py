@@ -121,7 +121,7 @@ class StreamingHandler(SessionHandler):
             async for chunk in self.host.generate(params, self.stop, result):
                 if ttft is None:
                     ttft = time.monotonic() - start
-                out = sp.Chunk(chunk_index=index, text_delta=chunk.text_delta)
+                out = sp.ReplyChunk(chunk_index=index, text_delta=chunk.text_delta)
                 if chunk.audio is not None and len(chunk.audio):
                     out.audio_data = pcm16_to_b64(chunk.audio)
                     out.audio_sample_rate = OUTPUT_SAMPLE_RATE
@@ -133,7 +133,7 @@ class StreamingHandler(SessionHandler):
                 log.exception("generation failed")
             self.conn.error(failure, keep_open=True)
         # done always ends a generation (after an error too), so the turn ends on both sides
-        self.conn.send(sp.Chunk(chunk_index=index, is_final=True).model_dump_json(exclude_none=True))
+        self.conn.send(sp.ReplyChunk(chunk_index=index, is_final=True).model_dump_json(exclude_none=True))
         stats = self._input
         engine = self.host.engine
         done = sp.Done(

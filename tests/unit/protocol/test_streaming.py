@@ -58,7 +58,7 @@ def test_temperature_bounds(temperature):
 
 def test_server_messages_parse_as_clients_read_them():
     chunk = sp.SERVER_ADAPTER.validate_json('{"type":"chunk","chunk_index":2,"text_delta":"hi","new":1}')
-    assert isinstance(chunk, sp.Chunk) and chunk.chunk_index == 2 and chunk.is_final is False
+    assert isinstance(chunk, sp.ReplyChunk) and chunk.chunk_index == 2 and chunk.is_final is False
     done = sp.SERVER_ADAPTER.validate_python(
         {"type": "done", "elapsed_ms": 3, "token_stats": {"input_tokens": 4}}
     )
