@@ -36,7 +36,7 @@ from omnivox.pipeline.messages import (
     Failed,
     Hello,
     Message,
-    Result,
+    RequestResult,
     StageInfo,
     StreamChunk,
     StreamDone,
@@ -282,7 +282,7 @@ class PipelineClient:
                 self.ready.set()
         elif isinstance(message, StreamChunk):
             self._deliver_values(message.request_id, "stream", message.source, message.payload, frames)
-        elif isinstance(message, Result):
+        elif isinstance(message, RequestResult):
             self._result(message, frames)
         elif isinstance(message, Failed):
             self._deliver(message.request_id, pipeline_error(message.code, message.message), end=True)
@@ -301,7 +301,7 @@ class PipelineClient:
                 return
         request._deliver(Event(kind, source, values))
 
-    def _result(self, message: Result, frames: Sequence[Any]) -> None:
+    def _result(self, message: RequestResult, frames: Sequence[Any]) -> None:
         with self._lock:
             request = self._requests.pop(message.request_id, None)
         with self._relay_lock:

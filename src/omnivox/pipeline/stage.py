@@ -37,7 +37,7 @@ from omnivox.pipeline.messages import (
     Plan,
     Register,
     RegisterAck,
-    Result,
+    RequestResult,
     Shutdown,
     StageInfo,
     StreamChunk,
@@ -278,7 +278,7 @@ class Stage:
         for target in plan.targets.get(self.name, []):
             payload, frames = self._pack(out.data, target, plan)
             if target == CLIENT:
-                self._send(target, Result(rid, self.name, payload), frames)
+                self._send(target, RequestResult(rid, self.name, payload), frames)
             elif target in request.streamed:
                 self._send(target, StreamDone(rid, self.name, plan, payload), frames)
             else:

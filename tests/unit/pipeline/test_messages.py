@@ -22,7 +22,7 @@ from omnivox.pipeline.messages import (
     Plan,
     Register,
     RegisterAck,
-    Result,
+    RequestResult,
     Shutdown,
     StageInfo,
     StreamChunk,
@@ -99,8 +99,8 @@ ALL = [
     Abort("r1", "client went away"),
     Shutdown(),
     Shutdown("bye"),
-    Result("r1", "b", PAYLOAD),
-    Result("r1", "", parts={"b": PAYLOAD, "c": Payload({"x": 1})}),
+    RequestResult("r1", "b", PAYLOAD),
+    RequestResult("r1", "", parts={"b": PAYLOAD, "c": Payload({"x": 1})}),
     Failed("r1", "stage_lost", "the stage died"),
 ]
 
