@@ -32,8 +32,7 @@ from omnivox.core.config import Settings
 from omnivox.core.errors import WS_POLICY, OmnivoxError
 from omnivox.gateway.auth import allowed, offered_key
 from omnivox.gateway.context import GatewayContext
-from omnivox.gateway.edges.client import serve_session
-from omnivox.gateway.telephony.call import PhoneCall
+from omnivox.gateway.telephony.call import PhoneCall, start_call
 from omnivox.gateway.telephony.profiles import opening, profile_for
 from omnivox.protocol.spec import WireProtocol
 from omnivox.telephony.carriers import CARRIERS, Carrier, plivo, telnyx, twilio
@@ -175,12 +174,7 @@ async def serve_stream(ws: WebSocket, carrier: Carrier, protocol: WireProtocol, 
     playout = MarkedPlayout(call.on_playback, to_carrier)
     call.answered(playout)
     preamble = opening(protocol.phone, profile, encoding)
-    host = ws.client.host if ws.client else None
-
-    async def run_session(c: PhoneCall) -> None:
-        await serve_session(c, protocol, ctx, c.id, {}, {}, preamble, host)
-
-    ctx.calls.start(call, run_session)
+    start_call(ctx, protocol, call, lambda: preamble, ws.client.host if ws.client else None)
 
     async def write() -> None:
         while (frame := await outbox.get()) is not None:

@@ -14,8 +14,10 @@ import json
 import time
 from typing import Any
 
+from omnivox.core.errors import OmnivoxError
 from omnivox.protocol.phone import PhoneBridge, PhoneRoute
 from omnivox.protocol.realtime import calls
+from omnivox.protocol.realtime.events import error_event
 
 END_CALL = "end_call"
 END_CALL_TOOL = {
@@ -127,6 +129,11 @@ class RealtimePhone(PhoneBridge):
                 "response": {"instructions": instructions},
             }
         )
+
+    def failure(self, err: OmnivoxError) -> str:
+        event = error_event(err).model_dump(mode="json")
+        event["error"].update({k: v for k, v in err.details.items() if k != "param"})  # outcome, sip_status
+        return json.dumps(event)
 
 
 REALTIME_PHONE = RealtimePhone()
