@@ -3,8 +3,9 @@
 out, paced one 20 ms packet at a time from a ``PacedPlayout``.
 
 RTP is taken only from the address the SDP named (the first port it comes from there is kept, for
-peers behind a NAT that rewrites it); packets from anyone else, malformed ones, payload types not
-agreed, and packets past ``MAX_PACKETS_PER_S`` (a flood) are dropped and counted, never an error.
+peers behind a NAT that rewrites it, until packets come from the SDP's own port); packets from
+anyone else, malformed ones, payload types not agreed, and packets past ``MAX_PACKETS_PER_S`` (a
+flood) are dropped and counted (``on_drop``), never an error.
 """
 
 from __future__ import annotations
@@ -111,8 +112,8 @@ class RtpEndpoint(asyncio.DatagramProtocol):
         if plan is None:
             return
         source = (str(addr[0]), int(addr[1]))
-        if self._source is None and source[0] == plan.remote[0]:
-            self._source = source
+        if source == plan.remote or (self._source is None and source[0] == plan.remote[0]):
+            self._source = source  # the SDP's own address always wins over a port latched before it
         if source != self._source:
             self._drop("foreign")
             return
