@@ -21,6 +21,7 @@ import asyncio
 import logging
 import re
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -31,7 +32,7 @@ from omnivox.core.config import PhoneProfile, Settings
 from omnivox.core.errors import DialFailed, InvalidMessage, SessionLimitReached, UnusableSdp
 from omnivox.gateway.context import GatewayContext
 from omnivox.gateway.telephony.call import PhoneCall, start_call
-from omnivox.gateway.telephony.legs import OutboundLeg, SipLegs
+from omnivox.gateway.telephony.legs import OutboundLeg, SipLeg, SipLegs
 from omnivox.gateway.telephony.metrics import TelephonyMetrics
 from omnivox.gateway.telephony.profiles import opening, profile_for
 from omnivox.gateway.telephony.transports import Uac
@@ -153,8 +154,10 @@ class Dialer:
         uac: Uac,
         advertise: str,
         metrics: TelephonyMetrics,
+        ended: Callable[[SipLeg, str], None],
     ) -> None:
         self.ctx = ctx
+        self.ended = ended  # what the SIP edge does when a call ends (hang up, free the port)
         self.protocol = protocol
         self.legs = legs
         self.uac = uac
@@ -189,6 +192,7 @@ class Dialer:
             auth=auth,
         )
         leg = OutboundLeg(outgoing, self.uac, call, endpoint, request.profile)
+        call.on_end = lambda reason: self.ended(leg, reason)
         self.legs.add(leg)
         call.info = {
             "direction": "outbound",

@@ -28,7 +28,7 @@ import time
 from typing import Any
 
 import httpx
-from aiosipua import DialogState, IncomingCall, SipUAS, TcpSipTransport, parse_sdp
+from aiosipua import DialogState, IncomingCall, SipUAS, parse_sdp
 from aiosipua.transport import SipTransport
 
 from omnivox.core.config import Settings
@@ -41,7 +41,7 @@ from omnivox.gateway.telephony.dial import Dialer, DialRequest
 from omnivox.gateway.telephony.legs import InboundLeg, SipLeg, SipLegs
 from omnivox.gateway.telephony.metrics import TelephonyMetrics
 from omnivox.gateway.telephony.profiles import opening, profile_for
-from omnivox.gateway.telephony.transports import TlsTransport, Uac, UdpTransport, tls_context
+from omnivox.gateway.telephony.transports import TcpTransport, TlsTransport, Uac, UdpTransport, tls_context
 from omnivox.protocol.spec import WireProtocol
 from omnivox.telephony import sdp, webhooks
 from omnivox.telephony.digest import DigestAuth
@@ -79,7 +79,7 @@ class SipEdge:
         addr = (self.host, s.sip_port)
         transports: list[tuple[SipTransport, int]] = [
             (UdpTransport(local_addr=addr), s.sip_port),
-            (TcpSipTransport(local_addr=addr), s.sip_port),
+            (TcpTransport(local_addr=addr), s.sip_port),
         ]
         if s.sip_tls_port is not None and s.sip_tls_cert and s.sip_tls_key:
             context = tls_context(s.sip_tls_cert, s.sip_tls_key)
@@ -100,7 +100,9 @@ class SipEdge:
             await uas.start()
             self._uas.append(uas)
             if uac is not None:
-                self.dialer = Dialer(self.ctx, self.protocol, self.legs, uac, self.advertise, self.metrics)
+                self.dialer = Dialer(
+                    self.ctx, self.protocol, self.legs, uac, self.advertise, self.metrics, self._ended
+                )
         tls = f", TLS on {s.sip_tls_port}" if len(transports) > 2 else ""
         log.info("SIP listening on %s:%s (UDP, TCP%s)", *addr, tls)
 

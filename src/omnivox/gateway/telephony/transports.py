@@ -1,16 +1,22 @@
 """The SIP transports omnivox listens on: aiosipua's UDP and TCP, UDP made to run on any event
-loop (uvloop's datagram transport is not asyncio's class, which aiosipua asserts), and TLS (TCP
-with the certificate of ``sip_tls_cert``/``sip_tls_key``; a handshake that fails or stalls past
+loop (uvloop's datagram transport is not asyncio's class, which aiosipua asserts), TCP answering
+on the connection a request came on (RFC 3261 section 18.2.2; aiosipua would look for one to the
+Via's sent-by port, which a client need not listen on), and TLS (that TCP with the certificate
+of ``sip_tls_cert``/``sip_tls_key``; a handshake that fails or stalls past
 ``HANDSHAKE_TIMEOUT_S`` only closes that connection)."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import ssl
 from dataclasses import dataclass, field
 
 from aiosipua import SipUAC, TcpSipTransport, UdpSipTransport
-from aiosipua.message import SipResponse
+from aiosipua.headers import parse_via, stringify_via
+from aiosipua.message import SipMessage, SipRequest, SipResponse
+
+log = logging.getLogger(__name__)
 
 HANDSHAKE_TIMEOUT_S = 5.0
 
@@ -34,8 +40,30 @@ class UdpTransport(UdpSipTransport):
         await loop.create_datagram_endpoint(lambda: _Datagrams(self), local_addr=self.local_addr)
 
 
+class TcpTransport(TcpSipTransport):
+    """TCP whose responses go back on the request's own connection: each request's top Via is
+    stamped with the connection's address (``received``, ``rport``), which aiosipua routes by."""
+
+    def _dispatch(self, data: bytes, addr: tuple[str, int]) -> None:
+        try:
+            message = SipMessage.parse(data)
+            if isinstance(message, SipRequest) and (vias := message.headers.get("via")):
+                via = parse_via(vias[0])
+                via.params["received"], via.params["rport"] = addr[0], str(addr[1])
+                message.headers.remove("Via")
+                for value in [stringify_via(via), *vias[1:]]:
+                    message.headers.append("Via", value)
+        except Exception:  # aiosipua's parser raises what it meets: the bytes were not SIP
+            return
+        if self.on_message is not None:
+            try:
+                self.on_message(message, addr)
+            except Exception:
+                log.exception("SIP message from %s could not be handled", addr)
+
+
 @dataclass
-class TlsTransport(TcpSipTransport):
+class TlsTransport(TcpTransport):
     """SIP over TLS (RFC 3261 section 26.2): TCP framing inside a TLS server socket."""
 
     ssl_context: ssl.SSLContext | None = field(default=None, repr=False)
