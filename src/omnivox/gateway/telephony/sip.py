@@ -74,6 +74,10 @@ class SipEdge:
         self._tasks: set[asyncio.Task[Any]] = set()
 
     async def start(self) -> None:
+        if not log.isEnabledFor(logging.DEBUG):
+            # aiosipua warns of every bad message it meets; omnivox counts them (refusals by status,
+            # malformed messages) instead: hostile traffic must not flood the log
+            logging.getLogger("aiosipua").setLevel(logging.ERROR)
         s = self.settings
         assert s.sip_port is not None
         addr = (self.host, s.sip_port)
@@ -87,6 +91,7 @@ class SipEdge:
                 (TlsTransport(local_addr=(self.host, s.sip_tls_port), ssl_context=context), s.sip_tls_port)
             )
         for transport, port in transports:
+            transport.on_malformed = lambda: self.metrics.refused.labels("malformed").inc()  # type: ignore[attr-defined]
             uac = (
                 Uac(transport, advertised_addr=(self.advertise, port))
                 if isinstance(transport, UdpTransport)
@@ -222,7 +227,8 @@ class SipEdge:
                 incoming.ringing()
             self._spawn(self._ring(leg))
         else:
-            self.accept(call.id, None)
+            with contextlib.suppress(NotFound):  # the caller went while its media was set up
+                self.accept(call.id, None)
 
     async def _ring(self, leg: InboundLeg) -> None:
         """Tell the application (the webhook), then wait for its decision."""
@@ -268,7 +274,14 @@ class SipEdge:
         leg.decided.set()
         assert self.protocol.phone is not None and leg.plan is not None
         preamble = opening(self.protocol.phone, leg.profile, leg.plan.encoding, session)
-        leg.incoming.accept(parse_sdp(leg.answer_sdp))
+        try:
+            leg.incoming.accept(parse_sdp(leg.answer_sdp))
+        except (RuntimeError, OSError) as exc:  # a TCP caller whose connection is gone
+            leg.remote_hung_up = True
+            leg.call.end(f"the answer could not be sent: {exc}")
+            raise NotFound(
+                f"call {call_id!r} is gone: its caller's connection closed", param="call_id"
+            ) from None
         leg.endpoint.start(leg.plan)
         leg.call.answered(leg.endpoint.playout)
         start_call(self.ctx, self.protocol, leg.call, lambda: preamble, leg.incoming.source_addr[0])

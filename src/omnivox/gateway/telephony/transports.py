@@ -10,15 +10,45 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from aiosipua import SipUAC, TcpSipTransport, UdpSipTransport
 from aiosipua.headers import parse_via, stringify_via
 from aiosipua.message import SipMessage, SipRequest, SipResponse
+from aiosipua.transport import SipTransport
 
 log = logging.getLogger(__name__)
 
 HANDSHAKE_TIMEOUT_S = 5.0
+
+
+def _deliver(transport: SipTransport, data: bytes, addr: tuple[str, int], on_connection: bool) -> None:
+    """Parse one message and hand it on; bytes that are not SIP are dropped and counted
+    (``malformed``), quietly: a flood of junk must not become a flood of tracebacks in the log.
+    ``on_connection``: the answer goes back on the connection the request came on."""
+    try:
+        message = SipMessage.parse(data)
+        if isinstance(message, SipRequest) and (vias := message.headers.get("via")):
+            via = parse_via(vias[0])
+            if on_connection or via.host != addr[0] or ("rport" in via.params and not via.params["rport"]):
+                via.params["received"] = addr[0]
+            if on_connection or ("rport" in via.params and not via.params["rport"]):
+                via.params["rport"] = str(addr[1])
+            message.headers.remove("Via")
+            for value in [stringify_via(via), *vias[1:]]:
+                message.headers.append("Via", value)
+    except Exception:  # aiosipua's parser raises what it meets (ValueError, IndexError, ...)
+        log.debug("not SIP from %s", addr)
+        malformed = getattr(transport, "on_malformed", None)
+        if malformed is not None:
+            malformed()
+        return
+    if transport.on_message is not None:
+        try:
+            transport.on_message(message, addr)
+        except Exception:
+            log.exception("SIP message from %s could not be handled", addr)
 
 
 class _Datagrams(asyncio.DatagramProtocol):
@@ -35,31 +65,24 @@ class _Datagrams(asyncio.DatagramProtocol):
 class UdpTransport(UdpSipTransport):
     """aiosipua's UDP transport on any event loop."""
 
+    on_malformed: Callable[[], None] | None = None
+
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         await loop.create_datagram_endpoint(lambda: _Datagrams(self), local_addr=self.local_addr)
+
+    def _dispatch(self, data: bytes, addr: tuple[str, int]) -> None:
+        _deliver(self, data, addr, on_connection=False)
 
 
 class TcpTransport(TcpSipTransport):
     """TCP whose responses go back on the request's own connection: each request's top Via is
     stamped with the connection's address (``received``, ``rport``), which aiosipua routes by."""
 
+    on_malformed: Callable[[], None] | None = None
+
     def _dispatch(self, data: bytes, addr: tuple[str, int]) -> None:
-        try:
-            message = SipMessage.parse(data)
-            if isinstance(message, SipRequest) and (vias := message.headers.get("via")):
-                via = parse_via(vias[0])
-                via.params["received"], via.params["rport"] = addr[0], str(addr[1])
-                message.headers.remove("Via")
-                for value in [stringify_via(via), *vias[1:]]:
-                    message.headers.append("Via", value)
-        except Exception:  # aiosipua's parser raises what it meets: the bytes were not SIP
-            return
-        if self.on_message is not None:
-            try:
-                self.on_message(message, addr)
-            except Exception:
-                log.exception("SIP message from %s could not be handled", addr)
+        _deliver(self, data, addr, on_connection=True)
 
 
 @dataclass
