@@ -156,13 +156,14 @@ class SipCaller:
             self.sent_at = time.monotonic()
 
     async def speak(self, audio: np.ndarray, rate: int) -> float:
-        """Send ``audio`` (float32 at ``rate``) in real time; returns when its last packet left."""
+        """Send ``audio`` (float32 at ``rate``) in real time, each 20 ms packet once it has been
+        "recorded"; returns when the last packet left (= when its last sample was recorded)."""
         ulaw = ulaw_encode(resample(audio, rate, RATE))
         async with self._talking:
             start = time.monotonic()
             for n, i in enumerate(range(0, len(ulaw), FRAME)):
-                self._send(ulaw[i : i + FRAME].ljust(FRAME, b"\xff"))
                 await asyncio.sleep(max(0.0, start + (n + 1) * 0.02 - time.monotonic()))
+                self._send(ulaw[i : i + FRAME].ljust(FRAME, b"\xff"))
         return time.monotonic()
 
     async def press(self, digit: str) -> None:
