@@ -39,18 +39,11 @@ def gateway(tmp_path_factory):
         yield c
 
 
-def metric(c, name: str) -> float:
-    for line in httpx.get(c.url + "/metrics").text.splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[-1])
-    return 0.0
-
-
 def held(c) -> tuple[float, float, int]:
     """Calls, RTP ports and phone sessions the gateway holds."""
     sessions = httpx.get(c.url + "/api/sessions").json()["sessions"]
     rtc = sum(1 for s in sessions if s["session_id"].startswith("rtc"))
-    return metric(c, "omnivox_sip_calls"), metric(c, "omnivox_rtp_ports_in_use"), rtc
+    return c.metric("omnivox_sip_calls"), c.metric("omnivox_rtp_ports_in_use"), rtc
 
 
 async def settled(c, within_s: float = 15.0) -> None:

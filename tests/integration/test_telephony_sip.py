@@ -28,7 +28,7 @@ from omnivox.voice.asr.base import word_error_rate
 from omnivox.voice.asr.pocketsphinx_asr import PocketsphinxAsr
 from recordings import finished
 from rtclient import RATE, speech
-from sipua import Baresip
+from sipua import Baresip, nothing_held
 
 WEATHER = "what is the weather like in paris today"
 AUTH = {"Authorization": "Bearer secret"}
@@ -67,24 +67,7 @@ def idle_worker(sip_cluster):
     yield
     # however the test's call ended: the worker is free again and no RTP port or call is held
     sip_cluster.wait_idle(1, timeout=20)
-    deadline = time.monotonic() + 10
-    while (
-        held := (metric(sip_cluster, "omnivox_rtp_ports_in_use"), metric(sip_cluster, "omnivox_sip_calls"))
-    ) != (
-        0,
-        0,
-    ):
-        assert time.monotonic() < deadline, f"still held (ports, calls): {held}"
-        time.sleep(0.2)
-
-
-def metric(c, name: str, **labels: str) -> float:
-    """One sample of the gateway's /metrics (0 when it has none yet)."""
-    want = name + ("{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}" if labels else "")
-    for line in httpx.get(c.url + "/metrics", headers=AUTH).text.splitlines():
-        if line.startswith(want + " "):
-            return float(line.split()[-1])
-    return 0.0
+    nothing_held(sip_cluster)
 
 
 def calls(c) -> list[dict]:
@@ -170,7 +153,7 @@ async def test_the_caller_hanging_up_ends_the_session_and_frees_the_worker(sip_c
         ua.command("dial", f"sip:agent@127.0.0.1:{sip_cluster.sip_port}")
         await asyncio.to_thread(ua.wait_event, "CALL_ESTABLISHED")
         await until(lambda: calls(sip_cluster))
-        assert metric(sip_cluster, "omnivox_rtp_ports_in_use") == 1
+        assert sip_cluster.metric("omnivox_rtp_ports_in_use") == 1
         ua.command("hangup")
         await until(lambda: not calls(sip_cluster))
     finally:
@@ -247,14 +230,14 @@ def raw_invite(
 
 async def test_unauthenticated_and_malformed_invites_never_become_sessions(sip_cluster):
     port = sip_cluster.sip_port
-    refused = metric(sip_cluster, "omnivox_sip_refused_total", status="403")
+    refused = sip_cluster.metric("omnivox_sip_refused_total", status="403")
     assert " 401 " in await asyncio.to_thread(raw_invite, port)
     wrong = 'Digest username="trunk", realm="omnivox", nonce="1.x", uri="sip:agent@127.0.0.1", response="00"'
     assert " 403 " in await asyncio.to_thread(raw_invite, port, wrong)
     assert await asyncio.to_thread(raw_invite, port, None, None, b"\x00\xff garbage not sip") == "no answer"
     assert await asyncio.to_thread(raw_invite, port, None, None, b"INVITE nonsense\r\n\r\n") == "no answer"
     assert not calls(sip_cluster)
-    assert metric(sip_cluster, "omnivox_sip_refused_total", status="403") == refused + 1
+    assert sip_cluster.metric("omnivox_sip_refused_total", status="403") == refused + 1
     r = httpx.get(sip_cluster.url + "/health")  # the gateway still serves
     assert r.status_code == 200
 
@@ -319,7 +302,7 @@ async def test_a_hold_is_answered_and_a_bad_reinvite_refused_and_the_call_goes_o
 
 async def test_rtp_floods_strangers_and_junk_are_dropped_counted_and_the_call_goes_on(sip_cluster):
     before = {
-        r: metric(sip_cluster, "omnivox_rtp_dropped_packets_total", reason=r)
+        r: sip_cluster.metric("omnivox_rtp_dropped_packets_total", reason=r)
         for r in ("foreign", "malformed", "flooded")
     }
     caller = await phone(sip_cluster)
@@ -341,7 +324,7 @@ async def test_rtp_floods_strangers_and_junk_are_dropped_counted_and_the_call_go
     finally:
         stranger.close()
         await caller.close()
-    after = {r: metric(sip_cluster, "omnivox_rtp_dropped_packets_total", reason=r) for r in before}
+    after = {r: sip_cluster.metric("omnivox_rtp_dropped_packets_total", reason=r) for r in before}
     assert after["foreign"] - before["foreign"] >= 20
     assert after["malformed"] - before["malformed"] >= 2
     assert after["flooded"] - before["flooded"] >= 50  # (the kernel's socket buffer drops some first)
