@@ -60,6 +60,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--llm", default="local", help="local (default: the embedded SmolLM2), echo")
     parser.add_argument("--asr", default="whisper", help="whisper (default), pocketsphinx")
     parser.add_argument("--log-dir", help="keep the server logs here")
+    parser.add_argument(
+        "--media-only",
+        type=float,
+        metavar="SECONDS",
+        help="instead: N SIP calls with no worker (they wait in the queue), each sending and receiving "
+        "RTP for SECONDS: the gateway's CPU per call for signalling and RTP alone",
+    )
 
 
 @dataclass
@@ -120,7 +127,7 @@ class PhoneCaller:
                 phone = await self._connect()
                 side = await self._sideband(claimed)
             await self._talk(phone, side, turns)
-        except (OSError, TimeoutError, AssertionError, websockets.WebSocketException) as exc:
+        except Exception as exc:  # a bench reports what went wrong with one call and goes on
             self.stats.errors.append(f"{type(exc).__name__}: {exc}"[:120])
         finally:
             if phone is not None:
@@ -286,7 +293,48 @@ COLUMNS = [
 ]
 
 
+async def _hold_calls(sip_port: int, n: int, seconds: float) -> int:
+    """``n`` SIP calls that send silence and receive the gateway's 20 ms packets for ``seconds``;
+    the RTP packets received in all."""
+    phones = [SipCaller() for _ in range(n)]
+    try:
+        for phone in phones:
+            status = await phone.dial(f"sip:agent@127.0.0.1:{sip_port}", ("127.0.0.1", sip_port))
+            assert status == 200, f"the INVITE got {status}"
+        await asyncio.sleep(seconds)
+        return sum(len(p.received) for p in phones)
+    finally:
+        for phone in phones:
+            phone.hang_up()
+        await asyncio.sleep(0.2)
+        for phone in phones:
+            await phone.close()
+
+
+def _media_only(args: argparse.Namespace) -> int:
+    rows = []
+    for n in args.calls:
+        sip_port = free_port()
+        env = {**_env(args, sip_port), "OMNIVOX_SIP_MAX_CALLS": str(max(16, n))}
+        with cluster(workers=0, **env) as c:
+            assert c.gateway is not None
+            began, cpu0 = time.monotonic(), cpu_seconds(c.gateway.pid)
+            packets = asyncio.run(_hold_calls(sip_port, n, args.media_only))
+            wall = time.monotonic() - began
+            cpu = cpu_seconds(c.gateway.pid) - cpu0
+        rows.append([n, wall, packets / wall / n, 100 * cpu / wall / n, 100 * cpu / wall])
+    print_table(
+        f"SIP signalling and RTP alone: calls held {args.media_only:g} s, no session work",
+        ["calls", "wall s", "RTP packets/s per call (in)", "gateway CPU %/call", "gateway CPU % all"],
+        rows,
+    )
+    write_json(args.json, {"media_only": rows})
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.media_only:
+        return _media_only(args)
     clips = [realtime._clip(s) for s in realtime.SENTENCES]
     rows: list[list[Any]] = []
     results: list[dict[str, Any]] = []
