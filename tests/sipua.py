@@ -69,14 +69,15 @@ class Baresip:
         self.proc = subprocess.Popen(["baresip", "-f", str(home)], stdout=self.log, stderr=subprocess.STDOUT)
         self.events: list[dict] = []
         self._buf = b""
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 30  # a loaded machine starts it slowly
         while True:
             try:
                 self.ctrl = socket.create_connection(("127.0.0.1", self.ctrl_port), timeout=1)
                 break
             except OSError:
-                if time.monotonic() > deadline:
-                    raise
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(f"baresip did not start: {self.log_text()[-2000:]}") from None
                 time.sleep(0.1)
         self.ctrl.settimeout(0.1)
 
@@ -116,7 +117,7 @@ class Baresip:
         return (self.home / "baresip.log").read_bytes().decode(errors="replace")
 
     def stop(self) -> None:
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError, AttributeError):  # no ctrl: it never started
             self.ctrl.close()
         self.proc.terminate()
         try:
