@@ -27,7 +27,7 @@ import redis
 import websockets
 from websockets.exceptions import ConnectionClosed
 
-from omnivox.bench.gateways import Gateway, GatewayCluster, gateway_cluster
+from omnivox.testing.gateways import Gateway, GatewayCluster, gateway_cluster
 from scaleout_checks import ENV, USER, WORKER_LOG, assert_no_overlap, worker_sessions
 from wsclient import StreamingClient
 

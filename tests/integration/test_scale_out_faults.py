@@ -24,7 +24,7 @@ from pathlib import Path
 import redis
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
-from omnivox.bench.gateways import Gateway, GatewayCluster, gateway_cluster
+from omnivox.testing.gateways import Gateway, GatewayCluster, gateway_cluster
 from scaleout_checks import ENV, LEASE_S, USER, WORKER_LOG, assert_no_overlap, worker_sessions
 from wsclient import StreamingClient
 

@@ -22,19 +22,18 @@ import statistics
 import time
 import tracemalloc
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import Any
 
 import websockets
 
-from omnivox.bench.cluster import cluster
-from omnivox.bench.gateways import gateway_cluster
-from omnivox.bench.redis_server import redis_server
-from omnivox.bench.table import percentile, print_table, write_json
+from omnivox.bench.table import percentile, print_table, rss_mb, write_json
 from omnivox.gateway.scheduling.pool import WorkerPool
 from omnivox.gateway.scheduling.states import WorkerState
 from omnivox.gateway.scheduling.store import SchedulerStore
 from omnivox.protocol.control.workers import Capabilities, WorkerHealth
+from omnivox.testing.cluster import cluster
+from omnivox.testing.gateways import gateway_cluster
+from omnivox.testing.redis_server import redis_server
 
 USER = [{"role": "user", "content": "hello"}]
 # every simulated client comes from this one address: lift the per-client limits
@@ -55,7 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 # ---- in process
 
 
-def _in_process(n: int, repeats: int) -> dict[str, float]:
+def in_process(n: int, repeats: int) -> dict[str, float]:
     """The memory store's pool alone (synchronous, as the gateway runs it)."""
 
     async def go() -> dict[str, float]:
@@ -140,13 +139,6 @@ def _redis_store(max_queue: int) -> Iterator[SchedulerStore]:
 # ---- over the wire
 
 
-def _rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
 async def _hold(ws_url: str, name: str) -> Any:
     ws = await websockets.connect(f"{ws_url}/ws/streaming/{name}")
     await ws.send(json.dumps({"type": "prefill", "messages": USER}))
@@ -164,7 +156,7 @@ async def _until(ws: Any, kind: str) -> float:
 async def _wire(ws_urls: Sequence[str], pids: Sequence[int], n: int, repeats: int) -> dict[str, float]:
     """N clients waiting, alternating between the gateways at ``ws_urls``; ``repeats`` dispatches."""
     holder = await _hold(ws_urls[0], "holder")
-    rss0 = sum(_rss_mb(pid) for pid in pids)
+    rss0 = sum(rss_mb(pid) for pid in pids)
     sem = asyncio.Semaphore(200)
 
     async def join(i: int) -> tuple[int, Any]:
@@ -188,7 +180,7 @@ async def _wire(ws_urls: Sequence[str], pids: Sequence[int], n: int, repeats: in
     waiting = [ws for _, ws in sorted(joined, key=lambda pw: pw[0])]  # queue order, not join order
     join_s = time.perf_counter() - t0
     await asyncio.sleep(1.0)  # let the notices of the joins settle
-    rss1 = sum(_rss_mb(pid) for pid in pids)
+    rss1 = sum(rss_mb(pid) for pid in pids)
     latencies = []
     for _ in range(min(repeats, n)):
         head = waiting.pop(0)
@@ -284,7 +276,7 @@ def run(args: argparse.Namespace) -> int:
         local[store] = {}
         for n in args.sizes:
             if store == "memory":
-                r = _in_process(n, args.repeats)
+                r = in_process(n, args.repeats)
             else:
                 with _redis_store(n + args.repeats + 10) as redis_store:
                     r = _in_process_store(redis_store, n, args.repeats)

@@ -12,7 +12,7 @@ from fastapi import FastAPI
 
 from omnivox.core.config import Settings
 from omnivox.core.keys import is_loopback
-from omnivox.gateway.app import create_gateway_app
+from omnivox.gateway.app import Hook, create_gateway_app
 from omnivox.gateway.edges.mount import ClientSockets
 from omnivox.gateway.local_workers import _free_port, supervise_coordinator, supervise_workers
 
@@ -33,7 +33,7 @@ def _run(settings: Settings, app: FastAPI) -> None:
         log_config=None,  # its lines go through our handlers (text or JSON), not uvicorn's own
         ws_max_size=settings.max_message_bytes * 2,
         # the sans-I/O websockets implementation: half the memory per open socket of the legacy one
-        # (65 vs 127 KiB measured with 1,000 idle sockets), which matters with thousands queued
+        # (docs/benchmarks.md, bench pool), which matters with thousands queued
         ws="websockets-sansio",
         # per-message deflate keeps zlib state for each socket (about 49 KiB each, measured with
         # 1,000 waiting clients): with thousands waiting that is most of the gateway's memory
@@ -88,7 +88,7 @@ def serve(settings: Settings) -> None:
     settings = serve_settings(settings)
     host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host
     gateway_url = f"http://{host}:{settings.port}"
-    hooks = []
+    hooks: list[Hook] = []
     if settings.pipeline:
         # the coordinator and its stages next to the gateway; the workers become light session
         # hosts on the `pipeline` engine that share the stages' models
