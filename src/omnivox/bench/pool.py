@@ -260,11 +260,11 @@ def _throughput_rows(args: argparse.Namespace) -> tuple[list[list[Any]], dict[st
 def _gateways(store: str, count: int, workers: int, env: dict[str, str]) -> Iterator[Any]:
     """(ws URLs, gateway pids, wait-until-idle) of ``count`` gateways on ``store``."""
     if store == "memory":
-        with cluster(workers=workers, **env) as c:
+        with cluster(workers=workers, env=env) as c:
             assert c.gateway is not None
             yield [c.ws], [c.gateway.pid], lambda: c.wait(lambda h: h["queue_length"] == 0)
     else:
-        with gateway_cluster(gateways=count, workers=workers, **env) as g:
+        with gateway_cluster(gateways=count, workers=workers, env=env) as g:
             idle = lambda: [g.wait(x, lambda h: h.get("queue_length") == 0) for x in g.gateways]  # noqa: E731
             yield [x.ws for x in g.gateways], [x.pid for x in g.gateways], idle
 

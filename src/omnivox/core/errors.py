@@ -435,8 +435,8 @@ class BadPipelineMessage(PipelineError):
     code = "bad_message"
 
 
-PIPELINE_ERRORS: dict[str, type[PipelineError]] = {
-    cls.code: cls for cls in (PipelineError, *PipelineError.__subclasses__())
+PIPELINE_ERRORS: dict[str, type[PipelineError]] = {PipelineError.code: PipelineError} | {
+    cls.code: cls for cls in PipelineError.__subclasses__()
 }
 
 

@@ -95,12 +95,12 @@ class GatewayCluster:
         self, gateway: Gateway, predicate: Callable[[dict[str, Any]], bool], timeout: float = 60.0
     ) -> dict:
         deadline = time.monotonic() + timeout
-        last: object = None
+        last: Any = None
         while time.monotonic() < deadline:
             with contextlib.suppress(httpx.HTTPError, ValueError):
                 last = gateway.health()
                 if predicate(last):
-                    return last  # type: ignore[return-value]
+                    return last
             time.sleep(0.1)
         raise TimeoutError(f"{gateway.name} did not get there: {last}")
 
@@ -127,12 +127,16 @@ class GatewayCluster:
 
 @contextlib.contextmanager
 def gateway_cluster(
-    gateways: int = 2, workers: int = 1, log_dir: Path | None = None, **env: str
+    gateways: int = 2,
+    workers: int = 1,
+    log_dir: Path | None = None,
+    env: dict[str, str] | None = None,
+    **more_env: str,
 ) -> Iterator[GatewayCluster]:
     """A redis-server, ``gateways`` gateways on it and ``workers`` echo workers registering with all
     of them; everything stopped at the end."""
     with redis_server() as redis:
-        c = GatewayCluster(redis, env=env, log_dir=log_dir)
+        c = GatewayCluster(redis, env={**(env or {}), **more_env}, log_dir=log_dir)
         try:
             for _ in range(gateways):
                 c.start_gateway()

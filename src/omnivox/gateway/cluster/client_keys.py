@@ -32,8 +32,8 @@ class RedisClientKeys:
         return key, grant
 
     async def check(self, key: str) -> None:
-        async_reply = await self.store.client.get(f"{self.store.prefix}:ek:{digest(key).hex()}")
-        check_grant(_grant(async_reply), self.clock())
+        stored: Any = await self.store.client.get(f"{self.store.prefix}:ek:{digest(key).hex()}")
+        check_grant(_grant(stored), self.clock())
 
     async def take(self, key: str) -> Grant:
         return check_grant(_grant(await self.store.call("take_key", digest(key).hex())), self.clock())

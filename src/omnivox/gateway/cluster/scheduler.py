@@ -411,7 +411,7 @@ class RedisStore:
             await asyncio.sleep(min(_CHANGE_POLL_S, left))
             try:
                 async with reaching("changes"):
-                    version = await self.client.get(f"{self.prefix}:ver")
+                    version: Any = await self.client.get(f"{self.prefix}:ver")
             except StoreUnavailable:
                 continue
             if version != self._seen_version:

@@ -147,8 +147,14 @@ class SchedulerStore(Protocol):
 
     kind: str  # "memory" | "redis"
     gateway_id: str
-    max_queue_size: int
-    clock: Callable[[], float]  # monotonic seconds, for what this gateway measures itself
+
+    @property
+    def max_queue_size(self) -> int: ...
+
+    @property
+    def clock(self) -> Callable[[], float]:
+        """Monotonic seconds, for what this gateway measures itself."""
+        ...
 
     async def start(self) -> None:
         """Begin background work (leases, the assignment inbox); a no-op for the memory store."""
