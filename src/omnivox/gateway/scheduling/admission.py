@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from omnivox.core.errors import OmnivoxError, SessionLimitReached
 from omnivox.gateway.metrics import GatewayMetrics
@@ -127,9 +127,8 @@ class Admission:
                 notify(QueueNotice("queued", ticket.ticket_id, position, where.queue_length, wait))
                 loop = asyncio.get_running_loop()
                 self._watching[ticket.ticket_id] = _Watch(notify, position, loop.time())
-            await asyncio.wait(
-                {ticket.future, leaving}, timeout=max_wait_s, return_when=asyncio.FIRST_COMPLETED
-            )
+            waits: set[asyncio.Future[Any]] = {ticket.future, leaving}
+            await asyncio.wait(waits, timeout=max_wait_s, return_when=asyncio.FIRST_COMPLETED)
             if not ticket.future.done():
                 await self.store.withdraw(ticket)  # (assigned meanwhile: the worker goes back)
                 if leaving.done():

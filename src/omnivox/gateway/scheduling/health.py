@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Mapping
-from typing import TypeVar
+from collections.abc import Awaitable, Coroutine, Mapping
+from typing import Any, TypeVar
 
 import httpx
 
@@ -135,8 +135,8 @@ class HealthMonitor:
             log.info("forgetting worker %s (%s): offline for too long", worker.worker_id, worker.url)
             self._failing.discard(worker.worker_id)
 
-    def _spawn(self, work: object) -> None:
-        task = asyncio.ensure_future(work)  # type: ignore[arg-type]
+    def _spawn(self, work: Coroutine[Any, Any, Any]) -> None:
+        task = asyncio.ensure_future(work)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
