@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from omnivox.bench import BENCHES
 from omnivox.core.config import Settings, load_settings
 from omnivox.core.logging import configure
+from omnivox.core.memory import return_large_frees
 from omnivox.core.tracing import configure_tracing
 
 if TYPE_CHECKING:  # the commands import what they run only when they run it
@@ -236,6 +237,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     settings = settings_from_args(args)
     configure(settings.log_level, settings.log_format)
+    return_large_frees()  # long-running servers: freed frames and audio go back to the system
     role = f"stage-{args.stage_name}" if args.command == "stage" else args.command
     stop_tracing = configure_tracing("gateway" if role == "serve" else role, settings.otlp_endpoint)
     try:

@@ -126,11 +126,20 @@ class GatewaySettings(BaseModel):
     duplex_queued_bytes: int = Field(
         4 * MiB, ge=0, description="client messages held while a duplex session waits (more are dropped)"
     )
+    queued_bytes_total: int = Field(
+        256 * MiB, ge=0, description="all waiting sessions' held messages together (more are dropped)"
+    )
     # reference audio uploads (POST /api/assets/ref_audio)
     client_secret_max_s: int = Field(
         7200, ge=10, description="longest life of an ephemeral client key (POST /v1/realtime/client_secrets)"
     )
     client_secrets_max: int = Field(10000, ge=1, description="ephemeral keys outstanding at once (more: 429)")
+    client_secrets_per_client: int = Field(
+        1000, ge=1, description="ephemeral keys one client address may hold outstanding (more: 429)"
+    )
+    client_secret_session_bytes: int = Field(
+        64 * 1024, ge=1024, description="largest session a key is minted with (JSON bytes; more: 413)"
+    )
     webrtc_connect_timeout_s: float = Field(
         15.0, gt=0, description="a WebRTC call whose media never connects is ended (and its worker freed)"
     )

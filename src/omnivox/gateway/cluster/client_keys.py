@@ -17,18 +17,32 @@ from omnivox.gateway.edges.client_keys import Grant, check_grant, digest, new_ke
 
 
 class RedisClientKeys:
-    def __init__(self, store: RedisStore, max_keys: int, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        store: RedisStore,
+        max_keys: int,
+        per_owner: int | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.store = store
         self.max_keys = max_keys
+        self.per_owner = per_owner or max_keys
         self.clock = clock
 
-    async def mint(self, ttl_s: float, session: dict[str, Any] | None = None) -> tuple[str, Grant]:
+    async def mint(
+        self, ttl_s: float, session: dict[str, Any] | None = None, owner: str = ""
+    ) -> tuple[str, Grant]:
         key = new_key()
-        grant = Grant(expires_at=float(int(self.clock() + ttl_s)), session=session)
-        body = json.dumps({"expires_at": grant.expires_at, "session": session})
+        grant = Grant(expires_at=float(int(self.clock() + ttl_s)), session=session, owner=owner)
+        body = json.dumps({"expires_at": grant.expires_at, "session": session, "owner": owner})
         ttl_ms = max(1, round((grant.expires_at - self.clock()) * 1000))
-        if await self.store.call("mint_key", digest(key).hex(), body, ttl_ms, self.max_keys) == "full":
+        said = await self.store.call(
+            "mint_key", digest(key).hex(), body, ttl_ms, self.max_keys, owner, self.per_owner
+        )
+        if said == "full":
             raise TooManySessions(f"{self.max_keys} ephemeral keys are outstanding; try again later")
+        if said == "owner_full":
+            raise TooManySessions(f"this client holds {self.per_owner} unused ephemeral keys, its limit")
         return key, grant
 
     async def check(self, key: str) -> None:
@@ -43,4 +57,6 @@ def _grant(body: str | None) -> Grant | None:
     if not body:
         return None
     data = json.loads(body)
-    return Grant(expires_at=float(data["expires_at"]), session=data.get("session"))
+    return Grant(
+        expires_at=float(data["expires_at"]), session=data.get("session"), owner=data.get("owner", "")
+    )

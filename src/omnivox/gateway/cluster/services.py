@@ -15,7 +15,7 @@ from omnivox.gateway.context import GatewayContext
 def share(ctx: GatewayContext, store: RedisStore) -> None:
     """Put ``ctx``'s keys, limits and call directory on ``store``."""
     s = ctx.settings
-    ctx.client_keys = RedisClientKeys(store, s.client_secrets_max)
+    ctx.client_keys = RedisClientKeys(store, s.client_secrets_max, s.client_secrets_per_client)
     ctx.limits = RedisClientLimits(
         store, s.max_sessions_per_client, s.client_connect_rate, s.client_connect_burst
     )

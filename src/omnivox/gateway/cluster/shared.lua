@@ -11,13 +11,18 @@ local function gkey(g, what) return P .. ':gw:' .. g .. ':' .. what end
 
 local ops = {}
 
--- digest, grant json, ttl ms, max keys outstanding: 'ok' | 'full'
+-- digest, grant json, ttl ms, max keys outstanding, owner, max per owner:
+-- 'ok' | 'full' | 'owner_full'
 function ops.mint_key()
-  local index = P .. ':eks'
+  local index, owned = P .. ':eks', P .. ':eks:o:' .. A[5]
   redis.call('ZREMRANGEBYSCORE', index, '-inf', fmt(NOW))
+  redis.call('ZREMRANGEBYSCORE', owned, '-inf', fmt(NOW))
   if redis.call('ZCARD', index) >= tonumber(A[4]) then return 'full' end
+  if redis.call('ZCARD', owned) >= tonumber(A[6]) then return 'owner_full' end
   redis.call('SET', P .. ':ek:' .. A[1], A[2], 'PX', A[3])
   redis.call('ZADD', index, NOW + tonumber(A[3]), A[1])
+  redis.call('ZADD', owned, NOW + tonumber(A[3]), A[1])
+  if redis.call('PTTL', owned) < tonumber(A[3]) then redis.call('PEXPIRE', owned, A[3]) end
   return 'ok'
 end
 
@@ -26,6 +31,10 @@ function ops.take_key()
   local grant = redis.call('GET', P .. ':ek:' .. A[1])
   redis.call('DEL', P .. ':ek:' .. A[1])
   redis.call('ZREM', P .. ':eks', A[1])
+  if grant then
+    local owner = cjson.decode(grant)['owner'] or ''
+    redis.call('ZREM', P .. ':eks:o:' .. owner, A[1])
+  end
   return grant
 end
 

@@ -44,7 +44,7 @@ from omnivox.core.logging import SESSION_ID
 from omnivox.core.tracing import TRACEPARENT, context_from, tracer
 from omnivox.gateway.auth import allowed, offered_key, origin_allowed
 from omnivox.gateway.context import GatewayContext
-from omnivox.gateway.edges.client_keys import Grant, is_ephemeral
+from omnivox.gateway.edges.client_keys import Grant, digest, is_ephemeral
 from omnivox.gateway.edges.elsewhere import proxy_sideband
 from omnivox.gateway.edges.scopes import ClientRequest, SessionEdge, TurnEdge
 from omnivox.gateway.edges.taps import MetricsTap
@@ -71,11 +71,16 @@ async def serve_client(ws: WebSocket, protocol: WireProtocol, ctx: GatewayContex
         try:
             if ctx.draining:
                 raise GatewayDraining("this gateway is stopping; connect again (to another one)")
-            grant = await authorize(ctx, offered_key(ws.headers, offered))
+            key = offered_key(ws.headers, offered)
+            call_id = protocol.call_id(query)
+            if call_id is None:
+                grant = await authorize(ctx, key)
+            else:  # a sideband: a say in someone's call, not a session of its own
+                grant = None
+                authorize_control(ctx, key, call_id)
             named = protocol.session_id(ws.path_params, query)
             session_id = check_session_id(named) if named is not None else new_id(protocol.name[:2])
             await held.enter_async_context(ctx.limits.hold(ws.client.host if ws.client else "unknown"))
-            call_id = protocol.call_id(query)
             if not ctx.calls.held(call_id):
                 owner = await ctx.peers.call_owner(call_id)  # type: ignore[arg-type]
             call = None if owner is not None else ctx.calls.find(call_id)
@@ -103,6 +108,19 @@ async def authorize(ctx: GatewayContext, key: str | None) -> Grant | None:
     if not allowed(ctx.settings, "client", key):
         raise Unauthorized("a valid API key is required (Authorization: Bearer <key>)")
     return None
+
+
+def authorize_control(ctx: GatewayContext, key: str | None, call_id: str) -> None:
+    """Check a call's control (a sideband, a hang-up): the client or admin key, or the ephemeral key
+    that opened this very call, never any other ephemeral key. Raises ``Unauthorized``. (A call
+    another gateway holds is checked there, where it is relayed.)"""
+    settings = ctx.settings
+    if is_ephemeral(key):
+        assert key is not None
+        if ctx.calls.held(call_id) and not ctx.calls.opened_with(call_id, digest(key)):
+            raise Unauthorized("an ephemeral key controls only the call it opened")
+    elif not (allowed(settings, "client", key) or allowed(settings, "admin", key)):
+        raise Unauthorized("a call's sideband or hang-up needs the key that opened it or the client key")
 
 
 async def serve_session(

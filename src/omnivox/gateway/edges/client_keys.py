@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -31,6 +32,7 @@ class Grant:
 
     expires_at: float  # unix time
     session: dict[str, Any] | None  # the defaults it was minted with (the protocol's session patch)
+    owner: str = ""  # who minted it (the client's address): at most ``per_owner`` each
 
 
 def is_ephemeral(key: str | None) -> bool:
@@ -52,7 +54,9 @@ EXPIRED = "this ephemeral key has expired"
 class KeyStore(Protocol):
     """Where ephemeral keys are: one gateway's memory (``ClientKeys``), or a store gateways share."""
 
-    async def mint(self, ttl_s: float, session: dict[str, Any] | None = None) -> tuple[str, Grant]: ...
+    async def mint(
+        self, ttl_s: float, session: dict[str, Any] | None = None, owner: str = ""
+    ) -> tuple[str, Grant]: ...
 
     async def check(self, key: str) -> None: ...
 
@@ -60,22 +64,32 @@ class KeyStore(Protocol):
 
 
 class ClientKeys:
-    def __init__(self, max_keys: int, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, max_keys: int, per_owner: int | None = None, clock: Callable[[], float] = time.time
+    ) -> None:
         self.max_keys = max_keys
+        self.per_owner = per_owner or max_keys
         self.clock = clock
         self._keys: dict[bytes, Grant] = {}
+        self._owned: Counter[str] = Counter()  # outstanding keys per owner
 
     def __len__(self) -> int:
         return len(self._keys)
 
-    async def mint(self, ttl_s: float, session: dict[str, Any] | None = None) -> tuple[str, Grant]:
-        """A new key good for ``ttl_s`` seconds; raises ``TooManySessions`` past ``max_keys``."""
+    async def mint(
+        self, ttl_s: float, session: dict[str, Any] | None = None, owner: str = ""
+    ) -> tuple[str, Grant]:
+        """A new key good for ``ttl_s`` seconds; raises ``TooManySessions`` past ``max_keys`` in all,
+        or past ``per_owner`` for ``owner`` (one client cannot take every slot)."""
         self._forget_expired()
         if len(self._keys) >= self.max_keys:
             raise TooManySessions(f"{self.max_keys} ephemeral keys are outstanding; try again later")
+        if self._owned[owner] >= self.per_owner:
+            raise TooManySessions(f"this client holds {self.per_owner} unused ephemeral keys, its limit")
         key = new_key()
-        grant = Grant(expires_at=float(int(self.clock() + ttl_s)), session=session)  # whole seconds, as said
+        grant = Grant(expires_at=float(int(self.clock() + ttl_s)), session=session, owner=owner)  # whole s
         self._keys[digest(key)] = grant
+        self._owned[owner] += 1
         return key, grant
 
     async def check(self, key: str) -> None:
@@ -85,12 +99,20 @@ class ClientKeys:
     async def take(self, key: str) -> Grant:
         """Spend ``key`` on a session. Raises ``Unauthorized`` for a key never minted, already spent
         or expired (each said as such)."""
-        return check_grant(self._keys.pop(digest(key), None), self.clock())
+        grant = self._keys.pop(digest(key), None)
+        if grant is not None:
+            self._disown(grant)
+        return check_grant(grant, self.clock())
 
     def _forget_expired(self) -> None:
         now = self.clock()
-        for digest in [d for d, g in self._keys.items() if g.expires_at <= now]:
-            del self._keys[digest]
+        for d in [d for d, g in self._keys.items() if g.expires_at <= now]:
+            self._disown(self._keys.pop(d))
+
+    def _disown(self, grant: Grant) -> None:
+        self._owned[grant.owner] -= 1
+        if self._owned[grant.owner] <= 0:
+            del self._owned[grant.owner]
 
 
 def check_grant(grant: Grant | None, now: float) -> Grant:

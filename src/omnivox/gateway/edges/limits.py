@@ -105,3 +105,22 @@ class ClientLimits:
         full = [k for k, b in self._buckets.items() if b.tokens + (now - b.at) * self.rate >= self.burst]
         for k in full:
             del self._buckets[k]
+
+
+class HeldBytes:
+    """What clients waiting for a worker may have the gateway hold for them, all together: each
+    session holds up to its protocol's bound (``realtime_queued_bytes``...), and all of them at most
+    ``limit`` (``queued_bytes_total``), so a thousand waiting clients cannot each park megabytes."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.held = 0
+
+    def take(self, n: int) -> bool:
+        if self.held + n > self.limit:
+            return False
+        self.held += n
+        return True
+
+    def give(self, n: int) -> None:
+        self.held = max(0, self.held - n)

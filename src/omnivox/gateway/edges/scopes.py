@@ -141,6 +141,7 @@ class SessionEdge(_Edge):
         super().__init__(*args, **kwargs)
         self.connected = False
         self.dropped = 0
+        self.held = 0  # bytes held for it while it waits, counted in the gateway's total
         self.heard_at = time.monotonic()  # the client's last frame
 
     async def on_frame(self, raw: str | bytes) -> None:
@@ -150,15 +151,32 @@ class SessionEdge(_Edge):
             await self.inbox.put(item, item.size)
             return
         limit = self.protocol.held_bytes(self.settings)
-        if not self.inbox.offer(item, item.size, budget=limit):
-            self.dropped += 1
-            if self.dropped == 1:  # said once; the session starts without what was dropped
-                raise QueuedInputDropped(
-                    f"more than {limit} bytes of events arrived while waiting for a worker; "
-                    "later ones are dropped until the session starts"
-                )
+        total = self.ctx.held_bytes
+        if total.take(item.size):
+            if self.inbox.offer(item, item.size, budget=limit):
+                self.held += item.size
+                return
+            total.give(item.size)
+        self.dropped += 1
+        if self.dropped == 1:  # said once; the session starts without what was dropped
+            raise QueuedInputDropped(
+                f"more than {limit} bytes of events arrived while waiting for a worker (or the "
+                "gateway holds all it may for waiting sessions); later ones are dropped until "
+                "the session starts"
+            )
 
     async def main(self) -> None:
+        try:
+            await self._serve()
+        finally:
+            self._release_held()
+
+    def _release_held(self) -> None:
+        """What was held for it is relayed now (or never will be): out of the gateway's total."""
+        self.ctx.held_bytes.give(self.held)
+        self.held = 0
+
+    async def _serve(self) -> None:
         if self.ready is not None and not await self.ready():
             return  # gone before it could be served (a call whose media never connected): no worker
         try:
@@ -176,6 +194,7 @@ class SessionEdge(_Edge):
             socket = await self.open(worker)
             try:
                 self.connected = True
+                self._release_held()
                 self.heard_at = time.monotonic()
                 await self.conn.units.start("idle", self._watch_idle())
                 end = await self.relay(socket, lambda frame: self._control(worker, frame)).run()

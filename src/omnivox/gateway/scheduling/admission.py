@@ -89,6 +89,8 @@ class Admission:
 
         ``record`` (the session's entry in the session registry) follows along: queued while the
         ticket waits, active once a worker is assigned, idle again if admission fails."""
+        if gone.is_set():  # its client left before its turn was read: it never takes a worker
+            raise ClientGone()
         try:
             ticket = await self.store.enqueue(task_type, history_hash)
             if record is not None:
@@ -117,7 +119,7 @@ class Admission:
     async def _wait(
         self, ticket: Ticket, gone: asyncio.Event, notify: Notify, max_wait_s: float | None
     ) -> Assignment:
-        if ticket.future.done():
+        if ticket.future.done() and not gone.is_set():
             return ticket.future.result()
         leaving = asyncio.ensure_future(gone.wait())
         try:
@@ -129,8 +131,9 @@ class Admission:
                 self._watching[ticket.ticket_id] = _Watch(notify, position, loop.time())
             waits: set[asyncio.Future[Any]] = {ticket.future, leaving}
             await asyncio.wait(waits, timeout=max_wait_s, return_when=asyncio.FIRST_COMPLETED)
-            if not ticket.future.done():
-                await self.store.withdraw(ticket)  # (assigned meanwhile: the worker goes back)
+            if leaving.done() or not ticket.future.done():
+                # (assigned meanwhile, or as its client left: the worker goes back, never handed on)
+                await self.store.withdraw(ticket)
                 if leaving.done():
                     raise ClientGone()
                 raise SessionLimitReached(

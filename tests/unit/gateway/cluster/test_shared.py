@@ -70,6 +70,19 @@ async def test_expired_keys_are_refused_and_the_outstanding_count_is_shared(gate
     await on_b.mint(60)
 
 
+async def test_one_client_holds_its_share_of_keys_on_every_gateway(gateways):
+    a, b = await gateways(2)
+    wall = FakeClock(1000.0)
+    on_a, on_b = RedisClientKeys(a, 10, 2, clock=wall), RedisClientKeys(b, 10, 2, clock=wall)
+    first, _ = await on_a.mint(60, owner="10.0.0.1")
+    await on_b.mint(60, owner="10.0.0.1")
+    with pytest.raises(TooManySessions, match="this client"):
+        await on_a.mint(60, owner="10.0.0.1")  # its two, minted on either gateway
+    await on_a.mint(60, owner="10.0.0.2")  # another client is not held up
+    await on_b.take(first)
+    await on_a.mint(60, owner="10.0.0.1")  # spent on any gateway: its place is back
+
+
 async def test_a_client_s_connections_are_counted_on_every_gateway(gateways):
     a, b = await gateways(2)
     on_a, on_b = RedisClientLimits(a, 2, 0, 1), RedisClientLimits(b, 2, 0, 1)

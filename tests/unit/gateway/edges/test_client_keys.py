@@ -175,3 +175,17 @@ async def test_a_key_of_another_store_is_unknown():
 def test_the_errors_have_their_http_statuses():
     assert Unauthorized("x").http_status == 401
     assert TooManySessions("x").http_status == 429
+
+
+async def test_one_owner_holds_at_most_its_share_and_spending_or_expiry_gives_it_back() -> None:
+    clock = [1000.0]
+    keys = ClientKeys(max_keys=10, per_owner=2, clock=lambda: clock[0])
+    a1, _ = await keys.mint(60, owner="10.0.0.1")
+    await keys.mint(30, owner="10.0.0.1")
+    with pytest.raises(TooManySessions):
+        await keys.mint(60, owner="10.0.0.1")
+    await keys.mint(60, owner="10.0.0.2")  # another client is not held up by the first
+    await keys.take(a1)
+    await keys.mint(60, owner="10.0.0.1")  # spending one gave its place back
+    clock[0] += 31  # one of the first owner's keys expired
+    await keys.mint(60, owner="10.0.0.1")

@@ -91,6 +91,35 @@ async def test_a_client_that_leaves_while_queued_gives_its_place_up(make_store):
     assert await store.queue_length() == 0 and rec.state is SessionState.IDLE and admission._watching == {}
 
 
+async def test_a_turn_whose_client_already_left_is_never_handed_a_worker(make_store):
+    """Issue 25 finding 5: a streaming turn read from the inbox after its client left took the idle
+    worker all the same."""
+    store, (w,) = await make_store(1)
+    admission = Admission(store, GatewayMetrics())
+    gone, rec = asyncio.Event(), record()
+    gone.set()
+    with pytest.raises(ClientGone):
+        await admission.acquire("streaming", gone, Notices(), record=rec)
+    assert rec.state is SessionState.IDLE
+    worker, _ = await admission.acquire("streaming", asyncio.Event(), Notices())  # still free
+    assert worker.worker_id == w
+
+
+async def test_a_client_that_leaves_as_its_worker_is_assigned_gives_the_worker_back(make_store):
+    store, (w,) = await make_store(1)
+    admission = Admission(store, GatewayMetrics())
+    holder, _ = await admission.acquire("streaming", asyncio.Event(), Notices())
+    gone = asyncio.Event()
+    task = asyncio.ensure_future(admission.acquire("streaming", gone, Notices()))
+    await settle(admission)
+    gone.set()  # in the same step as the worker is freed for it
+    await store.release(holder)
+    with pytest.raises(ClientGone):
+        await asyncio.wait_for(task, 5)
+    worker, _ = await asyncio.wait_for(admission.acquire("streaming", asyncio.Event(), Notices()), 5)
+    assert worker.worker_id == w
+
+
 async def test_a_wait_that_runs_out_is_a_session_limit(make_store):
     store, _ = await make_store(1)
     admission = Admission(store, GatewayMetrics())
