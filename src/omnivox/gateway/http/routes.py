@@ -270,8 +270,10 @@ async def metrics(request: Request) -> Response:
     try:
         queue_length = await ctx.store.queue_length()
         states = [w.state for w in await ctx.store.workers()]
+        pipeline = await ctx.store.pipeline()
+        slots = await ctx.store.session_slots()
     except OmnivoxError:  # the store is unreachable: the last figures stand
-        queue_length, states = None, None
+        queue_length, states, pipeline, slots = None, None, None, None
 
     def refresh(m: GatewayMetrics) -> None:
         if queue_length is None or states is None:
@@ -279,5 +281,11 @@ async def metrics(request: Request) -> Response:
         m.queue_length.set(queue_length)
         for state in WorkerState:
             m.workers.labels(state.value).set(sum(1 for s in states if s is state))
+        if pipeline is not None:  # (a gateway without a pipeline says nothing of one)
+            alive = 0 if pipeline.age_s > PIPELINE_STALE_S else pipeline.report.alive
+            m.stages.set(len(pipeline.report.stages))
+            m.stages_alive.set(alive)
+            m.slots.set(slots or 0)
+            m.slots_used.set(pipeline.slots_used)
 
     return Response(ctx.metrics.render(refresh), media_type=CONTENT_TYPE_LATEST)
