@@ -43,10 +43,10 @@ from typing import Any
 
 import numpy as np
 
+from omnivox.agent.playout import Playback
 from omnivox.core.errors import as_omnivox_error
 from omnivox.core.transitions import Machine
 from omnivox.protocol.realtime import events as ev
-from omnivox.voice.echo.reference import EchoReference, PlayClock
 from omnivox.voice.llm.base import ToolCallDelta, Usage
 from omnivox.voice.reply import FirstToken, ReplyFailed, ReplyPiece, ReplyRequest, Spoken, Word
 from omnivox.worker.realtime.audio_io import TTS_RATE, OutputEncoder
@@ -110,7 +110,7 @@ class Response:
         lead_ms: float,
         held: bool = False,
         clock: Callable[[], float] = time.monotonic,
-        reference: EchoReference | None = None,
+        playback: Playback | None = None,
     ) -> None:
         self.plan = plan
         self.clock = clock
@@ -137,8 +137,10 @@ class Response:
         self.calls = ResponseCalls(
             plan.response_id, events, conversation if plan.in_conversation else None, self._output_index
         )
-        self.play = PlayClock(clock)  # the client's playback, as modelled here
-        self.reference = reference  # the echo guard's record of what plays when
+        # the client's playback as modelled here, in the session's playout ledger
+        self.playback = playback if playback is not None else Playback(clock)
+        if plan.audio:
+            plan.item.playback = self.playback  # the item's words are what of it was heard
         self._started = clock()  # when it may speak
         self._heard_ms: float | None = None  # where a client's truncation cut it
 
@@ -195,11 +197,11 @@ class Response:
         elif (
             self.state is not R.DONE
             or not self.plan.audio
-            or self.play.paused
-            or self.play.played_ms() >= self.play.sent_ms
+            or self.playback.paused
+            or self.playback.played_ms() >= self.playback.sent_ms
         ):
             return False
-        ms = self.play.pause()
+        ms = self.playback.pause()
         self.events.put(
             ev.InterruptionPaused(
                 response_id=self.response_id, item_id=self.plan.item.id, audio_end_ms=int(ms)
@@ -212,9 +214,9 @@ class Response:
         if self.state is R.PAUSED:
             self._machine.move(R.SPEAKING)
             self._playing.set()
-        elif not self.play.paused:
+        elif not self.playback.paused:
             return
-        ms = self.play.resume()
+        ms = self.playback.resume()
         self.events.put(
             ev.InterruptionResumed(
                 response_id=self.response_id, item_id=self.plan.item.id, audio_start_ms=int(ms), reason=reason
@@ -224,7 +226,7 @@ class Response:
     def played_ms(self) -> float:
         """Audio the client has had time to play (sent, no more than real time since it began, and
         nothing past a pause)."""
-        return self.play.played_ms()
+        return self.playback.played_ms()
 
     # ---- the event side
 
@@ -293,8 +295,8 @@ class Response:
         elif isinstance(piece, Spoken):
             self._open_message()
             if piece.starts_sentence:
-                delta = piece.text if not p.item.spans else " " + piece.text
-                p.item.spans.append((self.play.sent_ms, piece.text))
+                first = self.playback.sentence(piece.text) == 0
+                delta = piece.text if first else " " + piece.text
                 self.events.put(ev.AudioTranscriptDelta(delta=delta, **self._where()))
             await self._send_audio(piece.audio)
 
@@ -335,25 +337,21 @@ class Response:
             await self._playing.wait()
             if self.state is not R.SPEAKING:
                 return
-            if self.play.started_at is None:
-                self.play.start()
+            if not self.playback.started:
                 now = self.clock()
                 self.figures.tts_ttfa_s = now - self._started
                 if self.plan.speech_end_at is not None:
                     self.figures.voice_to_voice_s = now - self.plan.speech_end_at
-            ms = len(piece) * 1000 / TTS_RATE
             delta = ev.AudioDelta(delta=self.encoder.encode(piece), **self._where())
-            if self.reference is not None:
-                self.reference.add(self.play, self.play.sent_ms, piece, TTS_RATE)
+            # a truncation may name any of it from now on
+            ms = self.playback.send(piece, TTS_RATE)
             self.events.put(delta, response_id=self.response_id, audio_ms=ms)
-            self.play.sent(ms)
-            self.plan.item.audio_ms = self.play.sent_ms  # a truncation may name any of it from now on
 
     async def _pace(self) -> None:
         """Wait until sending more keeps the client's buffer within ``lead_ms``."""
-        if self.play.started_at is None:
+        if not self.playback.started:
             return
-        ahead = self.play.ahead_ms()
+        ahead = self.playback.ahead_ms()
         wait_s = (ahead - self.lead_ms) / 1000
         if wait_s > 0:
             try:
@@ -384,12 +382,11 @@ class Response:
         p, item, where = self.plan, self.plan.item, self._where()
         if p.audio:
             if cancelled:
-                self.play.unsent(self.events.drop_audio(p.response_id))
-            item.audio_ms = self.play.sent_ms
-            item.text = " ".join(text for _, text in item.spans)
+                self.playback.unsent(self.events.drop_audio(p.response_id))
+            item.text = self.playback.text
             if cancelled:
                 self.encoder.flush()  # the rest of this response's audio is never sent
-                self.conversation.truncate(item, self.play.stop(self._heard_ms))
+                self.conversation.truncate(item, self.playback.stop(self._heard_ms))
             elif tail := self.encoder.flush():
                 self.events.put(ev.AudioDelta(delta=tail, **where))
             self.events.put(ev.AudioDone(**where))
@@ -408,7 +405,9 @@ class Response:
             self.conversation.closed(item)
 
     def _response(self, status: str) -> dict[str, Any]:
-        return response_object(self.plan, self.figures, status, self._outputs, self.play.sent_ms, self._usage)
+        return response_object(
+            self.plan, self.figures, status, self._outputs, self.playback.sent_ms, self._usage
+        )
 
     # ---- the thread side
 

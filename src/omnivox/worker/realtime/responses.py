@@ -9,8 +9,8 @@
   playback of the last one still playing at the client; ``resume`` plays it on.
 - ``interrupt`` (a barge-in) cancels the speaking response, or cuts the audio of the last one that
   is still playing at the client; ``cancel`` is the client's ``response.cancel``.
-- ``spoken_recently``: the words the user may just have heard (the echo guard compares them with
-  what the recogniser hears over the assistant).
+- What the user heard of them is the playout ledger's (``agent.playout``): the speaking response,
+  or the last one heard, holds the floor there.
 
 When a response that was heard ends, ``on_finished`` gets it (the session reports its figures and
 arms the idle timer).
@@ -24,6 +24,7 @@ import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 
+from omnivox.agent.playout import Playout
 from omnivox.connection.units import WorkUnits
 from omnivox.core.errors import ActiveResponse, ResponseCancelNotActive
 from omnivox.core.ids import new_id
@@ -31,7 +32,6 @@ from omnivox.engines.base import Engine, VoiceProfile
 from omnivox.protocol.chat import ChatMessage
 from omnivox.protocol.realtime import wire as rt
 from omnivox.protocol.realtime.session_config import SessionConfig, chat_tool_choice, check_tools
-from omnivox.voice.echo.reference import EchoReference
 from omnivox.voice.llm.base import LlmParams
 from omnivox.voice.llm.history import trim_history
 from omnivox.voice.reply import ReplyRequest
@@ -61,10 +61,10 @@ class Responses:
         encoder: Callable[[], OutputEncoder],
         on_finished: Callable[[Response], Awaitable[None]],
         clock: Callable[[], float] = time.monotonic,
-        reference: EchoReference | None = None,
+        playout: Playout | None = None,
     ) -> None:
         self.engine = engine
-        self.reference = reference  # where the echo guard learns what plays when
+        self.playout = playout if playout is not None else Playout(clock)  # what the user heard
         self.profile = profile
         self.events = events
         self.conversation = conversation
@@ -90,10 +90,7 @@ class Responses:
 
     def playback_left_s(self) -> float:
         """Seconds of the last finished response's audio the client has yet to play."""
-        last = self.last
-        if last is None or self.active is not None:
-            return 0.0
-        return max(0.0, (last.plan.item.audio_ms - last.played_ms()) / 1000)
+        return 0.0 if self.active is not None else self.playout.left_s()
 
     # ---- starting
 
@@ -114,7 +111,7 @@ class Responses:
         await self.discard_speculation()
         plan = self._plan(params or rt.ResponseParams(), speech_end_at, extra or [])
         response = self._response(plan, held=False)
-        self.active = response
+        self._speak(response)
         await self.units.start(UNIT, self._run(response))
         return response
 
@@ -136,7 +133,7 @@ class Responses:
             held.discard()
             await self.units.cancel(UNIT)
             return False
-        self.active = held
+        self._speak(held)
         held.release(speech_end_at)
         return True
 
@@ -176,7 +173,8 @@ class Responses:
             active.cancel("client_cancelled", heard_ms)  # its events end with the truncation
             return
         if last is not None and last.plan.item is item:
-            last.play.stop(heard_ms)  # what still played at the client is not echo any more
+            last.playback.stop(heard_ms)  # what still played at the client is not echo any more
+            self.playout.forget(last.playback)
             self.last = None
         self.conversation.truncate(item, heard_ms)
 
@@ -185,7 +183,8 @@ class Responses:
         last = self.last
         if last is None or not last.plan.audio or last.plan.item.audio_ms <= 0:
             return  # nothing of it was said (a reply that only called functions has no audio)
-        self.conversation.truncate(last.plan.item, last.play.stop())
+        self.conversation.truncate(last.plan.item, last.playback.stop())
+        self.playout.forget(last.playback)
         self.last = None
 
     def pause(self) -> bool:
@@ -202,21 +201,16 @@ class Responses:
         if paused is not None:
             paused.resume(reason)
 
-    def spoken_recently(self, window_ms: float = 8000.0) -> str:
-        """The assistant's words the user may have heard in the last ``window_ms`` of its audio."""
-        response = self.active if self.active is not None else self.last
-        if response is None:
-            return ""
-        item, played = response.plan.item, response.played_ms()
-        spans = item.spans
-        words = []
-        for n, (start, text) in enumerate(spans):
-            end = spans[n + 1][0] if n + 1 < len(spans) else response.play.sent_ms
-            if start <= played and end >= played - window_ms:
-                words.append(text)
-        return " ".join(words)
+    def spoken_recently(self) -> str:
+        """The assistant's words the user may just have heard (the echo guard's)."""
+        return self.playout.spoken_recently()
 
     # ---- internals
+
+    def _speak(self, response: Response) -> None:
+        """``response`` speaks: it has the floor, in the ledger too."""
+        self.active = response
+        self.playout.hold(response.playback)
 
     def _response(self, plan: ResponsePlan, held: bool) -> Response:
         return Response(
@@ -229,7 +223,7 @@ class Responses:
             self.lead_ms,
             held=held,
             clock=self.clock,
-            reference=self.reference,
+            playback=self.playout.playback(),
         )
 
     async def _run(self, response: Response) -> None:

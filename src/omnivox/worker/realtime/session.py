@@ -19,6 +19,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from omnivox.agent.playout import Playout
 from omnivox.audio.clips import decode_clip_at
 from omnivox.core.errors import InputAudioBufferCommitEmpty, InvalidMessage, OmnivoxError
 from omnivox.core.ids import new_id
@@ -32,7 +33,6 @@ from omnivox.protocol.realtime.session_config import (
     TurnDetection,
     apply_update,
 )
-from omnivox.voice.echo.reference import EchoReference
 from omnivox.voice.turn.interruption import InterruptionPolicy
 from omnivox.voice.vad.turn import TurnParams
 from omnivox.worker.handler import SessionHandler
@@ -112,7 +112,7 @@ class RealtimeSession(SessionHandler):
             backchannels=[b.strip() for b in settings.backchannels.split(",") if b.strip()],
             backchannel_max_ms=settings.backchannel_max_ms,
         )
-        self.reference = EchoReference()  # the reply audio as it plays, for the echo guard
+        self.playout = Playout()  # the reply audio as it plays: what was heard, the echo reference
         self.events = Events(
             self.conn,
             beta=self.info.query.get("beta") in ("1", "true"),
@@ -125,7 +125,7 @@ class RealtimeSession(SessionHandler):
         self.encoder = OutputEncoder(self.config.audio.output.format)
         vad = self.config.audio.input.turn_detection
         listener = engine.open_listener(turn_params(vad), self.settings.barge_in_min_ms)
-        self.hearing = Hearing(listener, self.input_thread, self.reference)
+        self.hearing = Hearing(listener, self.input_thread, self.playout)
         self.hearing.set_echo(echo_job(self.config.omnivox))
         self.turns = TurnTaking(
             vad,
@@ -145,7 +145,7 @@ class RealtimeSession(SessionHandler):
             config=lambda: self.config,
             encoder=lambda: self.encoder,
             on_finished=self._finished,
-            reference=self.reference,
+            playout=self.playout,
         )
         self.events.put(ev.SessionCreated(session=self.config.wire()))
         self._owed: float | None = None  # a turn to answer once the backlog is heard (its speech end)

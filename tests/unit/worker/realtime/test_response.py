@@ -168,7 +168,7 @@ async def test_speaking_audio_sends_sentences_and_paced_deltas_with_figures(thre
     assert len(audio) == 3 + 1 + 1  # 250 ms in 100 ms frames, then 100 ms, then 50 ms
     item = response.plan.item
     assert item.text == "Hi. Bye." and item.audio_ms == pytest.approx(400, abs=1)
-    assert item.spans == [(0.0, "Hi."), (pytest.approx(250.0), "Bye.")]
+    assert response.playback.spans == ((0.0, "Hi."), (pytest.approx(250.0), "Bye."))
     figures = response.figures
     assert figures.voice_to_voice_s == pytest.approx(0.6)  # first audio at 10.0, speech ended at 9.4
     assert figures.tts_ttfa_s == pytest.approx(0.0)
