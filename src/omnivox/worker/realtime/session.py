@@ -19,7 +19,22 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from omnivox.agent.events import HearingEvent, InputCleared, SpeechStarted, SpeechStopped, TranscriptDelta
 from omnivox.agent.playout import Playout
+from omnivox.agent.turns import (
+    Action,
+    BargeIn,
+    CommitTurn,
+    DropPrepared,
+    Emit,
+    Floor,
+    PauseReply,
+    Prepare,
+    ResumeReply,
+    StopIdle,
+    TurnSettings,
+    TurnTaking,
+)
 from omnivox.audio.clips import decode_clip_at
 from omnivox.core.errors import InputAudioBufferCommitEmpty, InvalidMessage, OmnivoxError
 from omnivox.core.ids import new_id
@@ -33,6 +48,7 @@ from omnivox.protocol.realtime.session_config import (
     TurnDetection,
     apply_update,
 )
+from omnivox.protocol.wire import Msg
 from omnivox.voice.turn.interruption import InterruptionPolicy
 from omnivox.voice.vad.turn import TurnParams
 from omnivox.worker.handler import SessionHandler
@@ -42,19 +58,6 @@ from omnivox.worker.realtime.events import Events
 from omnivox.worker.realtime.hearing import ASR_RATE, Clear, Commit, Configure, Echo, Feed, Hearing
 from omnivox.worker.realtime.response import Response, ResponseState
 from omnivox.worker.realtime.responses import Responses
-from omnivox.worker.realtime.turns import (
-    Action,
-    BargeIn,
-    CommitTurn,
-    DropPrepared,
-    Emit,
-    Floor,
-    PauseReply,
-    Prepare,
-    ResumeReply,
-    StopIdle,
-    TurnTaking,
-)
 from omnivox.worker.realtime.warnings import SettingWarnings, own_recogniser
 
 log = logging.getLogger(__name__)
@@ -78,6 +81,25 @@ def turn_params(vad: TurnDetection | None) -> TurnParams | None:
         # semantic_vad: an end-of-turn model sets each pause's length (silence_duration_ms is unused)
         eagerness=(vad.eagerness or "auto") if vad.type == "semantic_vad" else None,
     )
+
+
+def turn_settings(vad: TurnDetection | None) -> TurnSettings | None:
+    params = turn_params(vad)
+    if vad is None or params is None:
+        return None
+    return TurnSettings(params, vad.create_response, vad.interrupt_response, vad.idle_timeout_ms)
+
+
+def hearing_event(event: HearingEvent) -> Msg:
+    """What the agent heard, as the OpenAI event that says it."""
+    if isinstance(event, SpeechStarted):
+        return ev.SpeechStarted(audio_start_ms=int(event.audio_ms), item_id=event.turn_id)
+    if isinstance(event, SpeechStopped):
+        return ev.SpeechStopped(audio_end_ms=int(event.audio_ms), item_id=event.turn_id)
+    if isinstance(event, TranscriptDelta):
+        return ev.TranscriptionDelta(item_id=event.turn_id, delta=event.text)
+    assert isinstance(event, InputCleared)
+    return ev.Cleared()
 
 
 def interruption_policy(options: OmnivoxOptions) -> InterruptionPolicy:
@@ -128,9 +150,10 @@ class RealtimeSession(SessionHandler):
         self.hearing = Hearing(listener, self.input_thread, self.playout)
         self.hearing.set_echo(echo_job(self.config.omnivox))
         self.turns = TurnTaking(
-            vad,
+            turn_settings(vad),
             transcribe=self.config.audio.input.transcription is not None,
             policy=interruption_policy(self.config.omnivox),
+            new_id=item_id,  # a user turn is the conversation item it becomes
         )
         self.conversation.transcribing = self.turns.transcribe
         self.responses = Responses(
@@ -201,7 +224,7 @@ class RealtimeSession(SessionHandler):
         if new.audio.output.format != old.audio.output.format:
             self.encoder = OutputEncoder(new.audio.output.format)
         vad = new.audio.input.turn_detection
-        self.turns.vad = vad
+        self.turns.vad = turn_settings(vad)
         self.turns.transcribe = self.conversation.transcribing = new.audio.input.transcription is not None
         if vad != old.audio.input.turn_detection:
             self.hearing.submit(Configure(turn_params(vad)))
@@ -337,7 +360,7 @@ class RealtimeSession(SessionHandler):
         """Carry out what turn-taking decided, in order."""
         for action in actions:
             if isinstance(action, Emit):
-                self.events.put(action.event)
+                self.events.put(hearing_event(action.event))
             elif isinstance(action, StopIdle):
                 await self.conn.units.cancel("idle")
             elif isinstance(action, BargeIn):
@@ -357,7 +380,7 @@ class RealtimeSession(SessionHandler):
             elif isinstance(action, DropPrepared):
                 await self.responses.discard_speculation()
             elif isinstance(action, CommitTurn):
-                item = self.conversation.commit_user_turn(action.item_id, action.text)
+                item = self.conversation.commit_user_turn(action.turn_id, action.text)
                 if action.respond and not self.config.transcription_only:
                     await self.conn.units.cancel("idle")
                     if self.hearing.backlog_ms > BACKLOG_MS:
