@@ -1,20 +1,24 @@
 """The engine host: one engine, its worker-side state machine, and the thread it runs in.
 
-All engine calls go through one single-thread executor, so they are serialised (engines are not
-thread-safe) and never block the event loop. One session holds the host at a time.
+Engine calls go through one single-thread executor, the engine thread, so they are serialised
+(engines are not thread-safe) and never block the event loop; a voice session's listener and replies
+run on its agent's own input and output threads instead (the threading rule: ``agent.threads``,
+docs/architecture.md). One session holds the host at a time.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from omnivox.agent.threads import iterate_in_thread
 from omnivox.core import transitions
-from omnivox.core.errors import WorkerBusy, as_omnivox_error
+from omnivox.core.errors import OmnivoxError, WorkerBusy, as_omnivox_error
 from omnivox.engines.base import Engine, GenChunk, GenerateParams, GenResult, PrefillStats
 from omnivox.protocol.chat import ChatMessage, history_hash
 from omnivox.protocol.control.workers import WorkerHealth, WorkerState
@@ -31,8 +35,6 @@ TRANSITIONS: dict[WorkerState, frozenset[WorkerState]] = {
     S.DUPLEX_PAUSED: frozenset({S.DUPLEX_ACTIVE, S.IDLE}),
     S.ERROR: frozenset(),
 }
-
-_END = object()
 
 
 class EngineHost:
@@ -133,27 +135,15 @@ class EngineHost:
         If the consumer goes away (cancellation), ``stop`` is set and this waits for the engine to
         finish, so the next session finds it quiet.
         """
-        loop = asyncio.get_running_loop()
-        queue: asyncio.Queue[Any] = asyncio.Queue()
-
-        def work() -> None:
+        chunks = iterate_in_thread(lambda: self.engine.generate(params, stop, result), self._executor, stop)
+        async with contextlib.aclosing(chunks):
             try:
-                for chunk in self.engine.generate(params, stop, result):
-                    loop.call_soon_threadsafe(queue.put_nowait, chunk)
-            except BaseException as exc:
-                loop.call_soon_threadsafe(queue.put_nowait, as_omnivox_error(exc))
-            finally:
-                loop.call_soon_threadsafe(queue.put_nowait, _END)
-
-        done = loop.run_in_executor(self._executor, work)
-        try:
-            while (item := await queue.get()) is not _END:
-                if isinstance(item, Exception):
-                    raise item
-                yield item
-        finally:
-            stop.set()
-            await asyncio.shield(done)
+                async for chunk in chunks:
+                    yield chunk
+            except OmnivoxError:
+                raise
+            except Exception as exc:
+                raise as_omnivox_error(exc) from exc
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)

@@ -19,8 +19,16 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from omnivox.agent.events import HearingEvent, InputCleared, SpeechStarted, SpeechStopped, TranscriptDelta
+from omnivox.agent.events import (
+    HearingEvent,
+    InputCleared,
+    ReplyState,
+    SpeechStarted,
+    SpeechStopped,
+    TranscriptDelta,
+)
 from omnivox.agent.playout import Playout
+from omnivox.agent.reply import Reply
 from omnivox.agent.turns import (
     Action,
     BargeIn,
@@ -56,7 +64,6 @@ from omnivox.worker.realtime.audio_io import InputDecoder, OutputEncoder
 from omnivox.worker.realtime.conversation import Conversation, Item, item_id, item_text
 from omnivox.worker.realtime.events import Events
 from omnivox.worker.realtime.hearing import ASR_RATE, Clear, Commit, Configure, Echo, Feed, Hearing
-from omnivox.worker.realtime.response import Response, ResponseState
 from omnivox.worker.realtime.responses import Responses
 from omnivox.worker.realtime.warnings import SettingWarnings, own_recogniser
 
@@ -248,10 +255,10 @@ class RealtimeSession(SessionHandler):
         active, last = self.responses.active, self.responses.last
         if active is not None:
             active.cancel("client_cancelled")
-            self.events.put(ev.OutputAudioCleared(response_id=active.response_id))
+            self.events.put(ev.OutputAudioCleared(response_id=active.reply_id))
         elif last is not None and self.responses.playback_left_s() > 0:
             self.responses.cut_playback()
-            self.events.put(ev.OutputAudioCleared(response_id=last.response_id))
+            self.events.put(ev.OutputAudioCleared(response_id=last.reply_id))
 
     async def _create_item(self, event: rt.ConversationItemCreate) -> None:
         spec = event.item
@@ -401,7 +408,7 @@ class RealtimeSession(SessionHandler):
 
     # ---- after a response
 
-    async def _finished(self, response: Response) -> None:
+    async def _finished(self, response: Reply) -> None:
         figures = response.figures
         # a failed reply is told in its response.done alone (stock clients take an error event as
         # the session's end); the gateway counts it
@@ -412,7 +419,7 @@ class RealtimeSession(SessionHandler):
                 voice_to_voice_s=figures.voice_to_voice_s,
                 llm_ttft_s=figures.llm_ttft_s,
                 tts_ttfa_s=figures.tts_ttfa_s,
-                interrupted=response.state is ResponseState.CANCELLED,
+                interrupted=response.state is ReplyState.CANCELLED,
                 response_done=True,
                 asr_busy_s=asr_busy,
                 asr_audio_s=asr_audio,
