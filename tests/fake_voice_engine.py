@@ -7,10 +7,11 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from omnivox.engines.base import Engine, GenChunk, GenerateParams, GenResult, PrefillStats, VoiceProfile
+from omnivox.engines.base import Engine, GenChunk, GenerateParams, GenResult, PrefillStats
 from omnivox.protocol.chat import ChatMessage
 from omnivox.protocol.control.workers import Capabilities
 from omnivox.voice.listener import Heard
+from omnivox.voice.models import VoiceProfile
 from omnivox.voice.reply import FirstToken, ReplyPiece, ReplyRequest, Spoken, Word
 from omnivox.voice.vad.turn import TurnParams
 
@@ -71,10 +72,14 @@ class FakeVoiceEngine(Engine):
         self.stopped = threading.Event()
         self.fail: Exception | None = None  # set: every reply fails before its first word
 
-    def voice_profile(self) -> VoiceProfile:
+    @property
+    def voice(self) -> FakeVoiceEngine:  # type: ignore[override]
+        return self  # its voice models are its own methods
+
+    def profile(self) -> VoiceProfile:
         return VoiceProfile("be brief", ("v1", "v2"), "v1", context_tokens=4096, max_reply_tokens=64)
 
-    def open_listener(self, params: TurnParams | None, confirm_ms: float) -> ScriptedListener:  # type: ignore[override]
+    def open_listener(self, params: TurnParams | None, confirm_ms: float) -> ScriptedListener:
         return self.listener
 
     def reply(self, request: ReplyRequest, stop: threading.Event) -> Iterator[ReplyPiece]:

@@ -47,6 +47,31 @@ class InputCleared:
 HearingEvent = SpeechStarted | SpeechStopped | TranscriptDelta | InputCleared
 
 
+@dataclass(frozen=True)
+class UserTurn:
+    """The user's turn is over: what they said (a reply to it, if one is due, follows)."""
+
+    turn_id: str
+    text: str  # the final transcript ("" only for a turn the adapter committed by hand)
+
+
+@dataclass(frozen=True)
+class IdleTimeout:
+    """The user said nothing for the idle timeout after the last reply played: the agent prompts them."""
+
+    audio_start_ms: float
+    audio_end_ms: float
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Something failed and the agent goes on: the hearing (a lost ASR stage: the next turn is heard
+    again), or an adapter's command (``tag``: the adapter's name for it, e.g. a client event id)."""
+
+    error: OmnivoxError
+    tag: str | None = None
+
+
 # ---- replies (``agent.reply``): each names its reply by the id of its plan
 
 
@@ -156,6 +181,18 @@ class ReplyCut:
     stopped_ms: float
 
 
+@dataclass(frozen=True)
+class ReplyReport:
+    """A reply the user heard is over and its thread has ended: its figures, and the hearing's work
+    since the last report (busy seconds, audio seconds: the real-time factor's)."""
+
+    reply_id: str
+    state: ReplyState
+    figures: ReplyFigures
+    asr_busy_s: float
+    asr_audio_s: float
+
+
 ReplyEvent = (
     ReplyStarted
     | ReplyText
@@ -167,3 +204,5 @@ ReplyEvent = (
     | ReplyEnded
     | ReplyCut
 )
+
+AgentEvent = HearingEvent | UserTurn | IdleTimeout | Failure | ReplyEvent | ReplyReport

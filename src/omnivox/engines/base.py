@@ -5,12 +5,12 @@ and needs no locking of its own; the worker calls it from one thread at a time. 
 may block (model calls), so the worker runs them in a thread, never on the event loop.
 
 Three kinds of session use an engine: turn-based streaming (``prefill`` / ``generate`` on the
-conversation the engine holds, its KV cache reused across turns), voice sessions (realtime), and
-full-duplex sessions (a listen/speak decision every unit, see ``engines.duplex``). A voice session
-hears through ``open_listener`` (VAD + streaming ASR) and speaks through ``reply`` (LLM
--> words -> sentences -> TTS), with ``voice_profile`` for its defaults. A voice session reaches its
-models only through these methods, so an engine may keep them in-process (cascade) or elsewhere
-(a staged pipeline).
+conversation the engine holds, its KV cache reused across turns), voice sessions (realtime, and
+duplex over voice models), and full-duplex sessions on a model that decides each unit itself (see
+``engines.duplex``). A voice session reaches its models only through the engine's ``voice``
+(``voice.models.VoiceModels``: hear, answer, the profile), so an engine may keep them in-process
+(cascade) or elsewhere (a staged pipeline); the session's agent runs them on its own input and
+output threads (the threading rule, docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -26,10 +26,7 @@ from omnivox.core.errors import WorkerUnavailable
 from omnivox.engines.duplex import DuplexParams, DuplexReady, DuplexUnit
 from omnivox.protocol.chat import ChatMessage
 from omnivox.protocol.control.workers import Capabilities
-from omnivox.voice.listener import Listener
-from omnivox.voice.llm.history import ReplyTemperature
-from omnivox.voice.reply import ReplyPiece, ReplyRequest
-from omnivox.voice.vad.turn import TurnParams
+from omnivox.voice.models import VoiceModels
 
 OUTPUT_SAMPLE_RATE = 24000
 
@@ -66,25 +63,6 @@ class GenResult:
     generated_tokens: int = 0
     stopped: bool = False
     extra: dict[str, float] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class VoiceProfile:
-    """What a voice session needs to know of an engine's voice models."""
-
-    system_prompt: str  # instructions when the client gives none
-    voices: tuple[str, ...]  # what the TTS can speak with (default first)
-    default_voice: str
-    context_tokens: int  # the LLM's history budget
-    max_reply_tokens: int  # the longest reply
-    temperature: ReplyTemperature = field(default_factory=ReplyTemperature)
-    tool_calls: bool = False  # the LLM can call functions (an OpenAI-compatible server's ``tools``)
-    llm_name: str = "llm"  # which LLM backend (said in warnings about what it cannot do)
-    asr_name: str = "asr"  # which speech recogniser transcribes (said when a client names another)
-
-    def resolve_voice(self, voice: str | None) -> str:
-        """``voice`` if the TTS has it, else its default (clients ask for OpenAI voice names)."""
-        return voice if voice in self.voices else self.default_voice
 
 
 class Engine(ABC):
@@ -137,18 +115,10 @@ class Engine(ABC):
 
     # ---- voice sessions (engines whose capabilities include ``realtime``)
 
-    def voice_profile(self) -> VoiceProfile:
-        """Defaults of the voice models. Raises ``WorkerUnavailable`` without any."""
-        raise WorkerUnavailable(f"engine {self.name} has no voice models for voice sessions")
-
-    def open_listener(self, params: TurnParams | None, confirm_ms: float) -> Listener:
-        """Hearing for one voice session: VAD turn detection (``params``; None: manual turns) and
-        streaming ASR. Its state is the session's; ``end_session`` resets the models under it."""
-        raise WorkerUnavailable(f"engine {self.name} has no voice models for voice sessions")
-
-    def reply(self, request: ReplyRequest, stop: threading.Event) -> Iterator[ReplyPiece]:
-        """Speak (or write) the reply to ``request.messages`` (see ``voice.reply``)."""
-        raise WorkerUnavailable(f"engine {self.name} has no voice models for voice sessions")
+    @property
+    def voice(self) -> VoiceModels | None:
+        """The voice models voice sessions hear and answer with (None: the engine has none)."""
+        return None
 
     # ---- full-duplex sessions (engines whose capabilities include ``duplex``; see engines.duplex)
 

@@ -4,8 +4,8 @@ Its models (VAD, ASR, TTS, LLM: a ``VoiceStack``) load once, in ``load()``, when
 sessions borrow them. For turn-based streaming, the audio parts of prefilled messages are transcribed
 (the transcript is what the LLM sees, and what ``prefill_done`` reports), and ``generate`` streams the
 reply as whole words with, when asked for, each sentence's 24 kHz audio as soon as it is synthesised,
-while the LLM writes the next one (``voice.reply``). Voice sessions use the same stack through the
-Engine's voice methods: ``open_listener``, ``reply`` and ``voice_profile``.
+while the LLM writes the next one (``voice.reply``). Voice sessions use the same stack as the
+engine's ``voice`` (a ``VoiceStack`` is ``VoiceModels``).
 
 The engine holds two views of the conversation: the messages as the client sent them (their hash is
 what the gateway routes on) and their text form (what the LLM is given). A remote LLM server has its
@@ -21,15 +21,15 @@ import numpy as np
 
 from omnivox.audio.clips import decode_clip_at
 from omnivox.core.errors import PrefillRequired, PrepareRequired
-from omnivox.engines.base import Engine, GenChunk, GenerateParams, GenResult, PrefillStats, VoiceProfile
+from omnivox.engines.base import Engine, GenChunk, GenerateParams, GenResult, PrefillStats
 from omnivox.engines.cascade_duplex import CascadeDuplex
 from omnivox.engines.duplex import DuplexParams, DuplexReady, DuplexUnit
 from omnivox.protocol.chat import AudioPart, ChatMessage, ImagePart, TextPart
 from omnivox.protocol.control.workers import Capabilities
-from omnivox.voice.listener import Listener
 from omnivox.voice.llm.base import LlmParams
 from omnivox.voice.llm.history import history_tokens, trim_history
-from omnivox.voice.reply import ReplyPiece, ReplyRequest, Spoken, Word, produce_reply, with_apology
+from omnivox.voice.models import VoiceModels
+from omnivox.voice.reply import ReplyRequest, Spoken, Word
 from omnivox.voice.stack import ASR_RATE, VoiceStack
 from omnivox.voice.vad.turn import TurnParams
 
@@ -57,47 +57,23 @@ class CascadeEngine(Engine):
         self.capabilities = CAPABILITIES.model_copy(update={"vision": self._stack.llm.vision})
 
     @property
-    def voice(self) -> VoiceStack:
-        """The loaded models (this engine's own; sessions use the Engine methods)."""
+    def stack(self) -> VoiceStack:
+        """The loaded models."""
         if self._stack is None:
             raise RuntimeError("the cascade engine is not loaded yet")
         return self._stack
 
-    # ---- voice sessions
-
-    def voice_profile(self) -> VoiceProfile:
-        stack = self.voice
-        return VoiceProfile(
-            system_prompt=stack.system_prompt,
-            voices=tuple(stack.tts.voices),
-            default_voice=stack.tts.default_voice,
-            context_tokens=stack.context_tokens,
-            max_reply_tokens=stack.max_reply_tokens,
-            temperature=stack.temperature,
-            tool_calls=stack.llm.tool_calls,
-            llm_name=stack.llm.name,
-            asr_name=type(stack.asr).__name__,
-        )
-
-    def open_listener(self, params: TurnParams | None, confirm_ms: float) -> Listener:
-        return Listener(
-            self.voice.vad,
-            self.voice.asr,
-            params,
-            confirm_ms,
-            end_of_turn=self.voice.turn,
-        )
-
-    def reply(self, request: ReplyRequest, stop: threading.Event) -> Iterator[ReplyPiece]:
-        tts = self.voice.tts
-        return with_apology(produce_reply(self.voice.llm, tts, request, stop), tts, request, stop)
+    @property
+    def voice(self) -> VoiceModels:
+        """Voice sessions hear and answer with the loaded models themselves."""
+        return self.stack
 
     # ---- full-duplex sessions (engines.cascade_duplex)
 
     def duplex_prepare(self, params: DuplexParams) -> DuplexReady:
         self.duplex_cleanup()
-        voice = self.voice_profile().resolve_voice(params.voice)
-        self._duplex = CascadeDuplex(self.voice, params, voice, TurnParams(), speak=self.reply)
+        voice = self.voice.profile().resolve_voice(params.voice)
+        self._duplex = CascadeDuplex(self.stack, params, voice, TurnParams(), speak=self.voice.reply)
         notes = ()
         if params.mode == "omni" and not self._duplex.sees:
             notes = ("frames are accepted and ignored: the LLM does not see images",)
@@ -116,7 +92,7 @@ class CascadeEngine(Engine):
         if self._duplex is not None:
             self._duplex.close()
             self._duplex = None
-            self.voice.end_session()
+            self.stack.end_session()
 
     def _duplex_session(self) -> CascadeDuplex:
         if self._duplex is None:
@@ -151,7 +127,7 @@ class CascadeEngine(Engine):
             self._llm_messages(params), self._llm_params(params), params.generate_audio, params.voice
         )
         try:
-            for piece in self.reply(request, stop):
+            for piece in self.voice.reply(request, stop):
                 if isinstance(piece, Word):
                     said.append(piece.text)
                     yield GenChunk(text_delta=piece.text, tokens=1)
@@ -192,7 +168,7 @@ class CascadeEngine(Engine):
                 if transcript:
                     parts.append(TextPart(text=transcript))
             elif isinstance(part, ImagePart):
-                if self.voice.llm.vision:
+                if self.stack.llm.vision:
                     parts.append(part)
             else:
                 parts.append(part)
@@ -202,13 +178,13 @@ class CascadeEngine(Engine):
 
     def _transcribe(self, part: AudioPart) -> str:
         audio = decode_clip_at(part.data, part.format, part.sample_rate, ASR_RATE)
-        asr = self.voice.asr
+        asr = self.stack.asr
         if asr.in_utterance:  # a previous failure left one open: it belongs to nobody
             asr.reset()
         return asr.transcribe(audio).text
 
     def _llm_messages(self, params: GenerateParams) -> list[ChatMessage]:
-        stack = self.voice
+        stack = self.stack
         history = list(self._texts)
         if stack.system_prompt and not any(m.role == "system" for m in history):
             history.insert(0, ChatMessage(role="system", content=stack.system_prompt))
@@ -217,8 +193,8 @@ class CascadeEngine(Engine):
     def _llm_params(self, params: GenerateParams) -> LlmParams:
         temperature = params.temperature
         if temperature is None:
-            temperature = self.voice.temperature.for_history(self._texts)
+            temperature = self.stack.temperature.for_history(self._texts)
         return LlmParams(temperature=temperature, max_tokens=self._max_tokens(params))
 
     def _max_tokens(self, params: GenerateParams) -> int:
-        return min(params.max_new_tokens, self.voice.max_reply_tokens)
+        return min(params.max_new_tokens, self.stack.max_reply_tokens)

@@ -7,13 +7,11 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from omnivox.engines.base import Engine, GenChunk, GenerateParams, GenResult, PrefillStats, VoiceProfile
+from omnivox.engines.base import Engine, GenChunk, GenerateParams, GenResult, PrefillStats
 from omnivox.engines.duplex import DuplexParams, DuplexReady, DuplexUnit
 from omnivox.protocol.chat import ChatMessage
 from omnivox.protocol.control.workers import Capabilities
-from omnivox.voice.listener import Listener
-from omnivox.voice.reply import ReplyPiece, ReplyRequest
-from omnivox.voice.vad.turn import TurnParams
+from omnivox.voice.models import VoiceModels
 
 
 class DeferredEngine(Engine):
@@ -59,14 +57,9 @@ class DeferredEngine(Engine):
     def held_messages(self) -> list[ChatMessage]:
         return self._inner.held_messages() if self._inner is not None else []
 
-    def voice_profile(self) -> VoiceProfile:
-        return self.inner.voice_profile()
-
-    def open_listener(self, params: TurnParams | None, confirm_ms: float) -> Listener:
-        return self.inner.open_listener(params, confirm_ms)
-
-    def reply(self, request: ReplyRequest, stop: threading.Event) -> Iterator[ReplyPiece]:
-        return self.inner.reply(request, stop)
+    @property
+    def voice(self) -> VoiceModels | None:
+        return self._inner.voice if self._inner is not None else None
 
     def duplex_prepare(self, params: DuplexParams) -> DuplexReady:
         return self.inner.duplex_prepare(params)

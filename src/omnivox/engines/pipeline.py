@@ -24,12 +24,35 @@ from omnivox.pipeline.client import PipelineClient
 from omnivox.pipeline.relay import relay_from
 from omnivox.voice.listener import Listener
 from omnivox.voice.llm.history import ReplyTemperature
+from omnivox.voice.models import VoiceModels, VoiceProfile
 from omnivox.voice.reply import ReplyPiece, ReplyRequest, with_apology
 from omnivox.voice.stack import ASR_RATE, VoiceStack, context_tokens, max_reply_tokens
 from omnivox.voice.vad.turn import TurnParams
 
 log = logging.getLogger(__name__)
 READY_TIMEOUT_S = 300.0  # the stages load their models (seconds each) while the worker waits
+
+
+class PipelineVoice:
+    """``VoiceModels`` on a staged pipeline: the session's hearing holds an ASR slot, each reply goes
+    LLM -> TTS through the stages (``pipeline_reply``)."""
+
+    def __init__(self, stack: VoiceStack, client: PipelineClient) -> None:
+        self.stack = stack  # the local models (VAD, smart-turn) and the stages' proxies
+        self.client = client
+
+    def profile(self) -> VoiceProfile:
+        return self.stack.profile()
+
+    def open_listener(self, params: TurnParams | None, confirm_ms: float) -> Listener:
+        asr = self.stack.asr
+        assert isinstance(asr, RemoteAsr)
+        asr.open_stream()  # the session's ASR slot, for its life
+        return self.stack.open_listener(params, confirm_ms)
+
+    def reply(self, request: ReplyRequest, stop: threading.Event) -> Iterator[ReplyPiece]:
+        pieces = pipeline_reply(self.client, request, stop, session=self.client.name)
+        return with_apology(pieces, self.stack.tts, request, stop)
 
 
 class PipelineEngine(CascadeEngine):
@@ -41,6 +64,7 @@ class PipelineEngine(CascadeEngine):
             raise ValueError("the pipeline engine needs --coordinator tcp://HOST:PORT")
         self.settings = settings
         self.client: PipelineClient | None = None
+        self._voice: PipelineVoice | None = None
 
     def load(self) -> None:
         s = self.settings
@@ -85,16 +109,12 @@ class PipelineEngine(CascadeEngine):
             max_reply_tokens=max_reply_tokens(llm_settings),
         )
 
-    def open_listener(self, params: TurnParams | None, confirm_ms: float) -> Listener:
-        asr = self.voice.asr
-        assert isinstance(asr, RemoteAsr)
-        asr.open_stream()  # the session's ASR slot, for its life
-        return super().open_listener(params, confirm_ms)
-
-    def reply(self, request: ReplyRequest, stop: threading.Event) -> Iterator[ReplyPiece]:
-        assert self.client is not None
-        pieces = pipeline_reply(self.client, request, stop, session=self.client.name)
-        return with_apology(pieces, self.voice.tts, request, stop)
+    @property
+    def voice(self) -> VoiceModels:
+        if self._voice is None:
+            assert self.client is not None
+            self._voice = PipelineVoice(self.stack, self.client)
+        return self._voice
 
     def close(self) -> None:
         super().close()

@@ -136,10 +136,10 @@ async def test_speech_over_the_reply_pauses_it_then_words_cancel_and_truncate_it
     await asyncio.to_thread(engine.stopped.wait, 2)  # the engine's reply was told to stop
     # the response lets go of the floor once its thread has ended (response.done can come first)
     for _ in range(200):
-        if handler.responses.active is None:
+        if not handler.agent.replying:
             break
         await asyncio.sleep(0.01)
-    assert handler.responses.active is None
+    assert not handler.agent.replying
 
 
 PAUSE = [
@@ -370,3 +370,13 @@ def test_what_the_agent_heard_is_worded_as_openai_events() -> None:
         " more",
     )
     assert hearing_event(InputCleared()).type == "input_audio_buffer.cleared"
+
+
+async def test_an_engine_without_voice_models_is_refused_as_unavailable() -> None:
+    from omnivox.core.errors import WorkerUnavailable
+    from omnivox.engines.echo import EchoEngine
+
+    conn = Connection(MemorySocket(), REALTIME)
+    with pytest.raises(WorkerUnavailable) as info:
+        RealtimeSession(conn, Host(EchoEngine()), Settings(), SessionInfo("s1"))  # type: ignore[arg-type]
+    assert info.value.code == "no_capable_worker" and "echo" in info.value.message

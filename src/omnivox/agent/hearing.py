@@ -1,9 +1,9 @@
-"""Hearing: the session's audio-ordered jobs, run through the input thread one at a time, in order.
+"""Hearing: the agent's audio-ordered jobs, run through its input thread one at a time, in order.
 
-Appends, commits, clears and turn-detection changes must reach the listener in the order the client
-sent them (a commit covers exactly the audio appended before it), so they share one queue of typed
-jobs. The listener's work (VAD + ASR) blocks, so it runs in the session's input thread; the time it
-takes and the audio it covers are counted for the real-time factor the gateway reports.
+Audio, commits, clears and turn-detection changes must reach the listener in the order the adapter
+gave them (a commit covers exactly the audio fed before it), so they share one queue of typed jobs.
+The listener's work (VAD + ASR) blocks, so it runs in the agent's input thread; the time it takes
+and the audio it covers are counted for the real-time factor the gateway reports.
 
 With an echo canceller (``voice.echo``: the energy gate by default, AEC3, or none), each chunk is
 heard together with the reply audio that was playing while it was recorded (the playout ledger's
@@ -40,12 +40,12 @@ class Feed:
 
 @dataclass(frozen=True)
 class Commit:
-    event_id: str | None
+    tag: str | None  # the adapter's name for the request (realtime: the client's event id)
 
 
 @dataclass(frozen=True)
 class Clear:
-    event_id: str | None = None
+    tag: str | None = None
 
 
 @dataclass(frozen=True)
