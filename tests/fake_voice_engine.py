@@ -79,7 +79,9 @@ class FakeVoiceEngine(Engine):
     def profile(self) -> VoiceProfile:
         return VoiceProfile("be brief", ("v1", "v2"), "v1", context_tokens=4096, max_reply_tokens=64)
 
-    def open_listener(self, params: TurnParams | None, confirm_ms: float) -> ScriptedListener:
+    def open_listener(
+        self, params: TurnParams | None, confirm_ms: float, speculate_at: float | None = 0.3
+    ) -> ScriptedListener:
         return self.listener
 
     def reply(self, request: ReplyRequest, stop: threading.Event) -> Iterator[ReplyPiece]:

@@ -40,9 +40,11 @@ import numpy as np
 
 from omnivox.agent.events import AgentEvent, Failure, IdleTimeout, InputCleared, ReplyReport, UserTurn
 from omnivox.agent.hearing import Clear, Commit, Configure, Echo, Feed, Hearing
+from omnivox.agent.interruption import InterruptionPolicy
+from omnivox.agent.pacing import Pacing
 from omnivox.agent.playout import Playback, Playout
 from omnivox.agent.replies import Replies
-from omnivox.agent.reply import Pacing, Reply, ReplyPlan
+from omnivox.agent.reply import Reply, ReplyPlan
 from omnivox.agent.turns import (
     Action,
     BargeIn,
@@ -63,7 +65,6 @@ from omnivox.core.errors import InputAudioBufferCommitEmpty, OmnivoxError
 from omnivox.protocol.chat import ChatMessage
 from omnivox.voice.models import VoiceModels
 from omnivox.voice.stack import ASR_RATE
-from omnivox.voice.turn.interruption import InterruptionPolicy
 
 log = logging.getLogger(__name__)
 
@@ -103,9 +104,11 @@ class VoiceAgent:
         pacing: Pacing,
         settings: AgentSettings | None = None,
         confirm_ms: float = 150.0,
+        speculate_at: float | None = 0.3,
         turn_ids: Callable[[], str] = turn_id,
         drop_unsent: Callable[[str], float] = lambda reply_id: 0.0,
         clock: Callable[[], float] = time.monotonic,
+        waits_for_audio: bool = False,
     ) -> None:
         self.settings = settings = settings or AgentSettings()
         self.emit = emit
@@ -113,9 +116,11 @@ class VoiceAgent:
         self.units = units
         self.input_thread = ThreadPoolExecutor(1, thread_name_prefix="agent-input")
         self.output_thread = ThreadPoolExecutor(1, thread_name_prefix="agent-output")
-        self.playout = Playout(clock)  # the reply audio as it plays: what was heard, the echo reference
+        # the reply audio as it plays: what was heard, the echo reference (``waits_for_audio``: the
+        # listener's player waits when it runs dry, as a duplex client's does between units)
+        self.playout = Playout(clock, waits_for_audio)
         params = settings.turns.params if settings.turns is not None else None
-        listener = self.input_thread.submit(voice.open_listener, params, confirm_ms).result()
+        listener = self.input_thread.submit(voice.open_listener, params, confirm_ms, speculate_at).result()
         self.hearing = Hearing(listener, self.input_thread, self.playout)
         self.hearing.set_echo(settings.echo)
         self.turns = TurnTaking(
@@ -133,9 +138,17 @@ class VoiceAgent:
             clock=clock,
         )
         self._owed: float | None = None  # a turn to answer once the backlog is heard (its speech end)
+        self._fed = self._heard = 0  # chunks fed, and heard (with what turn-taking made of them)
+        self._progress = asyncio.Event()  # a chunk was heard
 
     async def close(self) -> None:
-        """Stop the threads (they finish their current step before the models are reset)."""
+        """Stop the replies and the idle timer, then the threads (they finish their current step
+        before the models are reset). The adapter stops ``run``."""
+        for reply in (self.replies.active, self.replies.held):
+            if reply is not None:
+                reply.cancel("client_cancelled")
+        await self.replies.stop()
+        await self.units.cancel(IDLE)
         await asyncio.to_thread(self.input_thread.shutdown, True, cancel_futures=True)
         await asyncio.to_thread(self.output_thread.shutdown, True, cancel_futures=True)
 
@@ -159,8 +172,21 @@ class VoiceAgent:
     # ---- commands: the user's audio, in order
 
     def feed(self, audio: np.ndarray, arrival: float) -> None:
-        """The next chunk of the user's audio (float32 at 16 kHz), complete at ``arrival`` (monotonic)."""
+        """The next chunk of the user's audio (float32 at 16 kHz), complete at ``arrival`` (on the
+        agent's clock)."""
+        self._fed += 1
         self.hearing.submit(Feed(audio, arrival))
+
+    async def caught_up(self, wait_s: float) -> bool:
+        """Wait until every chunk fed has been heard and acted on (False: not within ``wait_s``)."""
+        try:
+            async with asyncio.timeout(wait_s):
+                while self._heard < self._fed:
+                    self._progress.clear()
+                    await self._progress.wait()
+        except TimeoutError:
+            return False
+        return True
 
     def commit(self, tag: str | None = None) -> None:
         """End the user's turn now (manual turns): what was fed before is the turn."""
@@ -231,20 +257,10 @@ class VoiceAgent:
             job = await hearing.next_job()
             if isinstance(job, Feed):
                 try:
-                    heard_now = await hearing.feed(job)
-                except OmnivoxError as err:
-                    if err.fatal:
-                        raise
-                    self.emit(Failure(err))  # e.g. stage_lost: the next turn is heard again
-                    continue
-                for heard in heard_now:
-                    await self._execute(self.turns.heard(heard, job.arrival, self._floor()))
-                if self.turns.interruption.due(hearing.listener.audio_ms):
-                    await self._expire()
-                if self._owed is not None and hearing.backlog_ms <= BACKLOG_MS and not self.turns.in_turn:
-                    speech_end_at, self._owed = self._owed, None
-                    if not self.replying:  # (the adapter's own request came first)
-                        await self.replies.create(partial(self._plan, [], speech_end_at))
+                    await self._hear(job)
+                finally:
+                    self._heard += 1
+                    self._progress.set()
             elif isinstance(job, Commit):
                 await self._commit(job.tag)
             elif isinstance(job, Clear):
@@ -254,6 +270,24 @@ class VoiceAgent:
                 await hearing.run(hearing.set_echo, job)
             else:
                 await hearing.run(hearing.listener.configure, job.params)
+
+    async def _hear(self, job: Feed) -> None:
+        hearing = self.hearing
+        try:
+            heard_now = await hearing.feed(job)
+        except OmnivoxError as err:
+            if err.fatal:
+                raise
+            self.emit(Failure(err))  # e.g. stage_lost: the next turn is heard again
+            return
+        for heard in heard_now:
+            await self._execute(self.turns.heard(heard, job.arrival, self._floor()))
+        if self.turns.interruption.due(hearing.listener.audio_ms):
+            await self._expire()
+        if self._owed is not None and hearing.backlog_ms <= BACKLOG_MS and not self.turns.in_turn:
+            speech_end_at, self._owed = self._owed, None
+            if not self.replying:  # (the adapter's own request came first)
+                await self.replies.create(partial(self._plan, [], speech_end_at))
 
     async def _commit(self, tag: str | None) -> None:
         pending_ms = self.hearing.listener.pending_samples * 1000 / ASR_RATE

@@ -38,10 +38,16 @@ _KEEP_S = 3.0  # audio that finished playing this long ago is forgotten
 
 
 class PlayClock:
-    """One reply's playback at the client as the server models it (seconds on ``clock``)."""
+    """One reply's playback at the client as the server models it (seconds on ``clock``).
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    With ``waits_for_audio`` the player is modelled as waiting when it runs out of audio: audio
+    sent after it ran dry plays from when it is sent (a duplex client, whose units hand it audio
+    at most a unit at a time). Without, playback is counted from the first audio as if it never ran
+    dry (a realtime client, sent audio ahead of time)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic, waits_for_audio: bool = False) -> None:
         self.clock = clock
+        self.waits_for_audio = waits_for_audio
         self._lock = threading.Lock()
         self.started_at: float | None = None  # when the sample at offset 0 played (rebased on resume)
         self.sent_ms = 0.0
@@ -63,6 +69,10 @@ class PlayClock:
 
     def sent(self, ms: float) -> None:
         with self._lock:
+            if self.waits_for_audio and self.started_at is not None and self._frozen_ms is None:
+                behind_s = self.clock() - self.started_at - self.sent_ms / 1000
+                if behind_s > 0:  # it ran dry: this plays from now
+                    self.started_at += behind_s
             self.sent_ms += ms
 
     def unsent(self, ms: float) -> None:
@@ -177,9 +187,12 @@ class Playback:
     """One reply's audio at the listener's end (see the module docstring)."""
 
     def __init__(
-        self, clock: Callable[[], float] = time.monotonic, reference: EchoReference | None = None
+        self,
+        clock: Callable[[], float] = time.monotonic,
+        reference: EchoReference | None = None,
+        waits_for_audio: bool = False,
     ) -> None:
-        self.clock = PlayClock(clock)
+        self.clock = PlayClock(clock, waits_for_audio)
         self._reference = reference
         self._spans: list[tuple[float, str]] = []  # (where a sentence starts in ms, its text)
         self._bound_ms: float | None = None  # truncated: nothing past this was heard
@@ -294,14 +307,15 @@ class Playback:
 class Playout:
     """The session's ledger of reply audio (see the module docstring)."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic, waits_for_audio: bool = False) -> None:
         self.clock = clock
+        self.waits_for_audio = waits_for_audio  # the listener's player waits when it runs dry
         self.reference = EchoReference()
         self.current: Playback | None = None  # the reply on the floor: speaking, or the last heard
 
     def playback(self) -> Playback:
         """A new reply's playback, on this ledger's clock and echo reference."""
-        return Playback(self.clock, self.reference)
+        return Playback(self.clock, self.reference, self.waits_for_audio)
 
     def hold(self, playback: Playback) -> None:
         """``playback``'s reply has the floor now (it speaks)."""

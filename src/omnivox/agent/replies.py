@@ -182,6 +182,10 @@ class Replies:
         if paused is not None:
             paused.resume(reason)
 
+    async def stop(self) -> None:
+        """Wait for the reply unit to stop (the session is ending)."""
+        await self.units.cancel(UNIT)
+
     # ---- internals
 
     def _speak(self, reply: Reply) -> None:

@@ -23,8 +23,9 @@ modelled as stopped there. ``resume`` plays on from that point (``ReplyResumed``
 and the listener gets every sample once. ``cancel`` from a pause cuts it where it paused. A reply
 that has finished but whose audio still plays pauses (and resumes) its playback alone.
 
-Audio goes out in frames, each when the ``Pacing`` allows: at most ``lead_ms`` ahead of real time
-(``LeadPacing``), so an interruption leaves little stale audio at the listener. The output thread
+Audio goes out in frames, each when its ``Pacing`` allows (``agent.pacing``): at most ``lead_ms``
+ahead of real time for a streaming client, so an interruption leaves little stale audio at the
+listener; a unit's worth per unit for a duplex one. The output thread
 hands the event side the models' pieces (``voice.reply``) through ``agent.threads``; what the reply
 says comes out as ``agent.events`` (no protocol's words: an adapter words them).
 """
@@ -32,13 +33,11 @@ says comes out as ``agent.events`` (no protocol's words: an adapter words them).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
-from typing import Protocol
 
 import numpy as np
 
@@ -55,6 +54,7 @@ from omnivox.agent.events import (
     ReplyState,
     ReplyText,
 )
+from omnivox.agent.pacing import Pacing
 from omnivox.agent.playout import Playback
 from omnivox.agent.threads import ThreadStream
 from omnivox.core.errors import as_omnivox_error
@@ -97,30 +97,6 @@ class ReplyPlan:
         return self.request.speak
 
 
-class Pacing(Protocol):
-    """When the next frame of a reply's audio may go out."""
-
-    async def room(self, playback: Playback, want: int, cut: asyncio.Event) -> int:
-        """Wait until some of the next ``want`` samples may go; return how many (returns at once
-        when ``cut`` is set)."""
-        ...
-
-
-@dataclass
-class LeadPacing:
-    """At most ``lead_ms`` of audio ahead of real time since the reply began to play."""
-
-    lead_ms: float
-
-    async def room(self, playback: Playback, want: int, cut: asyncio.Event) -> int:
-        if playback.started:
-            wait_s = (playback.ahead_ms() - self.lead_ms) / 1000
-            if wait_s > 0:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(cut.wait(), wait_s)
-        return want
-
-
 class Reply:
     def __init__(
         self,
@@ -157,6 +133,8 @@ class Reply:
         self._started = clock()  # when it may speak
         self._heard_ms: float | None = None  # where the adapter said the listener stopped hearing it
         self.settled = False  # its end was said (``ReplyEnded``): where it stopped is fixed
+        self._stream: ThreadStream[ReplyPiece] | None = None
+        self._awaiting: str | None = None  # what the event side waits for: release, playing, piece
 
     @property
     def reply_id(self) -> str:
@@ -169,6 +147,15 @@ class Reply:
     @property
     def over(self) -> bool:
         return self._machine.done
+
+    @property
+    def idle(self) -> bool:
+        """It has nothing to send right now: held, paused, waiting for the models' next piece (none
+        has come yet), or over. (Waiting for room to send is the pacing's to say.)"""
+        if self.over or self._awaiting in ("release", "playing"):
+            return True
+        stream = self._stream
+        return self._awaiting == "piece" and stream is not None and not stream.pending
 
     # ---- control (event loop)
 
@@ -240,8 +227,9 @@ class Reply:
             lambda: self._counted(self.produce(self.plan.request, self._stop)), self.executor, self._stop
         )
         stream.start()
+        self._stream = stream
         try:
-            await self._released.wait()
+            await self._await("release", self._released)
             if self.state is not R.DISCARDED:
                 await self._say(stream)
             self._end()
@@ -254,16 +242,19 @@ class Reply:
     async def _say(self, stream: ThreadStream[ReplyPiece]) -> None:
         self.emit(ReplyStarted(self.reply_id, self.playback))
         while self.state in (R.SPEAKING, R.PAUSED):
-            await self._playing.wait()
+            await self._await("playing", self._playing)
             if self.state is not R.SPEAKING:
                 break
             try:
+                self._awaiting = "piece"
                 piece = await stream.next(self._cut)
             except Exception as exc:  # the models failed: a failed reply; the session goes on
+                self._awaiting = None
                 if not self.over:
                     self._machine.move(R.FAILED)
                     self.figures.error = as_omnivox_error(exc)
                 break
+            self._awaiting = None
             if piece is None or self.over:  # (cut while the piece came)
                 break
             await self._handle(piece)
@@ -293,7 +284,7 @@ class Reply:
         sent = 0
         while sent < len(audio):
             n = await self.pacing.room(self.playback, min(frame, len(audio) - sent), self._cut)
-            await self._playing.wait()
+            await self._await("playing", self._playing)
             if self.state is not R.SPEAKING:
                 return
             piece = audio[sent : sent + max(n, 1)]
@@ -305,6 +296,14 @@ class Reply:
                     self.figures.voice_to_voice_s = now - self.plan.speech_end_at
             ms = self.playback.send(piece, RATE)  # a truncation may name any of it from now on
             self.emit(ReplyAudio(self.reply_id, piece, ms))
+
+    async def _await(self, what: str, event: asyncio.Event) -> None:
+        if not event.is_set():
+            self._awaiting = what
+            try:
+                await event.wait()
+            finally:
+                self._awaiting = None
 
     def _end(self) -> None:
         self.settled = True

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable
 from concurrent.futures import Executor
 from typing import Generic, TypeVar
@@ -44,16 +45,26 @@ class ThreadStream(Generic[T]):
         self.stop = stop
         self._items = items
         self._executor = executor
-        self._queue: asyncio.Queue[T | _End | _Failed] = asyncio.Queue()
+        self._queue: deque[T | _End | _Failed] = deque()  # come, not read yet (event loop only)
+        self._arrived = asyncio.Event()
         self._done: asyncio.Future[None] | None = None
         self._over = False
+
+    @property
+    def pending(self) -> bool:
+        """An item (or the end) has come and not been read yet."""
+        return bool(self._queue)
 
     def start(self) -> None:
         """Submit the iteration (on the event loop, once)."""
         loop = asyncio.get_running_loop()
 
+        def arrive(item: T | _End | _Failed) -> None:
+            self._queue.append(item)
+            self._arrived.set()
+
         def put(item: T | _End | _Failed) -> None:
-            loop.call_soon_threadsafe(self._queue.put_nowait, item)
+            loop.call_soon_threadsafe(arrive, item)
 
         def work() -> None:
             try:
@@ -66,21 +77,25 @@ class ThreadStream(Generic[T]):
         self._done = loop.run_in_executor(self._executor, work)
 
     async def next(self, cut: asyncio.Event | None = None) -> T | None:
-        """The next item, in order; None once the iteration ended, or as soon as ``cut`` is set.
-        Raises what the iteration raised."""
+        """The next item, in order; None once the iteration ended, or as soon as ``cut`` is set
+        with nothing come. Raises what the iteration raised."""
+        while not self._queue and not self._over:
+            if cut is not None and cut.is_set():
+                return None
+            self._arrived.clear()
+            if cut is None:
+                await self._arrived.wait()
+                continue
+            arrived = asyncio.ensure_future(self._arrived.wait())
+            stop = asyncio.ensure_future(cut.wait())
+            try:
+                await asyncio.wait({arrived, stop}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                arrived.cancel()
+                stop.cancel()
         if self._over:
             return None
-        if cut is None:
-            got = await self._queue.get()
-        else:
-            get = asyncio.ensure_future(self._queue.get())
-            stop = asyncio.ensure_future(cut.wait())
-            await asyncio.wait({get, stop}, return_when=asyncio.FIRST_COMPLETED)
-            stop.cancel()
-            if not get.done():
-                get.cancel()
-                return None
-            got = get.result()
+        got = self._queue.popleft()
         if isinstance(got, _End):
             self._over = True
             return None

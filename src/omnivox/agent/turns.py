@@ -3,7 +3,7 @@ r"""Turn-taking: what was heard in, what the agent should do out (typed actions,
 - Speech starts: ``SpeechStarted`` (the user turn's id is fixed here, from the adapter's ``new_id``),
   and the idle timer stops.
 - Speech holds (``speech_confirmed``) while the assistant is speaking: with ``interrupt_response``,
-  a possible barge-in, judged by ``voice.turn.interruption``: the reply pauses at once
+  a possible barge-in, judged by ``agent.interruption``: the reply pauses at once
   (``PauseReply``), then words other than a backchannel or the assistant's own cut it (``BargeIn``,
   reason ``turn_detected``); no words within ``false_interruption_ms``, a backchannel or its own
   echo resume it (``ResumeReply``). A backchannel is committed as the user's turn (the transcript
@@ -29,9 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from omnivox.agent.events import HearingEvent, InputCleared, SpeechStarted, SpeechStopped, TranscriptDelta
-from omnivox.core.ids import new_id
-from omnivox.voice.listener import Heard
-from omnivox.voice.turn.interruption import (
+from omnivox.agent.interruption import (
     Cut,
     Decision,
     Interruption,
@@ -40,6 +38,8 @@ from omnivox.voice.turn.interruption import (
     Resume,
     Verdict,
 )
+from omnivox.core.ids import new_id
+from omnivox.voice.listener import Heard
 from omnivox.voice.vad.turn import TurnParams
 
 

@@ -17,13 +17,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 
-import numpy as np
-
 from omnivox.audio.clips import decode_clip_at
-from omnivox.core.errors import PrefillRequired, PrepareRequired
+from omnivox.core.errors import PrefillRequired
 from omnivox.engines.base import Engine, GenChunk, GenerateParams, GenResult, PrefillStats
-from omnivox.engines.cascade_duplex import CascadeDuplex
-from omnivox.engines.duplex import DuplexParams, DuplexReady, DuplexUnit
 from omnivox.protocol.chat import AudioPart, ChatMessage, ImagePart, TextPart
 from omnivox.protocol.control.workers import Capabilities
 from omnivox.voice.llm.base import LlmParams
@@ -31,7 +27,6 @@ from omnivox.voice.llm.history import history_tokens, trim_history
 from omnivox.voice.models import VoiceModels
 from omnivox.voice.reply import ReplyRequest, Spoken, Word
 from omnivox.voice.stack import ASR_RATE, VoiceStack
-from omnivox.voice.vad.turn import TurnParams
 
 CAPABILITIES = Capabilities(streaming=True, realtime=True, duplex=True, audio_in=True, audio_out=True)
 
@@ -46,7 +41,6 @@ class CascadeEngine(Engine):
         self._stack: VoiceStack | None = None
         self._messages: list[ChatMessage] = []  # as the client sent them
         self._texts: list[ChatMessage] = []  # what the LLM sees: audio transcribed
-        self._duplex: CascadeDuplex | None = None
 
     # ---- the Engine contract
 
@@ -67,37 +61,6 @@ class CascadeEngine(Engine):
     def voice(self) -> VoiceModels:
         """Voice sessions hear and answer with the loaded models themselves."""
         return self.stack
-
-    # ---- full-duplex sessions (engines.cascade_duplex)
-
-    def duplex_prepare(self, params: DuplexParams) -> DuplexReady:
-        self.duplex_cleanup()
-        voice = self.voice.profile().resolve_voice(params.voice)
-        self._duplex = CascadeDuplex(self.stack, params, voice, TurnParams(), speak=self.voice.reply)
-        notes = ()
-        if params.mode == "omni" and not self._duplex.sees:
-            notes = ("frames are accepted and ignored: the LLM does not see images",)
-        return DuplexReady(vision=self._duplex.sees, notes=notes)
-
-    def duplex_prefill(self, audio: np.ndarray, frames: list[np.ndarray]) -> None:
-        self._duplex_session().prefill(audio, frames)
-
-    def duplex_generate(self, force_listen: bool) -> DuplexUnit:
-        return self._duplex_session().generate(force_listen)
-
-    def duplex_finalize(self) -> None:
-        self._duplex_session().finalize()
-
-    def duplex_cleanup(self) -> None:
-        if self._duplex is not None:
-            self._duplex.close()
-            self._duplex = None
-            self.stack.end_session()
-
-    def _duplex_session(self) -> CascadeDuplex:
-        if self._duplex is None:
-            raise PrepareRequired("no duplex session: prepare one first")
-        return self._duplex
 
     def reset(self) -> None:
         self._messages = []

@@ -44,11 +44,13 @@ class PipelineVoice:
     def profile(self) -> VoiceProfile:
         return self.stack.profile()
 
-    def open_listener(self, params: TurnParams | None, confirm_ms: float) -> Listener:
+    def open_listener(
+        self, params: TurnParams | None, confirm_ms: float, speculate_at: float | None = 0.3
+    ) -> Listener:
         asr = self.stack.asr
         assert isinstance(asr, RemoteAsr)
         asr.open_stream()  # the session's ASR slot, for its life
-        return self.stack.open_listener(params, confirm_ms)
+        return self.stack.open_listener(params, confirm_ms, speculate_at)
 
     def reply(self, request: ReplyRequest, stop: threading.Event) -> Iterator[ReplyPiece]:
         pieces = pipeline_reply(self.client, request, stop, session=self.client.name)

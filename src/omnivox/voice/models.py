@@ -34,6 +34,7 @@ class VoiceProfile:
     max_reply_tokens: int  # the longest reply
     temperature: ReplyTemperature = field(default_factory=ReplyTemperature)
     tool_calls: bool = False  # the LLM can call functions (an OpenAI-compatible server's ``tools``)
+    vision: bool = False  # the LLM sees images (a user message may carry a video frame)
     llm_name: str = "llm"  # which LLM backend (said in warnings about what it cannot do)
     asr_name: str = "asr"  # which speech recogniser transcribes (said when a client names another)
 
@@ -49,10 +50,13 @@ class VoiceModels(Protocol):
         """Defaults of the voice models."""
         ...
 
-    def open_listener(self, params: TurnParams | None, confirm_ms: float) -> Listener:
+    def open_listener(
+        self, params: TurnParams | None, confirm_ms: float, speculate_at: float | None = 0.3
+    ) -> Listener:
         """Hearing for one session: VAD turn detection (``params``; None: manual turns) and
-        streaming ASR. Its state is the session's; the engine's ``end_session`` resets the models
-        under it."""
+        streaming ASR, flushed early at a pause that has run ``speculate_at`` of the way to the
+        turn's end (``voice.listener``). Its state is the session's; the engine's ``end_session``
+        resets the models under it."""
         ...
 
     def reply(self, request: ReplyRequest, stop: threading.Event) -> Iterator[ReplyPiece]:

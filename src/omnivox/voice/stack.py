@@ -75,12 +75,15 @@ class VoiceStack:
             max_reply_tokens=self.max_reply_tokens,
             temperature=self.temperature,
             tool_calls=self.llm.tool_calls,
+            vision=self.llm.vision,
             llm_name=self.llm.name,
             asr_name=type(self.asr).__name__,
         )
 
-    def open_listener(self, params: TurnParams | None, confirm_ms: float) -> Listener:
-        return Listener(self.vad, self.asr, params, confirm_ms, end_of_turn=self.turn)
+    def open_listener(
+        self, params: TurnParams | None, confirm_ms: float, speculate_at: float | None = 0.3
+    ) -> Listener:
+        return Listener(self.vad, self.asr, params, confirm_ms, speculate_at, end_of_turn=self.turn)
 
     def reply(self, request: ReplyRequest, stop: threading.Event) -> Iterator[ReplyPiece]:
         return with_apology(produce_reply(self.llm, self.tts, request, stop), self.tts, request, stop)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from omnivox.agent.events import InputCleared, SpeechStarted, SpeechStopped
+from omnivox.agent.interruption import InterruptionPolicy, Phase
 from omnivox.agent.turns import (
     BargeIn,
     CommitTurn,
@@ -17,7 +18,6 @@ from omnivox.agent.turns import (
     TurnTaking,
 )
 from omnivox.voice.listener import Heard
-from omnivox.voice.turn.interruption import InterruptionPolicy, Phase
 
 QUIET = Floor()  # the assistant is silent
 TALKING = Floor(speaking=True, responding=True)

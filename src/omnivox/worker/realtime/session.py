@@ -37,8 +37,9 @@ from omnivox.agent.events import (
     UserTurn,
 )
 from omnivox.agent.hearing import Echo
+from omnivox.agent.interruption import InterruptionPolicy
 from omnivox.agent.loop import AgentSettings, VoiceAgent
-from omnivox.agent.reply import LeadPacing
+from omnivox.agent.pacing import LeadPacing
 from omnivox.agent.turns import TurnSettings
 from omnivox.audio.clips import decode_clip_at
 from omnivox.core.errors import InvalidMessage, OmnivoxError, WorkerUnavailable
@@ -54,7 +55,6 @@ from omnivox.protocol.realtime.session_config import (
 )
 from omnivox.protocol.wire import Msg
 from omnivox.voice.stack import ASR_RATE
-from omnivox.voice.turn.interruption import InterruptionPolicy
 from omnivox.voice.vad.turn import TurnParams
 from omnivox.worker.handler import SessionHandler
 from omnivox.worker.realtime.audio_io import InputDecoder, OutputEncoder

@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 from omnivox.agent.events import ReplyState as ResponseState
+from omnivox.agent.pacing import LeadPacing
 from omnivox.agent.playout import Playback
-from omnivox.agent.reply import TRANSITIONS, LeadPacing, Reply, ReplyPlan
+from omnivox.agent.reply import TRANSITIONS, Reply, ReplyPlan
 from omnivox.core.errors import EngineFailure, IllegalTransition
 from omnivox.core.transitions import terminal
 from omnivox.protocol.realtime import events as ev
