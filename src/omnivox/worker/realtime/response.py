@@ -152,8 +152,8 @@ class Response:
     def _finish(self, ended: ReplyEnded) -> None:
         p, item = self.plan, self.plan.item
         cancelled = ended.state is R.CANCELLED
-        if self._message_index is None and not self.calls:
-            self._open_message()  # a reply that said nothing is still a (empty) message
+        if self._message_index is None and not self.calls and ended.state is not R.FAILED:
+            self._open_message()  # a reply that said nothing is still an (empty) message; a failed one: none
         if self._message_index is not None:
             self._finish_message(ended)
         elif p.audio and cancelled:

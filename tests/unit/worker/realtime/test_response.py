@@ -368,3 +368,13 @@ async def test_a_reply_that_could_not_be_made_says_its_apology_and_completes(thr
     assert await response.run() is ResponseState.DONE
     assert response.figures.error is not None and response.figures.error.code == "internal_error"
     assert item_of(response).text == "Sorry." and rec.events[-1].response["status"] == "completed"
+
+
+async def test_a_reply_that_fails_before_any_output_leaves_no_item(thread) -> None:
+    """LiveKit keeps every assistant item it is told of: a failed turn must not leave an empty one."""
+    produce = scripted(fail=EngineFailure("the LLM server went away"))
+    response, rec, conversation = make(produce, thread, speak=False)
+    assert await response.run() is ResponseState.FAILED
+    assert rec.events[-1].response["output"] == []
+    assert not [e for e in rec.events if isinstance(e, ev.OutputItemAdded | ev.ItemAdded)]
+    assert len(conversation) == 0
