@@ -152,7 +152,7 @@ class Reply:
     def idle(self) -> bool:
         """It has nothing to send right now: held, paused, waiting for the models' next piece (none
         has come yet), or over. (Waiting for room to send is the pacing's to say.)"""
-        if self.over or self._awaiting in ("release", "playing"):
+        if self.over or self.state in (R.HELD, R.PAUSED) or self._awaiting in ("release", "playing"):
             return True
         stream = self._stream
         return self._awaiting == "piece" and stream is not None and not stream.pending
@@ -167,11 +167,12 @@ class Reply:
         self._released.set()
 
     def discard(self) -> None:
-        """Drop a held reply unheard."""
+        """Drop a held reply unheard (its ``ReplyEnded`` says so at once)."""
         self._machine.move(R.DISCARDED)
         self._stop.set()
         self._cut.set()
         self._released.set()
+        self._end()
 
     def cancel(self, reason: str, heard_ms: float | None = None) -> None:
         """Stop now (``turn_detected`` or ``client_cancelled``); ``run`` finishes the events. It keeps
@@ -232,7 +233,8 @@ class Reply:
             await self._await("release", self._released)
             if self.state is not R.DISCARDED:
                 await self._say(stream)
-            self._end()
+            if not self.settled:
+                self._end()
             return self.state
         finally:
             # the thread ends within one LLM delta or TTS piece; the next reply waits for it anyway
