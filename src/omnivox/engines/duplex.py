@@ -1,4 +1,4 @@
-"""What a full-duplex session asks of an engine: the per-unit listen/speak loop of seed 001.
+"""What a full-duplex session asks of a duplex model: MiniCPM-o's per-unit listen/speak loop.
 
 A duplex session is a stream of units (about a second each). For every unit the worker calls, in
 the engine's thread and strictly in order:

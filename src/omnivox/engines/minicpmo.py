@@ -1,4 +1,4 @@
-"""MiniCPM-o 4.5 through transformers: full duplex (seed 001) and turn-based streaming (seed 002).
+"""MiniCPM-o 4.5 through transformers: full duplex and turn-based streaming.
 
 ``--engine minicpmo --model PATH --device cuda``. ``load()`` imports torch and transformers, loads
 the checkpoint with its own code (bf16), its streaming vocoder and its duplex wrapper; every call

@@ -1,4 +1,4 @@
-"""The tiny engine's full-duplex mode: seed 001's per-unit KV path on a random model, on a CPU.
+"""The tiny engine's full-duplex mode: MiniCPM-o's per-unit KV path on a random model, on a CPU.
 
 A second small random Qwen2 (its own weights, so the text model and its seeded replies are
 untouched) over the text codec's vocabulary plus the duplex specials, and two seeded projections
@@ -148,7 +148,7 @@ class TinyDuplex:
         self._clear()
         system = [{"role": "system", "content": params.system_prompt}]
         prefix = [self.model.embed_tokens(ByteChatCodec().encode_chat(system, add_generation_prompt=False))]
-        if params.ref_audio is not None:  # the model's own voice prompt, as seed 001 puts it
+        if params.ref_audio is not None:  # the model's own voice prompt, as MiniCPM-o puts it
             prefix.append(self.model.embed_audio(check_audio(params.ref_audio, "ref_audio")))
         limit = params.max_kv_tokens or DEFAULT_MAX_KV_TOKENS
         held = sum(len(p) for p in prefix)
