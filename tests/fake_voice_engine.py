@@ -7,8 +7,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from omnivox.engines.base import Engine, GenChunk, GenerateParams, GenResult, PrefillStats
-from omnivox.protocol.chat import ChatMessage
+from omnivox.engines.base import Engine
 from omnivox.protocol.control.workers import Capabilities
 from omnivox.voice.listener import Heard
 from omnivox.voice.models import VoiceProfile
@@ -101,15 +100,3 @@ class FakeVoiceEngine(Engine):
                 self.stopped.set()
                 return
             yield Spoken("And more.", tone, 0.001, True)
-
-    # turn-based streaming is not what these tests are about
-    def reset(self) -> None:
-        pass
-
-    def prefill(self, messages: list[ChatMessage]) -> PrefillStats:
-        return PrefillStats(0, 0, 0, 0)
-
-    def generate(
-        self, params: GenerateParams, stop: threading.Event, result: GenResult
-    ) -> Iterator[GenChunk]:
-        return iter(())

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from omnivox.agent.playout import Playback
+from omnivox.agent.threads import wait_any
 
 _MAX_TURNS = 100_000  # (a bound on the loop; the deadline is the one that counts)
 
@@ -57,13 +58,9 @@ class UnitPacing:
         while self._credit <= 0 and not cut.is_set():
             self.starved = True
             self._granted.clear()
-            granted = asyncio.ensure_future(self._granted.wait())
-            stop = asyncio.ensure_future(cut.wait())
             try:
-                await asyncio.wait({granted, stop}, return_when=asyncio.FIRST_COMPLETED)
+                await wait_any(self._granted, cut)
             finally:
-                granted.cancel()
-                stop.cancel()
                 self.starved = False
         if cut.is_set():
             return want

@@ -25,6 +25,16 @@ from typing import Generic, TypeVar
 T = TypeVar("T")
 
 
+async def wait_any(*events: asyncio.Event) -> None:
+    """Until one of ``events`` is set."""
+    waits = [asyncio.ensure_future(event.wait()) for event in events]
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for wait in waits:
+            wait.cancel()
+
+
 class _End:
     """The iterator is exhausted."""
 
@@ -83,16 +93,7 @@ class ThreadStream(Generic[T]):
             if cut is not None and cut.is_set():
                 return None
             self._arrived.clear()
-            if cut is None:
-                await self._arrived.wait()
-                continue
-            arrived = asyncio.ensure_future(self._arrived.wait())
-            stop = asyncio.ensure_future(cut.wait())
-            try:
-                await asyncio.wait({arrived, stop}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                arrived.cancel()
-                stop.cancel()
+            await (wait_any(self._arrived, cut) if cut is not None else self._arrived.wait())
         if self._over:
             return None
         got = self._queue.popleft()

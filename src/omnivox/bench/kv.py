@@ -20,7 +20,7 @@ import time
 from typing import Any
 
 from omnivox.bench.table import print_table, write_json
-from omnivox.engines.base import Engine, GenerateParams, GenResult
+from omnivox.engines.base import ChatModel, Engine, GenerateParams, GenResult
 from omnivox.protocol.chat import ChatMessage
 
 _WORDS = (
@@ -84,7 +84,7 @@ def _user_message(turn: int, chars: int) -> ChatMessage:
 
 
 def _timed_turn(
-    engine: Engine, messages: list[ChatMessage], params: GenerateParams
+    engine: ChatModel, messages: list[ChatMessage], params: GenerateParams
 ) -> tuple[float, Any, str]:
     """Prefill ``messages`` and generate; return (seconds to the first token, prefill stats, reply)."""
     start = time.perf_counter()
@@ -104,7 +104,9 @@ def _timed_turn(
 _SPEEDS: list[float] = []  # decode tokens/s of every generation (engines that report it)
 
 
-def _conversation(engine: Engine, args: argparse.Namespace, params: GenerateParams) -> list[dict[str, Any]]:
+def _conversation(
+    engine: ChatModel, args: argparse.Namespace, params: GenerateParams
+) -> list[dict[str, Any]]:
     """One pass over the whole conversation, from an empty engine; one dict per turn."""
     engine.reset()
     system = ChatMessage(role="system", content="You are a helpful voice assistant. Keep answers short.")
@@ -132,7 +134,9 @@ def _conversation(engine: Engine, args: argparse.Namespace, params: GeneratePara
 
 def run(args: argparse.Namespace) -> int:
     """Run the benchmark, print the table and a summary, optionally write JSON; return the exit code."""
-    engine = _build(args)
+    built = _build(args)
+    engine = built.chat  # the turn-based role is what is measured
+    assert engine is not None, f"engine {built.name} has no turn-based chat"
     params = GenerateParams(max_new_tokens=args.max_new_tokens, temperature=0.0)
     # Warm-up: first calls pay for allocator growth and lazy kernel set-up, on both paths.
     _timed_turn(engine, [_user_message(99, args.user_chars)], params)
@@ -168,7 +172,7 @@ def run(args: argparse.Namespace) -> int:
         ]
         for t in turns
     ]
-    print_table(f"KV-cache reuse: {_describe(args, engine)}, median of {args.repeats}", columns, rows)
+    print_table(f"KV-cache reuse: {_describe(args, built)}, median of {args.repeats}", columns, rows)
     summary = _summary(turns)
     if _SPEEDS:
         import resource

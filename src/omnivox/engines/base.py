@@ -1,16 +1,20 @@
-"""The Engine contract: what a worker hosts.
+"""The Engine contract: what a worker hosts, as role objects.
 
-A worker owns exactly one engine and serves one session at a time, so an engine is not thread-safe
-and needs no locking of its own; the worker calls it from one thread at a time. Every method here
-may block (model calls), so the worker runs them in a thread, never on the event loop.
+A worker owns exactly one engine and serves one session at a time. An engine is what it loads (once,
+in ``load``) and up to three roles, one per kind of session; what it can serve (its
+``Capabilities``) follows from which roles it has (``capabilities_of``):
 
-Three kinds of session use an engine: turn-based streaming (``prefill`` / ``generate`` on the
-conversation the engine holds, its KV cache reused across turns), voice sessions (realtime, and
-duplex over voice models), and full-duplex sessions on a model that decides each unit itself (see
-``engines.duplex``). A voice session reaches its models only through the engine's ``voice``
-(``voice.models.VoiceModels``: hear, answer, the profile), so an engine may keep them in-process
-(cascade) or elsewhere (a staged pipeline); the session's agent runs them on its own input and
-output threads (the threading rule, docs/architecture.md).
+- ``chat``: a ``ChatModel`` for turn-based streaming: the conversation it holds and its cache
+  (``prefill`` incremental on what the cache holds, ``generate`` a reply), reused across turns;
+- ``voice``: ``VoiceModels`` (``voice.models``) for voice sessions, realtime and duplex over voice
+  models (the agent hears with them and answers with them);
+- ``duplex``: a ``DuplexModel`` (``engines.duplex``) that decides each unit of a full-duplex
+  session itself (MiniCPM-o, tiny).
+
+The threading rule (docs/architecture.md): model calls block, so none runs on the event loop. The
+``chat`` and ``duplex`` roles, ``load`` and ``end_session`` run in the worker's one engine thread
+(``worker.host``), one call at a time, so they need no locking of their own; the ``voice`` role's
+listener and replies run on the session's agent's own input and output threads.
 """
 
 from __future__ import annotations
@@ -22,8 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from omnivox.core.errors import WorkerUnavailable
-from omnivox.engines.duplex import DuplexParams, DuplexReady, DuplexUnit
+from omnivox.engines.duplex import DuplexModel
 from omnivox.protocol.chat import ChatMessage
 from omnivox.protocol.control.workers import Capabilities
 from omnivox.voice.models import VoiceModels
@@ -65,25 +68,8 @@ class GenResult:
     extra: dict[str, float] = field(default_factory=dict)
 
 
-class Engine(ABC):
-    """One model (or cascade of models) that a worker hosts."""
-
-    name: str = "engine"
-    capabilities: Capabilities = Capabilities()
-    voices: tuple[str, ...] = ()
-
-    @property
-    def interrupt(self) -> threading.Event:
-        """Set by the worker when the session ends while the engine may still be working for it
-        (a long prefill whose client left): long calls check it between chunks of work and raise
-        ``Interrupted``. The worker clears it before the next session."""
-        event = self.__dict__.get("_interrupt")
-        if event is None:
-            event = self.__dict__["_interrupt"] = threading.Event()
-        return event
-
-    def load(self) -> None:  # noqa: B027 - optional hook
-        """Load weights. Called once per worker process, in a thread, before any session."""
+class ChatModel(ABC):
+    """Turn-based streaming: a conversation held with its cache, one turn after another."""
 
     @abstractmethod
     def reset(self) -> None:
@@ -113,36 +99,67 @@ class Engine(ABC):
         """The conversation the cache holds (the worker hashes it for cache-aware routing)."""
         return []
 
-    # ---- voice sessions (engines whose capabilities include ``realtime``)
+
+class Engine:
+    """One model (or cascade of models) that a worker hosts: what it loads, and its roles."""
+
+    name: str = "engine"
+    # what it serves once loaded, declared so while it loads (the gateway routes on it); the worker
+    # reports ``capabilities_of`` the loaded engine from then on
+    capabilities: Capabilities = Capabilities()
+    voices: tuple[str, ...] = ()
+    # what its own models take in and give out, besides voice models (which hear and speak)
+    hears: bool = False
+    speaks: bool = False
+    sees: bool = False
+
+    @property
+    def interrupt(self) -> threading.Event:
+        """Set by the worker when the session ends while the engine may still be working for it
+        (a long prefill whose client left): long calls check it between chunks of work and raise
+        ``Interrupted``. The worker clears it before the next session."""
+        event = self.__dict__.get("_interrupt")
+        if event is None:
+            event = self.__dict__["_interrupt"] = threading.Event()
+        return event
+
+    def load(self) -> None:
+        """Load weights. Called once per worker process, in the engine thread, before any session."""
+
+    # ---- the roles (None: the engine has none)
+
+    @property
+    def chat(self) -> ChatModel | None:
+        """Turn-based streaming."""
+        return None
 
     @property
     def voice(self) -> VoiceModels | None:
-        """The voice models voice sessions hear and answer with (None: the engine has none)."""
+        """The voice models voice sessions hear and answer with."""
         return None
 
-    # ---- full-duplex sessions (engines whose capabilities include ``duplex``; see engines.duplex)
+    @property
+    def duplex(self) -> DuplexModel | None:
+        """A model that decides each unit of a full-duplex session itself."""
+        return None
 
-    def duplex_prepare(self, params: DuplexParams) -> DuplexReady:
-        """Start a duplex session: forget any previous one, take the prompt and settings."""
-        raise WorkerUnavailable(f"engine {self.name} cannot serve duplex sessions")
-
-    def duplex_prefill(self, audio: np.ndarray, frames: list[np.ndarray]) -> None:
-        """Hear one unit's audio (16 kHz float32) and see its frames (RGB uint8 HxWx3; omni)."""
-        raise WorkerUnavailable(f"engine {self.name} cannot serve duplex sessions")
-
-    def duplex_generate(self, force_listen: bool) -> DuplexUnit:
-        """Decide this unit: listen, or speak (up to the session's speak tokens per unit)."""
-        raise WorkerUnavailable(f"engine {self.name} cannot serve duplex sessions")
-
-    def duplex_finalize(self) -> None:  # noqa: B027 - optional hook
-        """Close the unit (terminators, cache trimming); runs before the next unit's prefill."""
-
-    def duplex_cleanup(self) -> None:  # noqa: B027 - optional hook
-        """End the duplex session however it ended; safe to call twice or without a prepare."""
-
-    def end_session(self) -> None:  # noqa: B027 - optional hook
+    def end_session(self) -> None:
         """A session ended, however it ended: drop per-session stream state (a decoder that was
         mid-utterance), keep the conversation cache (the next turn may be a cache hit)."""
 
-    def close(self) -> None:  # noqa: B027 - optional hook
+    def close(self) -> None:
         """Release resources at worker shutdown."""
+
+
+def capabilities_of(engine: Engine) -> Capabilities:
+    """What a loaded engine serves, from the roles it has."""
+    voice = engine.voice
+    profile = voice.profile() if voice is not None else None
+    return Capabilities(
+        streaming=engine.chat is not None,
+        realtime=voice is not None,
+        duplex=engine.duplex is not None or voice is not None,  # duplex over voice models: the agent
+        audio_in=voice is not None or engine.hears,
+        audio_out=voice is not None or engine.speaks,
+        vision=engine.sees or (profile is not None and profile.vision),
+    )

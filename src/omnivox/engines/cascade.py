@@ -1,13 +1,17 @@
 """The cascade engine: speech in -> ASR -> LLM -> TTS -> speech out, as one engine a worker hosts.
 
 Its models (VAD, ASR, TTS, LLM: a ``VoiceStack``) load once, in ``load()``, when the worker starts;
-sessions borrow them. For turn-based streaming, the audio parts of prefilled messages are transcribed
-(the transcript is what the LLM sees, and what ``prefill_done`` reports), and ``generate`` streams the
-reply as whole words with, when asked for, each sentence's 24 kHz audio as soon as it is synthesised,
-while the LLM writes the next one (``voice.reply``). Voice sessions use the same stack as the
-engine's ``voice`` (a ``VoiceStack`` is ``VoiceModels``).
+sessions borrow them. Its roles (``engines.base``):
 
-The engine holds two views of the conversation: the messages as the client sent them (their hash is
+- ``voice``: the stack itself (a ``VoiceStack`` is ``VoiceModels``), for realtime sessions and
+  duplex sessions over the voice agent;
+- ``chat``: ``CascadeChat``, turn-based streaming over voice models: the audio parts of prefilled
+  messages are transcribed (the transcript is what the LLM sees, and what ``prefill_done``
+  reports), and ``generate`` streams the reply as whole words with, when asked for, each
+  sentence's 24 kHz audio as soon as it is synthesised, while the LLM writes the next one (the
+  voice models' ``reply``). The pipeline engine uses the same ``CascadeChat`` over its stages.
+
+The chat holds two views of the conversation: the messages as the client sent them (their hash is
 what the gateway routes on) and their text form (what the LLM is given). A remote LLM server has its
 own prefix cache; "tokens" here are the approximate counts of ``voice.llm.history``.
 """
@@ -19,7 +23,7 @@ from collections.abc import Callable, Iterator
 
 from omnivox.audio.clips import decode_clip_at
 from omnivox.core.errors import PrefillRequired
-from omnivox.engines.base import Engine, GenChunk, GenerateParams, GenResult, PrefillStats
+from omnivox.engines.base import ChatModel, Engine, GenChunk, GenerateParams, GenResult, PrefillStats
 from omnivox.protocol.chat import AudioPart, ChatMessage, ImagePart, TextPart
 from omnivox.protocol.control.workers import Capabilities
 from omnivox.voice.llm.base import LlmParams
@@ -31,44 +35,73 @@ from omnivox.voice.stack import ASR_RATE, VoiceStack
 CAPABILITIES = Capabilities(streaming=True, realtime=True, duplex=True, audio_in=True, audio_out=True)
 
 
-class CascadeEngine(Engine):
-    name = "cascade"
+class StackEngine(Engine):
+    """An engine whose models are a ``VoiceStack`` it builds in ``load``: its roles are voice models
+    over the stack and turn-based chat over those (the cascade, the pipeline)."""
+
     capabilities = CAPABILITIES
-    loads = 0  # voice stacks built in this process (a worker builds exactly one)
 
-    def __init__(self, build_stack: Callable[[], VoiceStack]) -> None:
-        self._build = build_stack
+    def __init__(self) -> None:
         self._stack: VoiceStack | None = None
-        self._messages: list[ChatMessage] = []  # as the client sent them
-        self._texts: list[ChatMessage] = []  # what the LLM sees: audio transcribed
+        self._voice: VoiceModels | None = None
+        self._chat: CascadeChat | None = None
 
-    # ---- the Engine contract
-
-    def load(self) -> None:
-        self._stack = self._build()
-        CascadeEngine.loads += 1
-        self.voices = self._stack.tts.voices
-        self.capabilities = CAPABILITIES.model_copy(update={"vision": self._stack.llm.vision})
+    def _loaded(self, stack: VoiceStack, voice: VoiceModels) -> None:
+        self._stack, self._voice = stack, voice
+        self._chat = CascadeChat(stack, voice)
+        self.voices = stack.tts.voices
 
     @property
     def stack(self) -> VoiceStack:
         """The loaded models."""
         if self._stack is None:
-            raise RuntimeError("the cascade engine is not loaded yet")
+            raise RuntimeError(f"the {self.name} engine is not loaded yet")
         return self._stack
 
     @property
-    def voice(self) -> VoiceModels:
-        """Voice sessions hear and answer with the loaded models themselves."""
-        return self.stack
+    def voice(self) -> VoiceModels | None:
+        return self._voice
 
-    def reset(self) -> None:
-        self._messages = []
-        self._texts = []
+    @property
+    def chat(self) -> ChatModel | None:
+        return self._chat
 
     def end_session(self) -> None:
         if self._stack is not None:
             self._stack.end_session()
+
+    def close(self) -> None:
+        if self._stack is not None:
+            self._stack.close()
+
+
+class CascadeEngine(StackEngine):
+    name = "cascade"
+    loads = 0  # voice stacks built in this process (a worker builds exactly one)
+
+    def __init__(self, build_stack: Callable[[], VoiceStack]) -> None:
+        super().__init__()
+        self._build = build_stack
+
+    def load(self) -> None:
+        stack = self._build()
+        CascadeEngine.loads += 1
+        self._loaded(stack, stack)  # voice sessions hear and answer with the models themselves
+
+
+class CascadeChat(ChatModel):
+    """Turn-based streaming over voice models: ``stack`` transcribes audio parts (its ASR) and
+    says how long replies may be; ``voice`` replies (the stack itself, or a pipeline's stages)."""
+
+    def __init__(self, stack: VoiceStack, voice: VoiceModels) -> None:
+        self.stack = stack
+        self.voice = voice
+        self._messages: list[ChatMessage] = []  # as the client sent them
+        self._texts: list[ChatMessage] = []  # what the LLM sees: audio transcribed
+
+    def reset(self) -> None:
+        self._messages = []
+        self._texts = []
 
     def prefill(self, messages: list[ChatMessage]) -> PrefillStats:
         # everything is transcribed first, so a bad audio part changes nothing
@@ -111,10 +144,6 @@ class CascadeEngine(Engine):
 
     def held_messages(self) -> list[ChatMessage]:
         return list(self._messages)
-
-    def close(self) -> None:
-        if self._stack is not None:
-            self._stack.close()
 
     # ---- internals
 

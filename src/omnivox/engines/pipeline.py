@@ -4,8 +4,8 @@ A worker hosting it is a light session host: it keeps the cheap per-session mode
 smart-turn end-of-turn model) and reaches the heavy ones through the coordinator (``coordinator``
 setting): its hearing holds one ASR slot for the session's life, each reply goes LLM -> TTS through
 the stages, a streaming turn's audio parts are one-shot ASR requests. Many workers share one set of
-batched models. Everything else (the conversation views, streaming turns, realtime and cascade
-duplex sessions) is the cascade engine's own code over these proxies.
+batched models. Its roles are the cascade's over these proxies: ``voice`` is ``PipelineVoice``
+(``VoiceModels`` on the stages), ``chat`` the cascade's ``CascadeChat`` over it.
 """
 
 from __future__ import annotations
@@ -18,13 +18,13 @@ from collections.abc import Iterator
 
 from omnivox.core.config import Settings
 from omnivox.core.errors import EngineFailure
-from omnivox.engines.cascade import CascadeEngine
+from omnivox.engines.cascade import StackEngine
 from omnivox.engines.pipeline_voice import RemoteAsr, RemoteLlm, RemoteTts, pipeline_reply
 from omnivox.pipeline.client import PipelineClient
 from omnivox.pipeline.relay import relay_from
 from omnivox.voice.listener import Listener
 from omnivox.voice.llm.history import ReplyTemperature
-from omnivox.voice.models import VoiceModels, VoiceProfile
+from omnivox.voice.models import VoiceProfile
 from omnivox.voice.reply import ReplyPiece, ReplyRequest, with_apology
 from omnivox.voice.stack import ASR_RATE, VoiceStack, context_tokens, max_reply_tokens
 from omnivox.voice.vad.turn import TurnParams
@@ -57,16 +57,15 @@ class PipelineVoice:
         return with_apology(pieces, self.stack.tts, request, stop)
 
 
-class PipelineEngine(CascadeEngine):
+class PipelineEngine(StackEngine):
     name = "pipeline"
 
     def __init__(self, settings: Settings) -> None:
-        super().__init__(self._stack)
+        super().__init__()
         if not settings.coordinator:
             raise ValueError("the pipeline engine needs --coordinator tcp://HOST:PORT")
         self.settings = settings
         self.client: PipelineClient | None = None
-        self._voice: PipelineVoice | None = None
 
     def load(self) -> None:
         s = self.settings
@@ -86,9 +85,10 @@ class PipelineEngine(CascadeEngine):
             time.sleep(0.1)
         else:
             raise EngineFailure(f"the pipeline at {s.coordinator} has no asr, llm and tts stages running")
-        super().load()
+        stack = self._build_stack()
+        self._loaded(stack, PipelineVoice(stack, self.client))
 
-    def _stack(self) -> VoiceStack:
+    def _build_stack(self) -> VoiceStack:
         from omnivox.voice.turn.smart_turn import SmartTurn
         from omnivox.voice.vad.silero import SileroVad
 
@@ -110,13 +110,6 @@ class PipelineEngine(CascadeEngine):
             context_tokens=context_tokens(llm_settings),
             max_reply_tokens=max_reply_tokens(llm_settings),
         )
-
-    @property
-    def voice(self) -> VoiceModels:
-        if self._voice is None:
-            assert self.client is not None
-            self._voice = PipelineVoice(self.stack, self.client)
-        return self._voice
 
     def close(self) -> None:
         super().close()

@@ -30,7 +30,7 @@ import torch
 from omnivox.core.errors import InvalidAudio, InvalidMessage, PrefillRequired
 from omnivox.engines.base import OUTPUT_SAMPLE_RATE
 from omnivox.engines.byte_codec import VOCAB_SIZE, ByteChatCodec, tiny_qwen2_config
-from omnivox.engines.duplex import INPUT_SAMPLE_RATE, DuplexParams, DuplexReady, DuplexUnit
+from omnivox.engines.duplex import INPUT_SAMPLE_RATE, DuplexModel, DuplexParams, DuplexReady, DuplexUnit
 from omnivox.engines.hf import forward_params
 
 # The text codec's ids (bytes 0-255, role markers 256-259), then the duplex specials.
@@ -114,8 +114,8 @@ class TinyDuplexModel:
         return out.logits[0, -1]
 
 
-class TinyDuplex:
-    """One duplex session at a time over a ``TinyDuplexModel`` (the engine's duplex methods)."""
+class TinyDuplex(DuplexModel):
+    """One duplex session at a time over a ``TinyDuplexModel`` (the tiny engine's ``duplex`` role)."""
 
     def __init__(self, model: TinyDuplexModel, seed: int) -> None:
         self.model = model

@@ -18,10 +18,18 @@ from typing import Any
 
 from omnivox.agent.threads import iterate_in_thread
 from omnivox.core import transitions
-from omnivox.core.errors import OmnivoxError, WorkerBusy, as_omnivox_error
-from omnivox.engines.base import Engine, GenChunk, GenerateParams, GenResult, PrefillStats
+from omnivox.core.errors import OmnivoxError, WorkerBusy, WorkerUnavailable, as_omnivox_error
+from omnivox.engines.base import (
+    ChatModel,
+    Engine,
+    GenChunk,
+    GenerateParams,
+    GenResult,
+    PrefillStats,
+    capabilities_of,
+)
 from omnivox.protocol.chat import ChatMessage, history_hash
-from omnivox.protocol.control.workers import WorkerHealth, WorkerState
+from omnivox.protocol.control.workers import Capabilities, WorkerHealth, WorkerState
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +48,7 @@ TRANSITIONS: dict[WorkerState, frozenset[WorkerState]] = {
 class EngineHost:
     def __init__(self, engine: Engine, session_wait_s: float = 5.0) -> None:
         self.engine = engine
+        self.capabilities: Capabilities = engine.capabilities  # declared; derived once loaded
         self.state = WorkerState.LOADING
         self.error: str | None = None
         self.sessions_served = 0
@@ -61,17 +70,18 @@ class EngineHost:
             self.error = f"{type(exc).__name__}: {exc}"
             self.transition(WorkerState.ERROR)
         else:
+            self.capabilities = capabilities_of(self.engine)  # what its roles serve
             self.transition(WorkerState.IDLE)
 
     def health(self) -> WorkerHealth:
-        held = self.engine.held_messages() if self.state is WorkerState.IDLE else []
+        idle = self.state is WorkerState.IDLE
         return WorkerHealth(
             status="ok" if self.state is not WorkerState.ERROR else "error",
             state=self.state,
             engine=self.engine.name,
-            capabilities=self.engine.capabilities,
-            kv_length=self.engine.kv_length if self.state is WorkerState.IDLE else 0,
-            cached_hash=history_hash(held),
+            capabilities=self.capabilities,
+            kv_length=self.kv_length if idle else 0,
+            cached_hash=history_hash(self.held_messages() if idle else []),
             sessions_served=self.sessions_served,
             error=self.error,
             voices=list(self.engine.voices),
@@ -114,28 +124,48 @@ class EngineHost:
             self.sessions_served += 1
             self._session.release()
 
+    # ---- the turn-based role (worker.streaming)
+
+    @property
+    def kv_length(self) -> int:
+        chat = self.engine.chat
+        return chat.kv_length if chat is not None else 0
+
+    def held_messages(self) -> list[ChatMessage]:
+        chat = self.engine.chat
+        return chat.held_messages() if chat is not None else []
+
+    def _chat(self) -> ChatModel:
+        chat = self.engine.chat
+        if chat is None:
+            raise WorkerUnavailable(f"engine {self.engine.name} cannot serve streaming sessions")
+        return chat
+
     # ---- engine calls
 
     async def call(self, fn: Any, *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
 
     async def prefill(self, messages: list[ChatMessage], clear: bool) -> PrefillStats:
+        chat = self._chat()
+
         def work() -> PrefillStats:
             if clear:
-                self.engine.reset()
-            return self.engine.prefill(messages)
+                chat.reset()
+            return chat.prefill(messages)
 
         return await self.call(work)
 
     async def generate(
         self, params: GenerateParams, stop: threading.Event, result: GenResult
     ) -> AsyncIterator[GenChunk]:
-        """Run ``engine.generate`` in the engine thread and yield its chunks here.
+        """Run the chat role's ``generate`` in the engine thread and yield its chunks here.
 
         If the consumer goes away (cancellation), ``stop`` is set and this waits for the engine to
         finish, so the next session finds it quiet.
         """
-        chunks = iterate_in_thread(lambda: self.engine.generate(params, stop, result), self._executor, stop)
+        chat = self._chat()
+        chunks = iterate_in_thread(lambda: chat.generate(params, stop, result), self._executor, stop)
         async with contextlib.aclosing(chunks):
             try:
                 async for chunk in chunks:

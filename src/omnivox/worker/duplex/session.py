@@ -4,7 +4,7 @@ The session's phase is an explicit state machine (``Phase``): waiting for ``prep
 active (units run), paused (a watchdog releases the worker if no ``resume`` comes in time), and
 stopped. The worker's own state follows (DUPLEX_ACTIVE <-> DUPLEX_PAUSED) and the gateway is told,
 so its view of the worker follows too. However the session ends (``stop``, the pause timeout, the
-client vanishing, the connection failing), ``close`` runs the engine's ``duplex_cleanup`` once,
+client vanishing, the connection failing), ``close`` cleans its unit source up once,
 before the host resets the engine and takes the worker back to IDLE.
 """
 
@@ -157,7 +157,7 @@ class DuplexSession(SessionHandler):
     def _source(self) -> UnitSource:
         """A model that decides each unit itself, else the voice agent over the voice models."""
         engine = self.host.engine
-        if engine.voice is not None:
+        if engine.duplex is None and engine.voice is not None:
             return AgentUnits(engine.voice, self.conn.units, self.settings, lambda err: self.conn.error(err))
         return ModelUnits(self.host)
 

@@ -4,7 +4,7 @@ unit at a time.
 Chunks arrive from the client (``push``); the loop takes what is waiting and has its ``UnitSource``
 decide one unit on it: listen, or speak (with the audio the unit carries), then the result goes to
 the client. Two sources decide units: a model that decides each unit itself (``ModelUnits``: the
-engine's ``duplex_prefill`` and ``duplex_generate`` in the engine's thread), or the voice agent over
+engine's ``duplex`` role, ``engines.duplex``, in the engine's thread), or the voice agent over
 the engine's voice models (``worker.duplex.agent_units``). ``finalize`` closes the unit: with
 deferred finalize (the default) it runs after the result is sent, overlapping the network, and the
 next unit's prefill waits on it (the barrier); without, it runs before the result is sent.
@@ -26,7 +26,7 @@ from typing import Protocol
 
 from omnivox.audio.pcm import pcm16_to_b64
 from omnivox.core.errors import OmnivoxError, WorkerUnavailable
-from omnivox.engines.duplex import INPUT_SAMPLE_RATE, DuplexParams, DuplexReady, DuplexUnit
+from omnivox.engines.duplex import INPUT_SAMPLE_RATE, DuplexModel, DuplexParams, DuplexReady, DuplexUnit
 from omnivox.protocol.duplex import Result
 from omnivox.worker.duplex.inputs import Chunk, merge
 from omnivox.worker.host import EngineHost
@@ -79,8 +79,15 @@ class ModelUnits:
     def __init__(self, host: EngineHost) -> None:
         self.host = host
 
+    @property
+    def model(self) -> DuplexModel:
+        model = self.host.engine.duplex
+        if model is None:
+            raise WorkerUnavailable(f"engine {self.host.engine.name} cannot serve duplex sessions")
+        return model
+
     async def prepare(self, params: DuplexParams) -> DuplexReady:
-        ready: DuplexReady = await self.host.call(self.host.engine.duplex_prepare, params)
+        ready: DuplexReady = await self.host.call(self.model.prepare, params)
         return ready
 
     async def step(self, chunk: Chunk, force_listen: bool, finalize: bool) -> UnitCosts:
@@ -93,7 +100,7 @@ class ModelUnits:
 
     async def cleanup(self) -> None:
         try:
-            await self.host.call(self.host.engine.duplex_cleanup)
+            await self.host.call(self.model.cleanup)
         except WorkerUnavailable:
             pass  # an engine without duplex never prepared one
         except Exception:
@@ -102,18 +109,18 @@ class ModelUnits:
     # ---- in the engine's thread
 
     def _compute(self, chunk: Chunk, force_listen: bool, finalize: bool) -> UnitCosts:
-        engine = self.host.engine
+        model = self.model
         t0 = time.perf_counter()
-        engine.duplex_prefill(chunk.audio, chunk.frames)
+        model.prefill(chunk.audio, chunk.frames)
         t1 = time.perf_counter()
-        unit = engine.duplex_generate(force_listen)
+        unit = model.generate(force_listen)
         t2 = time.perf_counter()
         finalize_ms = self._finalize() if finalize else 0.0
-        return UnitCosts(unit, (t1 - t0) * 1000, (t2 - t1) * 1000, finalize_ms, engine.kv_length)
+        return UnitCosts(unit, (t1 - t0) * 1000, (t2 - t1) * 1000, finalize_ms, model.kv_length)
 
     def _finalize(self) -> float:
         t0 = time.perf_counter()
-        self.host.engine.duplex_finalize()
+        self.model.finalize()
         return (time.perf_counter() - t0) * 1000
 
 

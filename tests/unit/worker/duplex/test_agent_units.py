@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 from omnivox.audio.resample import resample
-from omnivox.connection.units import WorkUnits
 from omnivox.core.config import Settings
 from omnivox.core.errors import PrepareRequired
 from omnivox.engines.duplex import DuplexParams
@@ -29,18 +28,6 @@ def engine():
     e.load()
     yield e
     e.close()
-
-
-@pytest.fixture
-async def source(engine):
-    failures: list[BaseException] = []
-    work = WorkUnits(lambda name, exc: failures.append(exc))
-    units = AgentUnits(engine.voice, work, Settings())
-    yield units
-    await units.cleanup()
-    await work.close()
-    engine.end_session()
-    assert failures == []
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 
 from omnivox.audio.resample import resample
-from omnivox.connection.units import WorkUnits
 from omnivox.core.config import Settings
 from omnivox.engines.duplex import DuplexParams
 from omnivox.engines.registry import build_engine
@@ -45,18 +44,6 @@ def espeak():
 def story(engine) -> np.ndarray:
     audio = np.concatenate([c.audio for c in engine.voice.tts.synthesize(STORY)])
     return resample(audio, 24000, 16000)
-
-
-@pytest.fixture
-async def source(engine):
-    failures: list[BaseException] = []
-    work = WorkUnits(lambda name, exc: failures.append(exc))
-    units = AgentUnits(engine.voice, work, Settings())
-    yield units
-    await units.cleanup()
-    await work.close()
-    engine.end_session()
-    assert failures == []
 
 
 class Call:

@@ -21,7 +21,7 @@ async def host():
     engine = FakeDuplexEngine()
     h = EngineHost(engine)
     await h.load()
-    await h.call(engine.duplex_prepare, DuplexParams())
+    await h.call(engine.duplex.prepare, DuplexParams())
     yield h
     h.close()
 
