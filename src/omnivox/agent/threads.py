@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncGenerator, Callable, Iterable
 from concurrent.futures import Executor
 from typing import Generic, TypeVar
 
@@ -115,7 +115,7 @@ class ThreadStream(Generic[T]):
 
 async def iterate_in_thread(
     items: Callable[[], Iterable[T]], executor: Executor | None, stop: threading.Event
-) -> AsyncIterator[T]:
+) -> AsyncGenerator[T, None]:
     """``items()`` on ``executor``, as an async iterator. However the reader leaves (the end, an
     error, cancellation), ``stop`` is set and the thread has finished before this returns."""
     stream: ThreadStream[T] = ThreadStream(items, executor, stop)

@@ -58,7 +58,7 @@ class CarrierStream:
 
     def _start(self, parameters: dict[str, str]) -> dict[str, Any]:
         if self.carrier == "twilio":
-            body = {
+            body: dict[str, Any] = {
                 "streamSid": self.stream_id,
                 "accountSid": "AC" + "0" * 32,
                 "callSid": self.call_sid,
@@ -76,7 +76,7 @@ class CarrierStream:
             body = {
                 "call_control_id": self.call_sid,
                 "media_format": {"encoding": "PCMU", "sample_rate": 8000, "channels": 1},
-                "to": parameters.get("To"),
+                "to": parameters.get("To"),  # null when the call has none, as Telnyx sends it
                 "from": parameters.get("From"),
             }
             return {
@@ -201,7 +201,8 @@ class CarrierStream:
                 self.marked_ms = len(self.played) / 8
                 await self._echo(str(item))
                 continue
-            audio = bytes(item)
+            assert isinstance(item, bytes)  # ("audio", bytes)
+            audio = item
             take, rest = audio[:FRAME], audio[FRAME:]
             if rest:
                 self._queue[0] = ("audio", rest)

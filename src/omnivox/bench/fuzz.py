@@ -28,8 +28,8 @@ import httpx
 import numpy as np
 import websockets
 
-from omnivox.bench.cluster import cluster
 from omnivox.bench.table import print_table, write_json
+from omnivox.testing.cluster import cluster
 
 PROTOCOLS = ("streaming", "duplex", "realtime")
 
@@ -45,11 +45,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 # ---- the frames
 
 
-def _b64(rng: random.Random, n: int) -> str:
+def random_b64(rng: random.Random, n: int) -> str:
     return base64.b64encode(rng.randbytes(n)).decode()
 
 
-def _pcm(rng: random.Random, samples: int, dtype: str) -> str:
+def random_pcm_b64(rng: random.Random, samples: int, dtype: str) -> str:
     audio = np.asarray([rng.uniform(-0.5, 0.5) for _ in range(samples)], dtype=np.float32)
     data = audio.astype("<f4").tobytes() if dtype == "f4" else (audio * 32767).astype("<i2").tobytes()
     return base64.b64encode(data).decode()
@@ -64,18 +64,18 @@ def valid_messages(protocol: str, rng: random.Random) -> list[dict[str, Any]]:
             {"type": "stop"},
             {
                 "type": "prefill",
-                "messages": [{"role": "user", "content": [{"type": "audio", "data": _b64(rng, 64)}]}],
+                "messages": [{"role": "user", "content": [{"type": "audio", "data": random_b64(rng, 64)}]}],
             },
         ]
     if protocol == "duplex":
         return [
             {"type": "prepare", "system_prompt": "hi", "config": {"chunk_ms": 1000}},
-            {"type": "audio_chunk", "audio_base64": _pcm(rng, 1600, "f4")},
-            {"type": "audio_chunk", "audio_base64": _pcm(rng, 1600, "i2"), "format": "pcm16"},
+            {"type": "audio_chunk", "audio_base64": random_pcm_b64(rng, 1600, "f4")},
+            {"type": "audio_chunk", "audio_base64": random_pcm_b64(rng, 1600, "i2"), "format": "pcm16"},
             {
                 "type": "audio_chunk",
-                "audio_base64": _pcm(rng, 160, "f4"),
-                "frame_base64_list": [_b64(rng, 32)],
+                "audio_base64": random_pcm_b64(rng, 160, "f4"),
+                "frame_base64_list": [random_b64(rng, 32)],
             },
             {"type": "pause", "timeout": 30},
             {"type": "resume"},
@@ -83,7 +83,7 @@ def valid_messages(protocol: str, rng: random.Random) -> list[dict[str, Any]]:
         ]
     return [
         {"type": "session.update", "session": {"type": "realtime", "instructions": "be brief"}},
-        {"type": "input_audio_buffer.append", "audio": _pcm(rng, 240, "i2")},
+        {"type": "input_audio_buffer.append", "audio": random_pcm_b64(rng, 240, "i2")},
         {"type": "input_audio_buffer.clear"},
         {"type": "input_audio_buffer.commit"},
         {"type": "conversation.item.create", "item": {"type": "message", "role": "user", "content": []}},
@@ -92,7 +92,7 @@ def valid_messages(protocol: str, rng: random.Random) -> list[dict[str, Any]]:
     ]
 
 
-_ODD_VALUES: list[Callable[[random.Random], Any]] = [
+ODD_VALUES: list[Callable[[random.Random], Any]] = [
     lambda r: None,
     lambda r: r.randint(-(10**12), 10**12),
     lambda r: int("9" * r.randint(20, 400)),
@@ -102,13 +102,13 @@ _ODD_VALUES: list[Callable[[random.Random], Any]] = [
     lambda r: [],
     lambda r: {"nested": {"deeper": [1, 2, {"a": None}]}},
     lambda r: True,
-    lambda r: _b64(r, r.randint(0, 300)),
+    lambda r: random_b64(r, r.randint(0, 300)),
     lambda r: "%%%not base64%%%",
     lambda r: r.choice(["omni", "audio", "", "type", "../../etc/passwd"]),
 ]
 
 
-def _mutate(msg: dict[str, Any], rng: random.Random) -> dict[str, Any]:
+def mutate(msg: dict[str, Any], rng: random.Random) -> dict[str, Any]:
     msg = json.loads(json.dumps(msg))
     keys = [k for k in msg if k != "type"] or ["extra"]
     for _ in range(rng.randint(1, 3)):
@@ -117,11 +117,11 @@ def _mutate(msg: dict[str, Any], rng: random.Random) -> dict[str, Any]:
         if isinstance(target.get(key), dict) and target[key] and rng.random() < 0.5:
             target = target[key]
             key = rng.choice(list(target))
-        target[key] = rng.choice(_ODD_VALUES)(rng)
+        target[key] = rng.choice(ODD_VALUES)(rng)
     return msg
 
 
-def _nested(depth: int) -> str:
+def nested_json(depth: int) -> str:
     return '{"type": "x", "v": ' + "[" * depth + "]" * depth + "}"
 
 
@@ -134,7 +134,7 @@ def frames(protocol: str, seed: int) -> Iterator[str | bytes]:
         if roll < 0.25:
             yield json.dumps(rng.choice(valid))
         elif roll < 0.55:
-            yield json.dumps(_mutate(rng.choice(valid), rng))
+            yield json.dumps(mutate(rng.choice(valid), rng))
         elif roll < 0.62:
             yield json.dumps({"type": rng.choice(["", "fly", "prefill.x", "session.delete", "__proto__"])})
         elif roll < 0.70:
@@ -143,7 +143,7 @@ def frames(protocol: str, seed: int) -> Iterator[str | bytes]:
         elif roll < 0.76:
             yield rng.randbytes(rng.randint(0, 2000))  # a binary frame
         elif roll < 0.82:
-            yield _nested(rng.choice([10, 70, 500, 3000]))
+            yield nested_json(rng.choice([10, 70, 500, 3000]))
         elif roll < 0.88:
             msg = rng.choice(valid)
             yield json.dumps({**msg, "type": msg["type"], "event_id": "\ud800" * rng.randint(1, 3)})
@@ -168,7 +168,7 @@ class FuzzStats:
     seconds: float = 0.0
 
 
-def _path(protocol: str, n: int) -> str:
+def session_path(protocol: str, n: int) -> str:
     if protocol == "streaming":
         return f"/ws/streaming/fuzz-{n}"
     if protocol == "duplex":
@@ -179,7 +179,7 @@ def _path(protocol: str, n: int) -> str:
 async def _probe(base_ws: str, protocol: str) -> str | None:
     """One normal exchange of ``protocol``; None if it went as it should, else what went wrong."""
     try:
-        async with websockets.connect(base_ws + _path(protocol, 0), open_timeout=10) as ws:
+        async with websockets.connect(base_ws + session_path(protocol, 0), open_timeout=10) as ws:
             if protocol == "streaming":
                 await ws.send(
                     json.dumps({"type": "prefill", "messages": [{"role": "user", "content": "hi"}]})
@@ -225,7 +225,7 @@ async def fuzz_protocol(base_ws: str, http: str, protocol: str, n: int, seed: in
         while stats.frames < batch_end:
             conn_no += 1
             try:
-                async with websockets.connect(base_ws + _path(protocol, conn_no), max_size=None) as ws:
+                async with websockets.connect(base_ws + session_path(protocol, conn_no), max_size=None) as ws:
                     reader = asyncio.create_task(_drain(ws, stats))
                     try:
                         while stats.frames < batch_end and not reader.done():
@@ -259,7 +259,7 @@ async def _check(base_ws: str, http: str, protocol: str, stats: FuzzStats) -> No
 def run(args: argparse.Namespace) -> int:
     results: dict[str, dict[str, Any]] = {}
     env = {"OMNIVOX_LLM": "echo", "OMNIVOX_MAX_SESSIONS_PER_CLIENT": "0", "OMNIVOX_CLIENT_CONNECT_RATE": "0"}
-    with cluster(workers=1, engine="cascade", **env) as c:
+    with cluster(workers=1, engine="cascade", env=env) as c:
         for protocol in args.protocols:
             stats = asyncio.run(
                 fuzz_protocol(c.ws, c.url, protocol, args.frames, args.seed, args.check_every)

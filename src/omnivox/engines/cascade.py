@@ -164,8 +164,9 @@ class CascadeChat(ChatModel):
                     parts.append(part)
             else:
                 parts.append(part)
-        if all(isinstance(p, TextPart) for p in parts):
-            return ChatMessage(role=message.role, content=" ".join(p.text for p in parts)), heard
+        texts = [p for p in parts if isinstance(p, TextPart)]
+        if len(texts) == len(parts):
+            return ChatMessage(role=message.role, content=" ".join(p.text for p in texts)), heard
         return ChatMessage(role=message.role, content=parts), heard
 
     def _transcribe(self, part: AudioPart) -> str:

@@ -25,7 +25,7 @@ import httpx
 
 from omnivox.core.keys import bearer
 from omnivox.pipeline.coordinator import Coordinator
-from omnivox.pipeline.relay import Relay
+from omnivox.pipeline.relay import PayloadRelay
 from omnivox.pipeline.scheduler import Scheduler
 from omnivox.pipeline.spec import PipelineSpec, StageSpec
 from omnivox.pipeline.stage import Stage
@@ -62,7 +62,7 @@ def run_stage(
     port: int = 0,
     advertise: str | None = None,
     heartbeat_s: float = 0.2,
-    relay: Relay | None = None,
+    relay: PayloadRelay | None = None,
     key: str | None = None,
 ) -> None:
     """Load the stage's model (its scheduler) and serve until told to stop (SIGTERM, Shutdown)."""
@@ -190,7 +190,7 @@ def run_coordinator(
     key: str | None = None,
     heartbeat_s: float = 0.2,
     lost_after_s: float = 3.0,
-    relay: Relay | None = None,
+    relay: PayloadRelay | None = None,
     ready: Callable[[str], None] | None = None,
 ) -> None:
     """Serve as the coordinator; with ``local``, start (and keep) the spec's local stages too."""

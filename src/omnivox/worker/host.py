@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -165,7 +165,9 @@ class EngineHost:
         finish, so the next session finds it quiet.
         """
         chat = self._chat()
-        chunks = iterate_in_thread(lambda: chat.generate(params, stop, result), self._executor, stop)
+        chunks: AsyncGenerator[GenChunk, None] = iterate_in_thread(
+            lambda: chat.generate(params, stop, result), self._executor, stop
+        )
         async with contextlib.aclosing(chunks):
             try:
                 async for chunk in chunks:

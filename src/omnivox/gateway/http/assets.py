@@ -17,7 +17,7 @@ import contextlib
 import json
 import logging
 import re
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
@@ -227,7 +227,7 @@ def _store(request: Request) -> RefAudioStore:
     return RefAudioStore.from_settings(request.app.state.ctx.settings)
 
 
-async def bounded_stream(stream: AsyncIterator[bytes], limit: int) -> AsyncIterator[bytes]:
+async def bounded_stream(stream: AsyncIterator[bytes], limit: int) -> AsyncGenerator[bytes, None]:
     """Pass ``stream`` through; raise ``MessageTooLarge`` as soon as it has passed ``limit`` bytes."""
     seen = 0
     async for chunk in stream:

@@ -117,7 +117,8 @@ class EchoGate(EchoCanceller):
         if not passed:
             self._echo.append(ratio)
         if len(self._passed) == _GREW[0] and sum(self._passed) > _GREW[1] * _GREW[0]:
-            self._echo.clear(), self._passed.clear()  # the echo got louder: start again
+            self._echo.clear()  # the echo got louder: start again
+            self._passed.clear()
         if len(self._echo) < _LEARNT:
             self._threshold = self.factor
             return

@@ -152,7 +152,7 @@ class AgentUnits:
             waits_for_audio=True,  # the client plays each unit's audio as it gets it
         )
         await self.units.start(AGENT, self.agent.run())
-        notes = ()
+        notes: tuple[str, ...] = ()
         if params.mode == "omni" and not self.sees:
             notes = ("frames are accepted and ignored: the LLM does not see images",)
         return DuplexReady(vision=self.sees, notes=notes)

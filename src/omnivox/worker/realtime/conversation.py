@@ -97,6 +97,7 @@ class Item:
             return {**head, "call_id": self.call_id, "name": self.name, "arguments": self.arguments}
         if self.type == "function_call_output":
             return {**head, "call_id": self.call_id, "output": self.output}
+        part: dict[str, str | None]
         if self.role == "assistant":
             part = (
                 {"type": "output_audio", "transcript": self.text}

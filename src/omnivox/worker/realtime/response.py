@@ -94,8 +94,8 @@ class Response:
             self.events.put(ev.AudioTranscriptDelta(delta=delta, **self._where()))
         elif isinstance(event, ReplyAudio):
             self._open_message()
-            delta = ev.AudioDelta(delta=self.encoder.encode(event.audio), **self._where())
-            self.events.put(delta, response_id=self.response_id, audio_ms=event.ms)
+            frame = ev.AudioDelta(delta=self.encoder.encode(event.audio), **self._where())
+            self.events.put(frame, response_id=self.response_id, audio_ms=event.ms)
         elif isinstance(event, ReplyCall):
             self.calls.piece(event.call)
         elif isinstance(event, ReplyPaused):
