@@ -108,7 +108,7 @@ class RealtimeCallerStats:
     errors: list[str] = field(default_factory=list)
 
 
-def _clip(text: str) -> tuple[np.ndarray, float]:
+def speech_clip(text: str) -> tuple[np.ndarray, float]:
     """Speech for ``text`` and where the speech ends in it (seconds)."""
     from omnivox.voice.tts.hibari import HibariTts
 
@@ -287,7 +287,7 @@ COLUMNS = [
 
 
 def run(args: argparse.Namespace) -> int:
-    clips = [_clip(s) for s in SENTENCES]
+    clips = [speech_clip(s) for s in SENTENCES]
     rows: list[list[Any]] = []
     results: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="omnivox-bench-") as scratch:

@@ -212,6 +212,14 @@ class TelephonySettings(BaseModel):
     public_url: str | None = Field(
         None, description="the gateway's URL as carriers reach it (https://...): stream URLs and signatures"
     )
+    telnyx_public_key: str | None = Field(
+        None,
+        description="with it (base64 Ed25519, from the Telnyx portal), Telnyx stream requests must carry a "
+        "valid telnyx-signature-ed25519",
+    )
+    plivo_auth_token: str | None = Field(
+        None, description="with it, Plivo stream requests must carry a valid X-Plivo-Signature-V3"
+    )
 
 
 class RecordingSettings(BaseModel):

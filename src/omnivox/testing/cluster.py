@@ -94,6 +94,16 @@ class Cluster:
         self.worker_urls.append(f"http://127.0.0.1:{port}")
         return proc
 
+    def metric(self, name: str, **labels: str) -> float:
+        """One sample of the gateway's ``/metrics`` (0 when it has none yet)."""
+        key = self.env.get("OMNIVOX_ADMIN_KEY") or self.env.get("OMNIVOX_API_KEY")
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        want = name + ("{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}" if labels else "")
+        for line in httpx.get(self.url + "/metrics", headers=headers, timeout=5).text.splitlines():
+            if line.startswith(want + " "):
+                return float(line.split()[-1])
+        return 0.0
+
     def health(self) -> dict:
         return httpx.get(self.url + "/health", timeout=2).json()
 
