@@ -180,7 +180,7 @@ class TinyDuplex(DuplexModel):
         params = self._session()
         logits = self.pending_logits
         if logits is None:
-            raise PrefillRequired("duplex_generate needs this unit's duplex_prefill first")
+            raise PrefillRequired("generate needs this unit's prefill first")
         self.pending_logits = None
         if force_listen or self._decide(logits, params) == LISTEN:
             self._unfed = [LISTEN]
@@ -211,7 +211,7 @@ class TinyDuplex(DuplexModel):
 
     def _session(self) -> DuplexParams:
         if self.params is None:
-            raise PrefillRequired("no duplex session: duplex_prepare first")
+            raise PrefillRequired("no duplex session: prepare one first")
         return self.params
 
     def _feed(self, embeds: torch.Tensor) -> torch.Tensor:
