@@ -25,7 +25,7 @@ R = TypeVar("R", bound=BaseModel)
 # what a realtime session hears its microphone through, against the assistant's own echo
 # (voice.echo): an energy gate (default), WebRTC's AEC3, or nothing
 EchoKind = Literal["none", "gate", "aec3"]
-# acknowledgements that do not interrupt the assistant (the sessions' default; voice.turn.interruption)
+# acknowledgements that do not interrupt the assistant (the sessions' default; agent.interruption)
 BACKCHANNELS = (
     "mhm",
     "mm",

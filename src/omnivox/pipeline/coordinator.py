@@ -1,4 +1,4 @@
-"""The coordinator: the pipeline's request router (seed 003). It runs no model.
+"""The coordinator: the pipeline's request router (SGLang-Omni's). It runs no model.
 
 Stages register (and re-register as their heartbeat); clients say hello (also their heartbeat). A
 client's ``Submit`` gets a plan from the spec and goes to the plan's entry stages once all of its
