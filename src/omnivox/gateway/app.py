@@ -13,6 +13,7 @@ from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
 from omnivox.core.config import Settings
+from omnivox.gateway.bodies import BodyLimit, body_ceiling
 from omnivox.gateway.context import GatewayContext
 from omnivox.gateway.edges.mount import mount_protocols
 from omnivox.gateway.edges.worker_link import worker_headers
@@ -83,6 +84,7 @@ def create_gateway_app(settings: Settings, background: list[Hook] | None = None)
     app = FastAPI(title="omnivox gateway", lifespan=lifespan)
     app.state.ctx = ctx
     app.state.media_tokens = recordings.MediaTokens()
+    app.add_middleware(BodyLimit, ceiling=body_ceiling(settings))  # every body, whoever reads it
     if settings.allowed_origins:  # pages of those origins may read the API (same origin needs nothing)
         app.add_middleware(
             CORSMiddleware,

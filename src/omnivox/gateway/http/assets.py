@@ -17,7 +17,7 @@ import contextlib
 import json
 import logging
 import re
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
@@ -42,6 +42,7 @@ from omnivox.core.errors import (
 )
 from omnivox.core.ids import new_id
 from omnivox.gateway.auth import require, require_same_origin
+from omnivox.gateway.bodies import bounded_stream, declared_length
 
 log = logging.getLogger(__name__)
 
@@ -227,24 +228,14 @@ def _store(request: Request) -> RefAudioStore:
     return RefAudioStore.from_settings(request.app.state.ctx.settings)
 
 
-async def bounded_stream(stream: AsyncIterator[bytes], limit: int) -> AsyncIterator[bytes]:
-    """Pass ``stream`` through; raise ``MessageTooLarge`` as soon as it has passed ``limit`` bytes."""
-    seen = 0
-    async for chunk in stream:
-        seen += len(chunk)
-        if seen > limit:
-            raise MessageTooLarge(f"the upload passed {limit} bytes")
-        yield chunk
-
-
 async def _read_upload(request: Request, max_bytes: int) -> tuple[bytes, str]:
     """The ``file`` part's bytes and the display name, reading at most about ``max_bytes``."""
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if content_type != "multipart/form-data":
         raise UnsupportedContent("send the clip as multipart/form-data with a 'file' field")
     limit = max_bytes + _FORM_OVERHEAD
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
+    declared = declared_length(request.headers)
+    if declared is not None and declared > limit:
         raise MessageTooLarge(f"the upload is {declared} bytes; the file limit is {max_bytes}")
     parser = MultiPartParser(
         request.headers,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -13,9 +13,9 @@ from fastapi.testclient import TestClient
 from omnivox.audio.opus import encode_opus
 from omnivox.audio.wav import read_wav, write_wav
 from omnivox.core.config import Settings
-from omnivox.core.errors import MessageTooLarge, NotFound
+from omnivox.core.errors import NotFound
 from omnivox.gateway.app import create_gateway_app
-from omnivox.gateway.http.assets import RefAudioLimits, RefAudioStore, bounded_stream
+from omnivox.gateway.http.assets import RefAudioLimits, RefAudioStore
 from omnivox.gateway.http.voices import gather_voices
 from omnivox.gateway.scheduling.health import apply_health
 from omnivox.protocol.control.workers import Capabilities, WorkerHealth, WorkerState
@@ -243,22 +243,6 @@ def test_ref_audio_chunked_upload_without_length_is_cut_off(client: TestClient, 
     assert "content-length" not in resp.request.headers
     assert_error(resp, 413, "message_too_large")
     assert stored_files(data_dir) == []
-
-
-async def test_bounded_stream_stops_reading_past_the_limit():
-    pulled = 0
-
-    async def endless() -> AsyncIterator[bytes]:
-        nonlocal pulled
-        while True:
-            pulled += 1
-            yield bytes(1000)
-
-    got = 0
-    with pytest.raises(MessageTooLarge):
-        async for chunk in bounded_stream(endless(), 10_500):
-            got += len(chunk)
-    assert got == 10_000 and pulled == 11  # the chunk that crossed the limit is the last one read
 
 
 def test_ref_audio_bad_forms(client: TestClient):
