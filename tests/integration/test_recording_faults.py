@@ -86,6 +86,25 @@ async def test_a_session_whose_worker_dies_mid_reply_is_finalized_and_playable(t
     assert len(right) / 24000 == pytest.approx(detail["timeline"]["duration_s"], abs=0.05)
 
 
+async def test_a_gateway_killed_mid_session_finishes_its_recordings_when_it_restarts(tmp_path):
+    """Issue 25, finding 8: restarted within 10 minutes, the cut sessions stayed "recording"."""
+    env = recording_env(tmp_path / "data")
+    with cluster(workers=1, engine="echo", log_dir=tmp_path, **env) as c:
+        async with StreamingClient(c.ws, "cut-short", timeout=30) as cl:
+            assert "error" not in await cl.turn([{"role": "user", "content": "hello there"}])
+            meta = tmp_path / "data" / "sessions" / "cut-short" / "meta.json"
+            for _ in range(100):  # the recorder writes on its own threads
+                if meta.exists():
+                    break
+                await asyncio.sleep(0.05)
+            c.gateway.kill()
+            c.gateway.wait(10)
+        c.start_gateway()
+        detail = finished(c.url, "cut-short", timeout=15)
+    assert detail["meta"]["outcome"]["reason"] == "recorder_stopped"
+    assert [t["role"] for t in detail["timeline"]["turns"]][:2] == ["user", "assistant"]
+
+
 # ---- a disk that cannot take it
 
 
