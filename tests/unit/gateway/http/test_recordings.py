@@ -108,8 +108,18 @@ def test_media_tokens_open_one_recording_for_a_while():
         "4102444800.",
         "-1.abc",
     ],
-    ids=["non-ascii", "arabic-digits", "5000-digits", "non-ascii-sig", "umlaut-sig", "empty", "dot",
-         "no-sig", "empty-sig", "negative"],
+    ids=[
+        "non-ascii",
+        "arabic-digits",
+        "5000-digits",
+        "non-ascii-sig",
+        "umlaut-sig",
+        "empty",
+        "dot",
+        "no-sig",
+        "empty-sig",
+        "negative",
+    ],
 )
 def test_a_malformed_token_opens_nothing_and_raises_nothing(token):
     assert MediaTokens().check("rec-1", token, now=1000.0) is False
