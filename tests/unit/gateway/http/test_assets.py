@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 from omnivox.audio.opus import encode_opus
 from omnivox.audio.wav import read_wav, write_wav
 from omnivox.core.config import Settings
-from omnivox.core.errors import NotFound
+from omnivox.core.errors import NotFound, QuotaExceeded
 from omnivox.gateway.app import create_gateway_app
 from omnivox.gateway.http.assets import RefAudioLimits, RefAudioStore
 from omnivox.gateway.http.voices import gather_voices
@@ -136,7 +136,7 @@ def upload(client: TestClient, data: bytes, filename: str = "clip.wav", **form: 
 
 def stored_files(data_dir: Path) -> list[str]:
     folder = data_dir / "ref_audio"
-    return sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+    return sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []  # .tmp files too
 
 
 def assert_error(resp, status: int, code: str) -> None:
@@ -299,4 +299,83 @@ def test_ref_audio_damaged_metadata_is_not_listed(client: TestClient, data_dir: 
     (data_dir / "ref_audio" / f"{bad['id']}.json").write_text("{not json")
     assert client.get(URL).json() == {"ref_audio": [good]}
     assert_error(client.get(f"{URL}/{bad['id']}"), 404, "not_found")
-    assert json.loads((data_dir / "ref_audio" / f"{good['id']}.json").read_text()) == good
+    stored = json.loads((data_dir / "ref_audio" / f"{good['id']}.json").read_text())
+    assert stored.pop("owner") == "address:testclient" and stored == good  # whose: kept, never answered
+
+
+# ---- quotas and a disk that will not take it (issue 25, finding 9)
+
+
+def _quota_app(data_dir: Path, **limits: int):
+    settings = Settings(data_dir=data_dir, ref_audio_max_bytes=MAX_BYTES, ref_audio_max_s=3.0, **limits)
+    return create_gateway_app(settings)
+
+
+def test_uploads_are_bounded_per_client_and_in_total(data_dir: Path):
+    app = _quota_app(data_dir, ref_audio_max_clips_per_client=2, ref_audio_max_clips=3)
+    clip = write_wav(tone(1.5, 16000), 16000)
+    one = TestClient(app, client=("10.0.0.1", 5000))
+    two = TestClient(app, client=("10.0.0.2", 5000))
+    first = [upload(one, clip).json() for _ in range(2)]
+    assert_error(upload(one, clip), 429, "quota_exceeded")  # its share is full
+    assert upload(two, clip).status_code == 201  # another client still has room
+    assert_error(upload(two, clip), 429, "quota_exceeded")  # all of them together are full
+    assert one.delete(f"{URL}/{first[0]['id']}").status_code == 200
+    assert upload(one, clip).status_code == 201  # room again
+    assert len(one.get(URL).json()["ref_audio"]) == 3 == len(stored_files(data_dir)) // 2
+
+
+def test_a_full_quota_refuses_an_upload_before_reading_it(data_dir: Path):
+    app = _quota_app(data_dir, ref_audio_max_clips_per_client=1)
+    client = TestClient(app)
+    assert upload(client, write_wav(tone(1.5, 16000), 16000)).status_code == 201
+    read = 0
+
+    def body():
+        nonlocal read
+        for _ in range(100):
+            read += 1
+            yield b"x" * 1000
+
+    resp = client.post(URL, content=body(), headers={"content-type": "multipart/form-data; boundary=b"})
+    assert_error(resp, 429, "quota_exceeded")
+    assert read <= 1  # (the test client hands over the first chunk with the request)
+
+
+def test_with_a_client_key_each_key_is_a_client_whatever_its_address(data_dir: Path):
+    app = create_gateway_app(
+        Settings(data_dir=data_dir, client_key="k1", ref_audio_max_s=3.0, ref_audio_max_clips_per_client=1)
+    )
+    client = TestClient(app)
+    clip = write_wav(tone(1.5, 16000), 16000)
+    headers = {"Authorization": "Bearer k1"}
+    resp = client.post(URL, files={"file": ("c.wav", clip, "audio/wav")}, headers=headers)
+    assert resp.status_code == 201
+    again = client.post(URL, files={"file": ("c.wav", clip, "audio/wav")}, headers=headers)
+    assert_error(again, 429, "quota_exceeded")
+    owner = json.loads((data_dir / "ref_audio" / f"{resp.json()['id']}.json").read_text())["owner"]
+    assert owner.startswith("key:") and "k1" not in owner  # a digest of the key, never the key
+
+
+def test_a_disk_short_of_free_space_stores_nothing(data_dir: Path):
+    client = TestClient(_quota_app(data_dir, ref_audio_min_free_mb=2**30))  # never enough
+    assert_error(upload(client, write_wav(tone(1.5, 16000), 16000)), 507, "storage_unavailable")
+    assert stored_files(data_dir) == []
+    assert client.get(URL).json() == {"ref_audio": []}
+
+
+def test_byte_quotas_count_the_stored_wavs(tmp_path: Path):
+    clip = write_wav(tone(1.0, 24000), 24000)  # stored as it is: 48,044 bytes
+    limits = RefAudioLimits(max_bytes=MAX_BYTES, min_s=0.5, max_s=3.0, max_bytes_per_owner=100_000)
+    store = RefAudioStore(tmp_path / "ref_audio", limits)
+    store.add(clip, owner="a")
+    store.add(clip, owner="a")
+    with pytest.raises(QuotaExceeded):
+        store.add(clip, owner="a")
+    store.add(clip, owner="b")
+    total = RefAudioStore(
+        tmp_path / "ref_audio", RefAudioLimits(MAX_BYTES, 0.5, 3.0, max_total_bytes=180_000)
+    )
+    with pytest.raises(QuotaExceeded):
+        total.add(clip, owner="c")
+    assert len(store.entries()) == 3

@@ -98,9 +98,18 @@ def test_a_truncated_wav_is_not_audio():
 
 def test_limits_from_settings():
     limits = RefAudioLimits.from_settings(
-        Settings(ref_audio_max_bytes=4096, ref_audio_min_s=0.2, ref_audio_max_s=5)
+        Settings(
+            ref_audio_max_bytes=4096,
+            ref_audio_min_s=0.2,
+            ref_audio_max_s=5,
+            ref_audio_max_clips=7,
+            ref_audio_max_total_mb=3,
+            ref_audio_max_clips_per_client=2,
+            ref_audio_max_mb_per_client=1,
+            ref_audio_min_free_mb=9,
+        )
     )
-    assert limits == RefAudioLimits(4096, 0.2, 5.0)
+    assert limits == RefAudioLimits(4096, 0.2, 5.0, 7, 3 * 2**20, 2, 2**20, 9 * 2**20)
 
 
 def test_store_under_the_data_dir(tmp_path):
