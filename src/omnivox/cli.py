@@ -249,6 +249,7 @@ def _spec(settings: Settings):  # type: ignore[no-untyped-def]
 
 
 def run_coordinator_command(settings: Settings, local_stages: bool) -> None:
+    from omnivox.pipeline.connections import ConnectionLimits
     from omnivox.pipeline.process import run_coordinator
     from omnivox.pipeline.relay import relay_from
 
@@ -265,11 +266,13 @@ def run_coordinator_command(settings: Settings, local_stages: bool) -> None:
         heartbeat_s=settings.pipeline_heartbeat_s,
         lost_after_s=settings.pipeline_lost_after_s,
         relay=relay_from(settings),
+        connections=ConnectionLimits.from_settings(settings),
     )
 
 
 def run_stage_command(settings: Settings, name: str) -> None:
     from omnivox.engines.stages.registry import build_scheduler
+    from omnivox.pipeline.connections import ConnectionLimits
     from omnivox.pipeline.process import run_stage
     from omnivox.pipeline.relay import relay_from
 
@@ -290,6 +293,7 @@ def run_stage_command(settings: Settings, name: str) -> None:
         heartbeat_s=settings.pipeline_heartbeat_s,
         relay=relay_from(settings),
         key=settings.key_for("worker"),
+        connections=ConnectionLimits.from_settings(settings),
     )
 
 

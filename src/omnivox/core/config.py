@@ -302,7 +302,7 @@ class PipelineSettings(BaseModel):
         True, description="pass arrays between processes of one host through shared memory (else frames)"
     )
     pipeline_max_connections: int = Field(
-        256, ge=8, description="connections one coordinator or stage port holds (more are closed at once)"
+        128, ge=8, description="connections one coordinator or stage port holds (more are closed at once)"
     )
     pipeline_hello_within_s: float = Field(
         5.0,
