@@ -14,6 +14,7 @@ BENCHES = {
     "conversation": "scripted callers over a speakerphone: false barge-ins (echo, backchannel, noise), "
     "missed barge-ins and reaction, end of turn, voice-to-voice",
     "pipeline": "the staged pipeline's own overhead: three no-op stages, latency and messages/s",
-    "fuzz": "seeded hostile frames per protocol; the server must keep serving with no worker lost",
+    "fuzz": "seeded hostile frames on every protocol and surface (WebRTC offers, client secrets, recordings, "
+    "uploads, SIP, carrier streams), open and keyed: per-frame outcomes, server faults and logged tracebacks",
     "recording": "the session recorder's CPU and bytes per session-minute of each kind, in process",
 }

@@ -15,13 +15,12 @@ Errors are JSON ``{"error": {type, code, message, param}}``, as OpenAI's HTTP AP
 from __future__ import annotations
 
 import contextlib
-import json
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
-from omnivox.core.errors import InvalidMessage, OmnivoxError, TooManySessions, Unauthorized
+from omnivox.core.errors import InvalidJson, InvalidMessage, OmnivoxError, TooManySessions, Unauthorized
 from omnivox.gateway.auth import allowed, offered_key, origin_allowed
 from omnivox.gateway.bodies import read_body
 from omnivox.gateway.context import GatewayContext
@@ -29,6 +28,7 @@ from omnivox.gateway.edges.calls import Call
 from omnivox.gateway.edges.client import authorize, serve_session
 from omnivox.gateway.edges.client_keys import is_ephemeral
 from omnivox.protocol.spec import WireProtocol
+from omnivox.protocol.wire import load_json
 
 MAX_SDP_BYTES = 64 * 1024
 _FORM_OVERHEAD = 16 * 1024  # multipart boundaries and part headers around an offer's two parts
@@ -92,8 +92,8 @@ async def json_body(request: Request) -> dict[str, Any]:
     if not raw.strip():
         return {}
     try:
-        body = json.loads(raw)
-    except ValueError:
+        body = load_json(raw)
+    except InvalidJson:
         raise InvalidMessage("the body is not JSON") from None
     if not isinstance(body, dict):
         raise InvalidMessage("the body must be a JSON object")
@@ -132,8 +132,8 @@ async def _offer(request: Request, session_limit: int) -> tuple[str, dict[str, A
         parsed = None
         if session:
             try:
-                parsed = json.loads(session)
-            except ValueError:
+                parsed = load_json(session)
+            except InvalidJson:
                 raise InvalidMessage("session is not JSON", param="session") from None
         if not isinstance(parsed, dict | None):
             raise InvalidMessage("session must be an object", param="session")
