@@ -11,12 +11,21 @@ from collections.abc import Sequence
 from omnivox.bench import BENCHES
 from omnivox.core.config import Settings, load_settings
 from omnivox.core.logging import configure
+from omnivox.core.tracing import configure_tracing
 
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", help="TOML config file (also OMNIVOX_CONFIG)")
     p.add_argument("--log-level", dest="log_level", help="DEBUG, INFO, WARNING, ...")
+    p.add_argument(
+        "--log-format", dest="log_format", choices=["text", "json"], help="json: one object a line"
+    )
     p.add_argument("--data-dir", dest="data_dir", help="where recordings and assets are stored")
+    p.add_argument(
+        "--otlp-endpoint",
+        dest="otlp_endpoint",
+        help="send OpenTelemetry traces there (OTLP; also OTEL_EXPORTER_OTLP_ENDPOINT); off by default",
+    )
 
 
 def _engine_flags(p: argparse.ArgumentParser) -> None:
@@ -212,7 +221,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     if extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     settings = settings_from_args(args)
-    configure(settings.log_level)
+    configure(settings.log_level, settings.log_format)
+    role = f"stage-{args.stage_name}" if args.command == "stage" else args.command
+    stop_tracing = configure_tracing("gateway" if role == "serve" else role, settings.otlp_endpoint)
+    try:
+        _run_command(args, settings)
+    finally:
+        stop_tracing()  # what is left of the spans goes out
+
+
+def _run_command(args: argparse.Namespace, settings: Settings) -> None:
     if args.command == "worker" and settings.coordinator and settings.engine != "pipeline":
         settings = settings.model_copy(update={"engine": "pipeline"})  # --coordinator: its stages
     if args.command == "worker" or (args.command == "serve" and settings.workers):

@@ -331,6 +331,12 @@ class CommonSettings(BaseModel):
     max_new_tokens_limit: int = Field(4096, ge=1)
     data_dir: Path = Path("data")
     log_level: str = "INFO"
+    log_format: Literal["text", "json"] = Field(
+        "text", description="json: one object a line with session_id, trace_id and span_id"
+    )
+    otlp_endpoint: str | None = Field(
+        None, description="OpenTelemetry traces go there (OTLP); else OTEL_EXPORTER_OTLP_ENDPOINT; else off"
+    )
 
 
 # The roles a process has. `omnivox serve` passes its workers the settings of the roles they share

@@ -13,6 +13,7 @@ import contextlib
 from collections.abc import Awaitable, Callable
 
 from fastapi import FastAPI, WebSocket
+from opentelemetry.trace import SpanKind
 
 from omnivox.connection.runtime import Connection
 from omnivox.connection.sockets import AsgiSocket
@@ -20,6 +21,8 @@ from omnivox.core.config import Settings
 from omnivox.core.errors import WS_POLICY, OmnivoxError, WorkerUnavailable
 from omnivox.core.ids import check_session_id
 from omnivox.core.keys import key_matches, offered_key
+from omnivox.core.logging import SESSION_ID
+from omnivox.core.tracing import TRACEPARENT, context_from, tracer
 from omnivox.protocol.control.internal import GATEWAY_HEADER, Metrics
 from omnivox.protocol.control.workers import TASKS, WorkerState
 from omnivox.protocol.registry import PROTOCOLS
@@ -72,10 +75,23 @@ async def host_session(
         await socket.close(err.close_code)
         return
     handler: SessionHandler | None = None
+    SESSION_ID.set(info.session_id or None)  # this connection's task logs with its session
+    span = tracer().start_as_current_span(
+        "worker.session",
+        context=context_from(ws.headers.get(TRACEPARENT)),  # the gateway's session span
+        kind=SpanKind.SERVER,
+        attributes={
+            "omnivox.protocol": protocol.name,
+            "omnivox.session_id": info.session_id,
+            "omnivox.worker_id": info.worker_id or "",
+            "omnivox.engine": host.engine.name,
+        },
+    )
     try:
-        host.transition(TASKS[task_type][0])
-        handler = make(conn, host, settings, info)
-        await conn.run(handler.on_frame, handler.main())
+        with span:
+            host.transition(TASKS[task_type][0])
+            handler = make(conn, host, settings, info)
+            await conn.run(handler.on_frame, handler.main())
     finally:
         if handler is not None:
             await handler.close()

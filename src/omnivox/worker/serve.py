@@ -25,6 +25,7 @@ def run_worker(settings: Settings) -> None:
         host=settings.worker_host,
         port=port,
         log_level=settings.log_level.lower(),
+        log_config=None,  # its lines go through our handlers (text or JSON), not uvicorn's own
         ws_max_size=settings.max_message_bytes * 2,
         # the sans-I/O websockets implementation: half the memory per open socket of the legacy one
         # (65 vs 127 KiB measured with 1,000 idle sockets), which matters with thousands queued

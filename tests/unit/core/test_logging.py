@@ -76,3 +76,25 @@ def test_a_library_s_warning_about_a_peer_s_bad_input_is_one_line() -> None:
     error = logging.LogRecord("aiosipua.transport", logging.ERROR, "", 0, "callback failed", None, exc_info)
     OneLineForPeerInput().filter(error)
     assert error.exc_info is exc_info  # our own fault keeps its traceback
+
+
+def test_json_lines_carry_the_session_and_the_trace_they_belong_to() -> None:
+    import json
+
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from omnivox.core.logging import SESSION_ID, JsonLines
+
+    record = logging.LogRecord("omnivox.x", logging.WARNING, "", 0, "worker %s lost", ("w1",), None)
+    plain = json.loads(JsonLines().format(record))
+    assert plain["message"] == "worker w1 lost" and plain["level"] == "WARNING"
+    assert "session_id" not in plain and "trace_id" not in plain
+    token = SESSION_ID.set("s-42")
+    try:
+        with TracerProvider().get_tracer("t").start_as_current_span("session") as span:
+            line = json.loads(JsonLines().format(record))
+    finally:
+        SESSION_ID.reset(token)
+    assert line["session_id"] == "s-42"
+    assert line["trace_id"] == format(span.get_span_context().trace_id, "032x")
+    assert line["ts"].endswith("Z") and line["logger"] == "omnivox.x"

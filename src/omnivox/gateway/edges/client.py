@@ -26,6 +26,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 
 from fastapi import WebSocket
+from opentelemetry.trace import SpanKind
 
 from omnivox.connection.relay import Inbound
 from omnivox.connection.runtime import Connection
@@ -37,6 +38,8 @@ from omnivox.core.errors import (
     Unauthorized,
 )
 from omnivox.core.ids import check_session_id, new_id
+from omnivox.core.logging import SESSION_ID
+from omnivox.core.tracing import TRACEPARENT, context_from, tracer
 from omnivox.gateway.auth import allowed, offered_key, origin_allowed
 from omnivox.gateway.context import GatewayContext
 from omnivox.gateway.edges.client_keys import Grant, is_ephemeral
@@ -110,8 +113,15 @@ async def serve_session(
     active = metrics.active_sessions.labels(protocol.name)
     active.inc()
     recorder = _recorder(ctx, protocol, session_id, query, client_host)
+    SESSION_ID.set(session_id)  # this connection's task and the tasks it starts log with it
+    span = tracer().start_as_current_span(
+        "session",
+        context=context_from(headers.get(TRACEPARENT)),  # a client's own trace, when it sends one
+        kind=SpanKind.SERVER,
+        attributes={"omnivox.protocol": protocol.name, "omnivox.session_id": session_id},
+    )
     try:
-        with ctx.sessions.track(protocol.name, session_id) as record:
+        with span, ctx.sessions.track(protocol.name, session_id) as record:
             conn = Connection(
                 socket,
                 protocol,

@@ -28,6 +28,7 @@ from omnivox.core.errors import (
     SessionIdle,
     WorkerLost,
 )
+from omnivox.core.tracing import tracer
 from omnivox.gateway.context import GatewayContext
 from omnivox.gateway.edges.sessions import SessionRecord
 from omnivox.gateway.edges.worker_link import CONNECT_FAILURES, connect_worker
@@ -88,14 +89,18 @@ class _Edge:
             self.conn.send(frame)
 
     async def admit(self, history_hash: str | None = None) -> WorkerRecord:
-        worker, ticket = await self.ctx.admission.acquire(
-            self.task_type,
-            self.conn.gone,
-            self.notify,
-            history_hash=history_hash,
-            record=self.record,
-            max_wait_s=self.protocol.max_wait_s(self.settings),
-        )
+        with tracer().start_as_current_span(
+            "queue", attributes={"omnivox.task_type": self.task_type}
+        ) as span:
+            worker, ticket = await self.ctx.admission.acquire(
+                self.task_type,
+                self.conn.gone,
+                self.notify,
+                history_hash=history_hash,
+                record=self.record,
+                max_wait_s=self.protocol.max_wait_s(self.settings),
+            )
+            span.set_attributes({"omnivox.worker_id": worker.worker_id, "omnivox.engine": worker.engine})
         self.ticket_id = ticket.ticket_id
         if self.recorder is not None:
             self.recorder.assigned(worker.worker_id, worker.engine)

@@ -8,10 +8,17 @@ from websockets.exceptions import InvalidHandshake, InvalidURI
 from omnivox.connection.sockets import ClientSocket
 from omnivox.core.config import Settings
 from omnivox.core.keys import bearer
+from omnivox.core.tracing import TRACEPARENT, traceparent
 from omnivox.protocol.control.internal import GATEWAY_HEADER
 
 # what connecting to a worker that is gone (or was never there) raises
 CONNECT_FAILURES = (OSError, InvalidHandshake, InvalidURI, TimeoutError)
+
+
+def trace_headers() -> dict[str, str]:
+    """The session's trace, for the worker's spans to join (none when tracing is off)."""
+    parent = traceparent()
+    return {TRACEPARENT: parent} if parent else {}
 
 
 def worker_headers(settings: Settings) -> dict[str, str]:
@@ -32,6 +39,6 @@ async def connect_worker(url: str, settings: Settings) -> ClientSocket:
         ping_timeout=settings.worker_ping_timeout_s,
         close_timeout=1.0,  # a worker that does not answer pings will not answer a close either
         max_queue=64,  # frames read ahead of a slow client: back-pressure reaches the worker
-        additional_headers={GATEWAY_HEADER: "1", **worker_headers(settings)},
+        additional_headers={GATEWAY_HEADER: "1", **worker_headers(settings), **trace_headers()},
     )
     return ClientSocket(conn)

@@ -1,0 +1,59 @@
+"""OpenTelemetry traces across processes: a real gateway and worker export to a real OTLP receiver.
+
+A realtime session whose client sends its own W3C ``traceparent`` is one trace: the gateway's
+``session`` span (a child of the client's), its ``queue`` span, and the worker's ``worker.session``
+span (a child of the gateway's, in another process), each under its process's ``service.name``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from cluster import ECHO_VOICE, cluster
+from otlp_receiver import OtlpReceiver
+from rtclient import Events, client
+
+CLIENT_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
+CLIENT_SPAN = "00f067aa0ba902b7"
+
+
+@pytest.fixture(scope="module")
+def traced(tmp_path_factory):
+    receiver = OtlpReceiver().start()
+    env = {
+        **ECHO_VOICE,
+        "OMNIVOX_OTLP_ENDPOINT": receiver.url,
+        "OTEL_BSP_SCHEDULE_DELAY": "100",  # export within a tenth of a second (default 5 s)
+    }
+    with cluster(workers=1, engine="cascade", log_dir=tmp_path_factory.mktemp("traced"), **env) as c:
+        yield c, receiver
+    receiver.stop()
+
+
+async def test_a_realtime_session_is_one_trace_across_gateway_and_worker(traced):
+    c, receiver = traced
+    headers = {"traceparent": f"00-{CLIENT_TRACE}-{CLIENT_SPAN}-01"}
+    async with client(c.ws).realtime.connect(model="omnivox", extra_headers=headers) as conn:
+        events = Events(conn)
+        await events.wait_for("session.created")
+        await conn.conversation.item.create(
+            item={"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}
+        )
+        await conn.response.create(response={"output_modalities": ["text"]})
+        await events.wait_for("response.done")
+        await events.stop()
+
+    def complete(spans) -> bool:
+        names = {(s.service, s.name) for s in spans if s.trace_id == CLIENT_TRACE}
+        return {("omnivox-gateway", "session"), ("omnivox-worker", "worker.session")} <= names
+
+    spans = [s for s in receiver.wait_for(complete) if s.trace_id == CLIENT_TRACE]
+    by_name = {s.name: s for s in spans}
+    session, queue, worker = by_name["session"], by_name["queue"], by_name["worker.session"]
+    assert session.parent_id == CLIENT_SPAN  # the client's trace goes on
+    assert queue.parent_id == session.span_id and queue.service == "omnivox-gateway"
+    assert worker.parent_id == session.span_id  # across processes
+    assert session.attributes["omnivox.protocol"] == "realtime"
+    assert worker.attributes["omnivox.engine"] == "cascade" == queue.attributes["omnivox.engine"]
+    assert worker.attributes["omnivox.worker_id"] == queue.attributes["omnivox.worker_id"]
+    assert session.start_ns <= queue.start_ns <= queue.end_ns <= worker.start_ns <= session.end_ns

@@ -1,0 +1,37 @@
+"""Tracing: off by default, where spans go when it is on, and trace context as W3C traceparent."""
+
+from __future__ import annotations
+
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+
+from omnivox.core.tracing import configure_tracing, context_from, endpoint, traceparent, tracer
+
+
+def test_tracing_is_off_unless_an_endpoint_is_set_or_the_standard_variables_name_one() -> None:
+    assert endpoint(None, env={}) is None
+    assert endpoint("http://collector:4318", env={}) == "http://collector:4318"
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://a:4318"}
+    assert endpoint(None, env=env) == "http://a:4318"
+    env["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] = "http://b:4318/v1/traces"
+    assert endpoint(None, env=env) == "http://b:4318/v1/traces"  # the traces-only one wins
+    stop = configure_tracing("gateway", None)
+    stop()  # off: nothing to flush, nothing raised
+
+
+def test_no_span_no_traceparent_and_garbage_is_no_parent() -> None:
+    assert traceparent() is None  # no span is recording
+    assert context_from(None) is None and context_from("00-not-a-trace") is None
+
+
+def test_a_traceparent_carries_the_trace_to_the_next_process() -> None:
+    provider = TracerProvider()
+    with provider.get_tracer("t").start_as_current_span("gateway") as span:
+        sent = traceparent()
+    assert sent is not None and sent.startswith("00-")
+    parent = context_from(sent)
+    assert parent is not None
+    with provider.get_tracer("t").start_as_current_span("worker", context=parent) as child:
+        assert child.get_span_context().trace_id == span.get_span_context().trace_id
+        assert child.parent is not None and child.parent.span_id == span.get_span_context().span_id
+    assert isinstance(tracer(), trace.Tracer)
