@@ -37,6 +37,7 @@ from omnivox.bench.cluster import cluster
 from omnivox.bench.realtime import PRODUCTION_INTERVALS, SENTENCES, _b64, _clip
 from omnivox.bench.record_flag import recorded, wait_finished
 from omnivox.bench.table import print_table, write_json
+from omnivox.core.keys import bearer
 from omnivox.protocol.realtime.events import ga_type
 
 RATE = 24000
@@ -74,11 +75,19 @@ class Turns:
 class SoakCaller:
     """Calls, speaks its turns in real time, hangs up, rests, calls again, until told to stop."""
 
-    def __init__(self, url: str, name: str, clips: list[tuple[np.ndarray, float]], args: argparse.Namespace):
+    def __init__(
+        self,
+        url: str,
+        name: str,
+        clips: list[tuple[np.ndarray, float]],
+        args: argparse.Namespace,
+        key: str | None = None,
+    ):
         self.url = url
         self.name = name
         self.clips = clips
         self.args = args
+        self.headers = bearer(key)
         self.turns = Turns()
 
     async def run(self, until: float, offset_s: float) -> None:
@@ -94,7 +103,10 @@ class SoakCaller:
         in_turn = False
         try:
             async with websockets.connect(
-                f"{self.url}?session_id={session_id}", max_size=None, ping_interval=None
+                f"{self.url}?session_id={session_id}",
+                max_size=None,
+                ping_interval=None,
+                additional_headers=self.headers,
             ) as ws:
                 vad = {"type": "server_vad", "silence_duration_ms": 500}
                 session = {"type": "realtime", "audio": {"input": {"turn_detection": vad}}}
