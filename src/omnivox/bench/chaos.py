@@ -107,22 +107,21 @@ class Hit:
 
 def verdict(call: Call, hits: list[Hit]) -> str:
     """How a call ended, as the rules of the run judge it."""
-    if call.outcomes and all(o == "completed" for o in call.outcomes):
-        return SERVED
     failed = next((o for o in call.outcomes if o != "completed"), None)
     if failed is None:
         return SERVED  # (a call whose time was up before its first turn: nothing asked, nothing owed)
+    answered = any(o == "completed" for o in call.outcomes)
     gateway_down = any(h.target == "gateway" and h.at - 1.0 <= call.ended <= h.until + 2.0 for h in hits)
-    if failed.startswith(("error ", "response ")):
-        answered = sum(1 for o in call.outcomes if o == "completed")
-        return REFUSED if answered == 0 and failed.startswith("error ") else TOLD
+    if failed.startswith(("error ", "refused ")) and not answered:
+        return REFUSED
+    if failed.startswith(("error ", "response ", "closed ", "refused ")):
+        return TOLD  # an error event, a failed response, a close code: the client knows
     if failed == "timeout":
         # a pause can hold a turn past its deadline; a stuck call is one nothing explains
         paused = any(h.action == "pause" and h.at - 30 <= call.ended <= h.until + 30 for h in hits)
         return TOLD if paused or gateway_down else STUCK
-    if failed.startswith("connection lost"):
-        return TOLD if gateway_down else DROPPED
-    return DROPPED
+    # cut, or no connection at all: only a gateway that was down explains it
+    return TOLD if gateway_down else DROPPED
 
 
 # ---- the processes
@@ -330,8 +329,10 @@ def chaos_run(
 ) -> dict[str, Any]:
     """The whole run: start, chaos under load, settle, check. Returns the report (``ok`` says all)."""
     clips = clips or [_clip(s) for s in SENTENCES[:2]]
+    log_dir.mkdir(parents=True, exist_ok=True)
     c, targets, admin = start(log_dir, data_dir, args.seed)
     try:
+        began = time.monotonic()
         files_before = {pid: open_files(pid) for pid in targets.every_pid().values()}
         seen_pids: set[int] = set(files_before)
         callers, hits = asyncio.run(_chaos(c, targets, args, clips))
@@ -365,6 +366,20 @@ def chaos_run(
         "turns": dict(sum((Counter(call.outcomes) for call in calls), Counter())),
         "hits": dict(Counter(f"{h.action} {h.target.split(' ')[0].rstrip('0123456789')}" for h in hits)),
         "left": left,
+        "unexplained": [
+            {"caller": call.caller, "ended_s": round(call.ended - began, 1), "turns": call.outcomes}
+            for call in calls
+            if verdict(call, hits) in (STUCK, DROPPED)
+        ],
+        "hit_log": [
+            {
+                "at_s": round(h.at - began, 1),
+                "target": h.target,
+                "action": h.action,
+                "back_s": round(h.until - began, 1),
+            }
+            for h in hits
+        ],
         "final_call": final,
         "tracebacks": traces,
         "load_average": os.getloadavg(),
@@ -435,6 +450,8 @@ def _print(args: argparse.Namespace, report: dict[str, Any]) -> None:
     print(f"  turns: {', '.join(f'{k} {n}' for k, n in Counter(report['turns']).most_common())}")
     if not settled(report["left"]):
         print(f"  still held: {report['left']}")
+    for call in report["unexplained"]:
+        print(f"  unexplained: {call}")
     for name, ends in report["tracebacks"].items():
         for end in ends[:5]:
             print(f"  {name}: {end}")

@@ -5,7 +5,8 @@ caller with the embedded models (Whisper, SmolLM2, hibari; ``--llm``/``--asr`` t
 ``--callers`` callers that call ``/v1/realtime`` over and over: each call speaks ``--turns``
 sentences in real time (hibari speech, server VAD), each after the reply to the one before has
 played, hangs up, rests ``--rest-s`` and calls again. Every turn's outcome is kept (``completed``,
-``response failed``, ``error CODE``, ``timeout``, ``connection lost``).
+``response failed``, ``error CODE``, ``timeout``, ``closed CODE``, ``connection lost``, ``could not
+connect``, ``refused STATUS``).
 
 Each minute it samples every process (the gateway, each worker): resident memory and open files.
 It prints that table, then each process's growth per hour after the warm-up (``--warmup-minutes``:
@@ -123,9 +124,16 @@ class SoakCaller:
                         self.turns.v2v_s.append(v2v)
                     if outcome != "completed":
                         break
+        except websockets.exceptions.InvalidStatus as exc:  # refused before it was a WebSocket
+            self.turns.outcomes[f"refused {exc.response.status_code}"] += 1
+        except websockets.exceptions.ConnectionClosed as exc:
+            if in_turn or exc.rcvd is None or exc.rcvd.code not in (1000, 1001):
+                # a close frame says why (its code); none at all: the connection was cut
+                self.turns.outcomes[f"closed {exc.rcvd.code}" if exc.rcvd else "connection lost"] += 1
         except (OSError, websockets.exceptions.WebSocketException) as exc:
-            if in_turn or self.turns.calls == 1:  # a turn cut short, or a call never placed
-                self.turns.outcomes[f"connection lost ({type(exc).__name__})"] += 1
+            self.turns.outcomes[
+                f"{'connection lost' if in_turn else 'could not connect'} ({type(exc).__name__})"
+            ] += 1
 
     async def turn(
         self, ws: Any, mic: Microphone, clip: tuple[np.ndarray, float]

@@ -24,8 +24,8 @@ def test_an_error_before_any_answer_is_a_refusal_and_after_one_a_failure_told():
 
 
 def test_a_cut_connection_is_told_only_when_the_gateway_was_down():
-    assert verdict(call("completed", "connection lost (ConnectionClosedError)"), [GATEWAY_KILLED]) == TOLD
-    assert verdict(call("connection lost (ConnectionClosedError)"), [WORKER_PAUSED]) == DROPPED
+    assert verdict(call("completed", "connection lost"), [GATEWAY_KILLED]) == TOLD
+    assert verdict(call("connection lost"), [WORKER_PAUSED]) == DROPPED
 
 
 def test_a_turn_with_no_word_is_stuck_unless_a_pause_or_the_gateway_explains_it():
@@ -45,3 +45,10 @@ def test_settled_means_every_leftover_is_empty():
     assert settled(clean)
     assert not settled({**clean, "slots_used": 1})
     assert not settled({**clean, "shm_segments": ["ovx_1_2_abcdef01"]})
+
+
+def test_a_close_code_or_an_http_refusal_tells_the_client():
+    assert verdict(call("completed", "closed 1011"), []) == TOLD
+    assert verdict(call("refused 503"), []) == REFUSED
+    assert verdict(call("could not connect (ConnectionRefusedError)"), [GATEWAY_KILLED]) == TOLD
+    assert verdict(call("could not connect (ConnectionRefusedError)"), []) == DROPPED
