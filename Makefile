@@ -26,6 +26,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check --no-cache src tests
 	$(BIN)/ruff format --no-cache --check src tests
 	$(BIN)/lint-imports
+	$(BIN)/mypy
 
 test: lint sysdeps
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
@@ -50,4 +51,4 @@ bench: $(STAMP)
 	$(BIN)/omnivox bench realtime
 
 clean:
-	rm -rf $(VENV) build src/*.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) build src/*.egg-info .pytest_cache .ruff_cache .mypy_cache

@@ -5,7 +5,7 @@
 ``EMBEDDED_VOICE`` is the default cascade (Whisper, the local LLM), named for tests that mean it.
 """
 
-from omnivox.bench.cluster import Cluster, cluster, free_port
+from omnivox.testing.cluster import Cluster, cluster, free_port
 
 ECHO_VOICE = {"OMNIVOX_LLM": "echo", "OMNIVOX_ASR": "pocketsphinx"}
 EMBEDDED_VOICE = {"OMNIVOX_LLM": "local", "OMNIVOX_ASR": "whisper"}

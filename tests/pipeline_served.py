@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 
-from omnivox.bench.cluster import FAST, free_port
+from omnivox.testing.cluster import FAST, free_port
 
 KEY = "secret"
 AUTH = {"Authorization": f"Bearer {KEY}"}

@@ -7,11 +7,15 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from omnivox.bench import BENCHES
 from omnivox.core.config import Settings, load_settings
 from omnivox.core.logging import configure
 from omnivox.core.tracing import configure_tracing
+
+if TYPE_CHECKING:  # the commands import what they run only when they run it
+    from omnivox.pipeline.spec import PipelineSpec
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -255,7 +259,7 @@ def _run_command(args: argparse.Namespace, settings: Settings) -> None:
         sys.exit(run_cleanup(settings, dry_run=args.dry_run))
 
 
-def _spec(settings: Settings):  # type: ignore[no-untyped-def]
+def _spec(settings: Settings) -> PipelineSpec:
     from omnivox.pipeline.spec import load_spec
 
     if not settings.pipeline:
@@ -289,8 +293,8 @@ def run_coordinator_command(settings: Settings, local_stages: bool) -> None:
 
 
 def run_stage_command(settings: Settings, name: str) -> None:
-    from omnivox.engines.stages.registry import build_scheduler
     from omnivox.pipeline.connections import ConnectionLimits
+    from omnivox.pipeline.models.registry import build_scheduler
     from omnivox.pipeline.process import run_stage
     from omnivox.pipeline.relay import relay_from
 

@@ -2,7 +2,7 @@
 
 The worker hears with silero VAD and Whisper (it hears no words in a cough, and "mm hmm" as
 "Mm-hmm"), answers with the echo LLM ("You said: ...", so the whole reply is known) and speaks with
-hibari. The client plays the reply through a speakerphone (``bench.speakerphone``) where a test
+hibari. The client plays the reply through a speakerphone (``testing.speakerphone``) where a test
 needs its echo, and honours ``omnivox.interruption.paused`` / ``.resumed`` as the bench's caller does.
 """
 
@@ -18,7 +18,7 @@ import pytest
 from cluster import cluster
 from omnivox.audio.pcm import b64_to_pcm16, to_pcm16
 from omnivox.audio.resample import resample
-from omnivox.bench.speakerphone import Speakerphone
+from omnivox.testing.speakerphone import Speakerphone
 from rtclient import OMNIVOX_EVENTS, Events, audio_of, client, silence, speech
 from voices import espeak_ng
 

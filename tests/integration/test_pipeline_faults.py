@@ -22,7 +22,7 @@ from omnivox.core.errors import OmnivoxError
 from omnivox.pipeline.client import PipelineClient
 from omnivox.pipeline.coordinator import Coordinator
 from omnivox.pipeline.process import LocalStages, stage_command
-from omnivox.pipeline.relay import Relay, segments
+from omnivox.pipeline.relay import PayloadRelay, segments
 from omnivox.pipeline.spec import load_spec
 
 SPEC = """
@@ -203,7 +203,7 @@ def test_aborts_of_unknown_or_finished_requests_are_harmless(harness) -> None:
 
 def test_a_stalled_stage_is_lost_then_taken_back_and_a_full_relay_is_an_error(harness) -> None:
     h = harness(lost_after_s=0.6)  # a stopped process keeps its connection: only heartbeats tell
-    client = h.client(relay=Relay(capacity_bytes=1 << 20))
+    client = h.client(relay=PayloadRelay(capacity_bytes=1 << 20))
     request = client.submit({}, entries=["ears"])
     pid = h.stages.procs["ears"].pid
     os.kill(pid, signal.SIGSTOP)  # it stops reading and heartbeating
@@ -226,7 +226,7 @@ def test_a_stalled_stage_is_lost_then_taken_back_and_a_full_relay_is_an_error(ha
 
 def test_oversized_payloads_are_refused_on_both_sides(harness) -> None:
     h = harness(stage_env={"OMNIVOX_RELAY_MAX_PAYLOAD_BYTES": "4096"})
-    client = h.client(relay=Relay(max_payload_bytes=1 << 20))
+    client = h.client(relay=PayloadRelay(max_payload_bytes=1 << 20))
     with pytest.raises(OmnivoxError) as info:
         client.submit({"big": np.zeros((1 << 20) + 1, np.uint8)}, entries=["first"])
     assert info.value.code == "payload_too_large"
@@ -318,7 +318,7 @@ def test_nothing_leaks_after_200_aborted_requests(harness) -> None:
 
 def test_without_shared_memory_arrays_cross_processes_as_frames(harness) -> None:
     h = harness(stage_env={"OMNIVOX_RELAY_SHARED_MEMORY": "false"})
-    client = h.client(relay=Relay(use_shm=False))
+    client = h.client(relay=PayloadRelay(use_shm=False))
     audio = np.arange(200_000, dtype=np.float32)  # 800 KB, as if between two hosts
     got = result(client.submit({"audio": audio}, entries=["first"]))
     np.testing.assert_array_equal(got.values["audio"], audio)

@@ -14,7 +14,7 @@ import numpy as np
 
 from cluster import Cluster
 from omnivox.audio.wav import write_wav
-from omnivox.bench.cluster import FAST
+from omnivox.testing.cluster import FAST
 
 FILE_LIMIT = 1_000_000  # bytes: a 25 s clip stored at 24 kHz (1.2 MB) passes it, a 5 s one does not
 

@@ -17,22 +17,33 @@ import httpx
 import numpy as np
 import pytest
 import websockets
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from cluster import ECHO_VOICE, cluster
 from omnivox.bench.carrier_client import CarrierStream
-from omnivox.telephony.carriers import twilio
+from omnivox.telephony.carriers import plivo, twilio
 from omnivox.voice.asr.base import word_error_rate
 from rtclient import RATE, silence, speech
 
 WEATHER = "what is the weather like in paris today"
 STORY = "tell me a long story about a brave little fox who lived in the forest by the river"
 TOKEN = "twilio-auth-token"
+PLIVO_TOKEN = "plivo-auth-token"
+TELNYX_KEY = Ed25519PrivateKey.generate()  # the test stands in for Telnyx's signing key
 AUTH = {"Authorization": "Bearer secret"}
 
 
 @pytest.fixture(scope="module")
 def phone_cluster(tmp_path_factory):
-    env = {"OMNIVOX_API_KEY": "secret", "OMNIVOX_TWILIO_AUTH_TOKEN": TOKEN, **ECHO_VOICE}
+    public = TELNYX_KEY.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
+    env = {
+        "OMNIVOX_API_KEY": "secret",
+        "OMNIVOX_TWILIO_AUTH_TOKEN": TOKEN,
+        "OMNIVOX_TELNYX_PUBLIC_KEY": base64.b64encode(public).decode(),
+        "OMNIVOX_PLIVO_AUTH_TOKEN": PLIVO_TOKEN,
+        **ECHO_VOICE,
+    }
     with cluster(workers=1, engine="cascade", log_dir=tmp_path_factory.mktemp("phone"), **env) as c:
         yield c
 
@@ -50,8 +61,20 @@ def stream_url(c, carrier: str = "twilio") -> str:
     return f"{c.ws}/telephony/{carrier}/stream"
 
 
-def signed(c) -> dict[str, str]:
-    return {"X-Twilio-Signature": twilio.signature(TOKEN, stream_url(c), {})}
+def signed(c, carrier: str = "twilio") -> dict[str, str]:
+    """The handshake's headers as each carrier signs them (from their documentation)."""
+    url = stream_url(c, carrier)
+    if carrier == "telnyx":
+        ts = str(int(time.time()))
+        signature = TELNYX_KEY.sign(f"{ts}|".encode())
+        return {"telnyx-signature-ed25519": base64.b64encode(signature).decode(), "telnyx-timestamp": ts}
+    if carrier == "plivo":
+        nonce = "12345678901234567890"
+        return {
+            "X-Plivo-Signature-V3": plivo.signature_v3(PLIVO_TOKEN, "GET", url, nonce),
+            "X-Plivo-Signature-V3-Nonce": nonce,
+        }
+    return {"X-Twilio-Signature": twilio.signature(TOKEN, url, {})}
 
 
 class Sideband:
@@ -110,10 +133,24 @@ async def test_twilio_webhook_answers_connect_stream_and_checks_the_signature(ph
     assert wrong.status_code == tampered.status_code == missing.status_code == 403
 
 
-async def test_a_stream_without_a_valid_signature_is_refused(phone_cluster):
-    for headers in ({}, {"X-Twilio-Signature": "bm90IGl0"}):
+@pytest.mark.parametrize("carrier", ["twilio", "telnyx", "plivo"])
+async def test_a_stream_without_a_valid_signature_is_refused(phone_cluster, carrier):
+    good = signed(phone_cluster, carrier)
+    forged = {
+        k: "bm90IGl0" if "nonce" not in k.lower() and "timestamp" not in k else v for k, v in good.items()
+    }
+    stale = signed(phone_cluster, carrier)
+    if carrier == "telnyx":  # signed ten minutes ago: a replay
+        ts = str(int(time.time()) - 600)
+        stale = {"telnyx-signature-ed25519": base64.b64encode(TELNYX_KEY.sign(f"{ts}|".encode())).decode()}
+        stale["telnyx-timestamp"] = ts
+    elif carrier == "plivo":  # the signature of another nonce
+        stale = {**good, "X-Plivo-Signature-V3-Nonce": "another"}
+    else:
+        stale = {"X-Twilio-Signature": twilio.signature(TOKEN, stream_url(phone_cluster, "plivo"), {})}
+    for headers in ({}, forged, stale, AUTH):  # the client key is no signature
         with pytest.raises(websockets.InvalidStatus) as refused:
-            await websockets.connect(stream_url(phone_cluster), additional_headers=headers)
+            await websockets.connect(stream_url(phone_cluster, carrier), additional_headers=headers)
         assert refused.value.response.status_code == 403
     assert not sessions(phone_cluster)
 
@@ -210,7 +247,7 @@ async def test_a_stream_that_never_starts_is_closed_without_a_session(phone_clus
 @pytest.mark.parametrize("carrier", ["telnyx", "plivo"])
 async def test_telnyx_and_plivo_streams_carry_a_conversation(phone_cluster, carrier):
     call = CarrierStream(carrier)
-    await call.open(stream_url(phone_cluster, carrier), AUTH)
+    await call.open(stream_url(phone_cluster, carrier), signed(phone_cluster, carrier))
     side = await attach(phone_cluster)
     try:
         await call.speak(np.concatenate([speech(WEATHER), silence(1.0)]), RATE)

@@ -45,9 +45,16 @@ def test_every_registered_protocol_has_a_distinct_name_path_and_worker_paths() -
     assert all(p.worker_paths and "{session_id}" in p.worker_paths[-1] for p in PROTOCOLS)
 
 
-def test_modules_stay_small() -> None:
+GOD_OBJECT_LINES = 800
+
+
+def test_no_module_grows_into_a_god_object() -> None:
+    """Modules are cut by concept, not by length; this only stops one from swallowing everything
+    around it (a class or module past 800 lines does several jobs; split it by what they are)."""
     too_long = {
-        str(p.relative_to(SRC)): n for p in SRC.rglob("*.py") if (n := len(p.read_text().splitlines())) > 450
+        str(p.relative_to(SRC)): n
+        for p in SRC.rglob("*.py")
+        if (n := len(p.read_text().splitlines())) > GOD_OBJECT_LINES
     }
     assert too_long == {}
 

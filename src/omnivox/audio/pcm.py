@@ -84,13 +84,3 @@ def b64_to_pcm16(text: str | bytes) -> np.ndarray:
 def float32_to_b64(audio: np.ndarray) -> str:
     """Float samples -> base64 of little-endian float32."""
     return base64.b64encode(to_float32_bytes(audio)).decode("ascii")
-
-
-def b64_to_float32(text: str | bytes) -> np.ndarray:
-    """Base64 of little-endian float32 -> float32 samples."""
-    return from_float32_bytes(b64decode(text))
-
-
-def duration_ms(samples: int, sample_rate: int) -> float:
-    """Length of ``samples`` samples at ``sample_rate`` in milliseconds."""
-    return samples * 1000.0 / sample_rate

@@ -40,22 +40,6 @@ def resample(audio: np.ndarray, src_rate: int, dst_rate: int) -> np.ndarray:
     return soxr.resample(a, src_rate, dst_rate, quality=_QUALITY).astype(np.float32, copy=False)
 
 
-def resampled_length(samples: int, src_rate: int, dst_rate: int) -> int:
-    """How many samples ``samples`` at ``src_rate`` become at ``dst_rate`` (what soxr returns).
-
-    libsoxr ends a stream after ``(int64)(samples_in / io_ratio + .5)`` output samples, with
-    ``io_ratio = src_rate / dst_rate`` in double precision: the nearest sample, ties settled by how the
-    division rounds (360 at 24 kHz -> 661.5 -> 661 at 44.1 kHz, 160 at 8 kHz -> 220.5 -> 221 at
-    11.025 kHz), which exact integer arithmetic would not reproduce. The same holds for the total of
-    a ``StreamResampler`` stream, whatever its chunking, with ``samples`` the stream's total input.
-    """
-    if samples <= 0:
-        return 0
-    if src_rate == dst_rate:
-        return samples
-    return int(samples / (src_rate / dst_rate) + 0.5)
-
-
 class StreamResampler:
     """Resample a chunked stream; ``process`` each chunk, ``flush`` at the end of the stream.
 

@@ -21,4 +21,6 @@ BENCHES = {
     "soak": "paced callers for M minutes (embedded models, recording on): memory and open files per process "
     "each minute, every turn's outcome, growth per hour after warm-up",
     "recording": "the session recorder's CPU and bytes per session-minute of each kind, in process",
+    "telephony": "N concurrent phone calls (SIP, Twilio streams) at 8 kHz beside WebSocket callers: "
+    "voice-to-voice, real time, CPU per call, WER on telephone audio",
 }

@@ -36,6 +36,8 @@ class CarrierStream:
         self.ws: Any = None
         self.received: list[tuple[float, dict[str, Any]]] = []  # every message omnivox sent
         self.played = bytearray()  # what the caller heard, in order
+        self.play_log: list[tuple[float, int]] = []  # (when, offset in played) each 20 ms began playing
+        self.media_at: list[float] = []  # when each media message arrived
         self.marked_ms = 0.0  # audio played up to the last marker echoed as played
         self.echoed: list[str] = []  # markers echoed as played
         self.cleared_marks: list[str] = []  # markers echoed because a clear dropped their audio
@@ -46,6 +48,7 @@ class CarrierStream:
         self._chunk = 0
         self._tasks: list[asyncio.Task[None]] = []
         self._new = asyncio.Event()
+        self._talking = asyncio.Lock()  # held while speak sends; else the line sends silence
 
     async def open(
         self, url: str, headers: dict[str, str] | None = None, parameters: dict[str, str] | None = None
@@ -54,11 +57,15 @@ class CarrierStream:
         if self.carrier != "plivo":
             await self._send({"event": "connected", "protocol": "Call", "version": "1.0.0"})
         await self._send(self._start(parameters or {}))
-        self._tasks = [asyncio.create_task(self._read()), asyncio.create_task(self._play())]
+        self._tasks = [
+            asyncio.create_task(self._read()),
+            asyncio.create_task(self._play()),
+            asyncio.create_task(self._line()),
+        ]
 
     def _start(self, parameters: dict[str, str]) -> dict[str, Any]:
         if self.carrier == "twilio":
-            body = {
+            body: dict[str, Any] = {
                 "streamSid": self.stream_id,
                 "accountSid": "AC" + "0" * 32,
                 "callSid": self.call_sid,
@@ -76,7 +83,7 @@ class CarrierStream:
             body = {
                 "call_control_id": self.call_sid,
                 "media_format": {"encoding": "PCMU", "sample_rate": 8000, "channels": 1},
-                "to": parameters.get("To"),
+                "to": parameters.get("To"),  # null when the call has none, as Telnyx sends it
                 "from": parameters.get("From"),
             }
             return {
@@ -115,13 +122,30 @@ class CarrierStream:
         key = {"twilio": "streamSid", "telnyx": "stream_id", "plivo": "streamId"}[self.carrier]
         return {"event": "media", "sequenceNumber": self._next(), "media": body, key: self.stream_id}
 
-    async def speak(self, audio: np.ndarray, rate: int) -> None:
-        """Send ``audio`` (float32 at ``rate``) as the caller's 20 ms mu-law media, in real time."""
+    async def speak(self, audio: np.ndarray, rate: int) -> float:
+        """Send ``audio`` (float32 at ``rate``) as the caller's 20 ms mu-law media in real time, each
+        frame once it has been "recorded"; returns when its first sample was (the clock of it)."""
         ulaw = ulaw_encode(resample(audio, rate, RATE))
-        start = time.monotonic()
-        for n, i in enumerate(range(0, len(ulaw), FRAME)):
-            await self._send(self._media(ulaw[i : i + FRAME].ljust(FRAME, b"\xff")))
-            await asyncio.sleep(max(0.0, start + (n + 1) * 0.02 - time.monotonic()))
+        async with self._talking:
+            start = time.monotonic()
+            for n, i in enumerate(range(0, len(ulaw), FRAME)):
+                await asyncio.sleep(max(0.0, start + (n + 1) * 0.02 - time.monotonic()))
+                await self._send(self._media(ulaw[i : i + FRAME].ljust(FRAME, b"\xff")))
+        return start
+
+    async def _line(self) -> None:
+        """What a carrier does between words: media every 20 ms, silence when nobody speaks."""
+        with contextlib.suppress(websockets.ConnectionClosed):
+            start, n = time.monotonic(), 0
+            while True:
+                n += 1
+                await asyncio.sleep(max(0.0, start + n * 0.02 - time.monotonic()))
+                if self._talking.locked():
+                    start, n = time.monotonic(), 0
+                    async with self._talking:
+                        pass
+                    continue
+                await self._send(self._media(b"\xff" * FRAME))
 
     async def silence(self, seconds: float) -> None:
         await self.speak(np.zeros(int(RATE * seconds), np.float32), RATE)
@@ -171,6 +195,7 @@ class CarrierStream:
                 self.received.append((time.monotonic(), message))
                 kind = message.get("event")
                 if kind in ("media", "playAudio"):
+                    self.media_at.append(time.monotonic())
                     self._queue.append(("audio", base64.b64decode(message["media"]["payload"])))
                 elif kind in ("mark", "checkpoint"):
                     name = message["mark"]["name"] if kind == "mark" else message["name"]
@@ -201,12 +226,14 @@ class CarrierStream:
                 self.marked_ms = len(self.played) / 8
                 await self._echo(str(item))
                 continue
-            audio = bytes(item)
+            assert isinstance(item, bytes)  # ("audio", bytes)
+            audio = item
             take, rest = audio[:FRAME], audio[FRAME:]
             if rest:
                 self._queue[0] = ("audio", rest)
             else:
                 self._queue.pop(0)
+            self.play_log.append((time.monotonic(), len(self.played)))
             self.played += take
             played += len(take)
             await asyncio.sleep(max(0.0, start + played / RATE - time.monotonic()))
@@ -216,6 +243,17 @@ class CarrierStream:
 
     def of(self, event: str) -> list[dict[str, Any]]:
         return [m for _, m in self.received if m.get("event") == event]
+
+    def first_sound_after(self, t: float, loud: float = 0.02) -> float | None:
+        """When the caller began to hear the first loud sample played after ``t``."""
+        for n, (at, offset) in enumerate(self.play_log):
+            if at < t:
+                continue
+            end = self.play_log[n + 1][1] if n + 1 < len(self.play_log) else len(self.played)
+            samples = np.nonzero(np.abs(ulaw_decode(bytes(self.played[offset:end]))) > loud)[0]
+            if len(samples):
+                return at + samples[0] / RATE
+        return None
 
     def heard_audio(self) -> np.ndarray:
         return ulaw_decode(bytes(self.played)) if self.played else np.zeros(0, np.float32)

@@ -39,12 +39,12 @@ from typing import Any
 import httpx
 import numpy as np
 
-from omnivox.bench.cluster import Cluster, free_port
 from omnivox.bench.fuzz_outcomes import tracebacks
-from omnivox.bench.realtime import SENTENCES, _clip
+from omnivox.bench.realtime import SENTENCES, speech_clip
 from omnivox.bench.soak import SoakCaller, open_files
 from omnivox.bench.table import print_table, write_json
 from omnivox.pipeline.relay import segments
+from omnivox.testing.cluster import Cluster, free_port
 
 SERVED, REFUSED, TOLD, STUCK, DROPPED = (
     "served",
@@ -172,14 +172,14 @@ class Targets:
     def restart(self, name: str) -> None:
         self.restarts[name] += 1
         if name == "gateway":
-            self.c.gateway = self.c._spawn(
+            self.c.gateway = self.c.spawn(
                 ["gateway", "--port", str(self.c.port)], f"gateway.{self.restarts[name]}", {}
             )
             self.c.wait(lambda h: h["status"] in ("ok", "degraded"), 60)
         elif name.startswith("worker"):
             i = int(name[6:])
             args, env = self.worker_args[i]
-            self.c.workers[i] = self.c._spawn(args, f"worker{i}.{self.restarts[name]}", env)
+            self.c.workers[i] = self.c.spawn(args, f"worker{i}.{self.restarts[name]}", env)
 
     def every_pid(self) -> dict[str, int]:
         pids = {"gateway": self.c.gateway.pid} if self.c.gateway else {}
@@ -275,7 +275,7 @@ def start(log_dir: Path, data_dir: Path, seed: int) -> tuple[Cluster, Targets, d
     def add(engine: str, extra: dict[str, str]) -> None:
         port = free_port()
         args = ["worker", "--gateway", c.url, "--port", str(port), "--engine", engine]
-        c.workers.append(c._spawn(args, f"worker{len(c.workers)}", extra))
+        c.workers.append(c.spawn(args, f"worker{len(c.workers)}", extra))
         c.worker_urls.append(f"http://127.0.0.1:{port}")
         worker_args.append((args, extra))
 
@@ -311,7 +311,7 @@ async def _chaos(
 
 
 def run(args: argparse.Namespace) -> int:
-    clips = [_clip(s) for s in SENTENCES]
+    clips = [speech_clip(s) for s in SENTENCES]
     with tempfile.TemporaryDirectory(prefix="omnivox-chaos-") as scratch:
         log_dir = Path(args.log_dir) if args.log_dir else Path(scratch) / "logs"
         log_dir.mkdir(parents=True, exist_ok=True)
@@ -328,7 +328,7 @@ def chaos_run(
     clips: list[tuple[np.ndarray, float]] | None = None,
 ) -> dict[str, Any]:
     """The whole run: start, chaos under load, settle, check. Returns the report (``ok`` says all)."""
-    clips = clips or [_clip(s) for s in SENTENCES[:2]]
+    clips = clips or [speech_clip(s) for s in SENTENCES[:2]]
     log_dir.mkdir(parents=True, exist_ok=True)
     c, targets, admin = start(log_dir, data_dir, args.seed)
     try:

@@ -2,7 +2,7 @@
 
 Each caller (one per synthetic voice: hibari, espeak-ng) holds one realtime session with its
 microphone always open, paced in real time (``bench realtime``'s caller, with a speakerphone: every
-reply plays into its microphone ``--delay-ms`` later at ``--gain-db``, ``bench.speakerphone``). Its
+reply plays into its microphone ``--delay-ms`` later at ``--gain-db``, ``testing.speakerphone``). Its
 script, per turn: a question (every other one with a mid-sentence pause shorter than the turn's
 silence), then, one second into the reply, one of: nothing (the echo alone), a backchannel, a noise
 burst, or a real barge-in (a sentence, which becomes the next question's answer). Its player honours
@@ -27,19 +27,21 @@ import asyncio
 import base64
 import json
 import time
+from collections.abc import AsyncIterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from itertools import cycle
 from typing import Any
 
 import numpy as np
+from websockets.asyncio.client import ClientConnection
 
 from omnivox.audio.pcm import b64_to_pcm16
 from omnivox.audio.resample import resample
 from omnivox.bench import realtime
-from omnivox.bench.cluster import cluster
-from omnivox.bench.conversation_tally import COLUMNS, EVENTS, Tally, row
-from omnivox.bench.speakerphone import Speakerphone
-from omnivox.bench.table import print_table, write_json
+from omnivox.bench.table import percentile, print_table, write_json
 from omnivox.protocol.realtime.events import ga_type
+from omnivox.testing.cluster import cluster
+from omnivox.testing.speakerphone import Speakerphone
 
 RATE = 24000
 QUESTIONS = (
@@ -53,6 +55,55 @@ QUESTIONS = (
 BACKCHANNELS = ("yeah", "okay", "right", "mm hmm", "i see")
 NOISES = ("[[h@@]]", "[[hV]]", "[[h@@ h@@]]")  # breathy coughs (espeak-ng phonemes: no words)
 BARGE_INS = ("wait, stop, what about tomorrow", "actually, tell me about the train instead")
+EVENTS = ("echo", "backchannel", "noise", "barge_in")  # what a caller does one second into a reply
+COLUMNS = [
+    "voice",
+    "false: echo",
+    "false: backchannel",
+    "false: noise",
+    "noise resumed",
+    "barge-ins missed",
+    "reaction p50 ms",
+    "reaction p95 ms",
+    "EOT right/early/late",
+    "v2v p50 ms",
+    "v2v p95 ms",
+    "errors",
+]
+
+
+@dataclass
+class Tally:
+    false: dict[str, int] = field(default_factory=lambda: {"echo": 0, "backchannel": 0, "noise": 0})
+    tried: dict[str, int] = field(default_factory=lambda: dict.fromkeys(EVENTS, 0))
+    replies: int = 0  # replies played (each one over its own echo)
+    echo_pauses: int = 0  # replies paused by their echo (then resumed, or cut: false above)
+    noise_resumed: int = 0
+    noise_unheard: int = 0
+    missed: int = 0
+    reaction_s: list[float] = field(default_factory=list)
+    eot: dict[str, int] = field(default_factory=lambda: {"right": 0, "early": 0, "late": 0})
+    v2v_s: list[float] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    trace: list[dict[str, Any]] = field(default_factory=list)  # per turn, for --json
+
+
+def row(name: str, t: Tally) -> list[Any]:
+    noise_paused = t.tried["noise"] - t.noise_unheard
+    return [
+        name,
+        f"{t.false['echo']}/{t.replies} ({t.echo_pauses} paused)",
+        f"{t.false['backchannel']}/{t.tried['backchannel']}",
+        f"{t.false['noise']}/{t.tried['noise']}",
+        f"{t.noise_resumed}/{noise_paused} ({t.noise_unheard} unheard)",
+        f"{t.missed}/{t.tried['barge_in']}",
+        percentile(t.reaction_s, 50) * 1000,
+        percentile(t.reaction_s, 95) * 1000,
+        f"{t.eot['right']}/{t.eot['early']}/{t.eot['late']}",
+        percentile(t.v2v_s, 50) * 1000,
+        percentile(t.v2v_s, 95) * 1000,
+        len(t.errors),
+    ]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -72,12 +123,83 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-dir", help="keep the server logs here")
 
 
-def _onsets(audio: np.ndarray) -> tuple[int, int]:
+def onsets(audio: np.ndarray) -> tuple[int, int]:
     loud = np.nonzero(np.abs(audio) > 0.02)[0]
     return (int(loud[0]), int(loud[-1]) + 1) if len(loud) else (0, len(audio))
 
 
-class ConversationCaller(realtime.Caller):
+Entry = tuple[float, str, dict[str, Any]]  # (monotonic time, event type, the event)
+
+
+class CallLog:
+    """What a caller heard from the server (every event, timed, in order) and when it spoke itself
+    (spans of its microphone stream): from these, who cancelled a reply and which pauses were the
+    echo's."""
+
+    def __init__(self) -> None:
+        self.events: list[Entry] = []
+        self.said: list[list[int]] = []  # [first, end) samples of the stream the caller spoke in
+
+    def add(self, t: float, kind: str, event: dict[str, Any]) -> None:
+        self.events.append((t, kind, event))
+
+    def spoke(self, first: int, end: int) -> None:
+        """The caller's voice is in samples [first, end) of its stream (joined to a span ending there)."""
+        if self.said and self.said[-1][1] == first:
+            self.said[-1][1] = end
+        else:
+            self.said.append([first, end])
+
+    def first(self, kind: str, mark: int, rid: str | None = None) -> Entry | None:
+        """The first event of ``kind`` from index ``mark`` on (of response ``rid``, if given)."""
+        for entry in self.events[mark:]:
+            if entry[1] == kind and (rid is None or response_id(entry[2]) == rid):
+                return entry
+        return None
+
+    def count(self, kind: str) -> int:
+        return sum(1 for _, k, _ in self.events if k == kind)
+
+    def cancelled(self, rid: str) -> bool:
+        done = self.first("response.done", 0, rid)
+        return done is not None and done[2]["response"]["status"] == "cancelled"
+
+    def cause(self, rid: str) -> str | None:
+        """Who cancelled the reply: the ``caller`` or its ``echo`` (None: it was not cancelled)."""
+        done = self.first("response.done", 0, rid)
+        if done is None or done[2]["response"]["status"] != "cancelled":
+            return None
+        return self.speech_before(self.events.index(done))
+
+    def speech_before(self, index: int) -> str:
+        """Whether the last speech the server heard before event ``index`` began while the caller was
+        talking (``caller``) or silent (``echo``)."""
+        for _, kind, e in reversed(self.events[:index]):
+            if kind == "input_audio_buffer.speech_started":
+                # the server pads the start by prefix_padding_ms (300): the speech is within 0.5 s after
+                lo = e["audio_start_ms"] * RATE // 1000
+                hi = lo + RATE // 2
+                spoke = any(a < hi and b > lo for a, b in self.said)
+                return "caller" if spoke else "echo"
+        return "echo"
+
+    def settle(self, tally: Tally, turn: int, event: str, rid: str, mark: int) -> None:
+        """Count the echo's share of the turn that began at event ``mark``, and trace the turn."""
+        if self.cause(rid) == "echo":
+            tally.false["echo"] += 1
+        for i, (_, kind, e) in enumerate(self.events[mark:], mark):
+            if kind == "omnivox.interruption.paused" and e.get("response_id") == rid:
+                tally.echo_pauses += self.speech_before(i) == "echo"
+        kinds = [
+            k for _, k, e in self.events[mark:] if k.startswith(("omnivox.", "input_audio_buffer.speech"))
+        ]
+        done = self.first("response.done", 0, rid)
+        tally.trace.append(
+            {"turn": turn, "event": event, "status": done and done[2]["response"]["status"], "events": kinds}
+        )
+
+
+class ConversationCaller(realtime.RealtimeCaller):
     """``bench realtime``'s caller with a speakerphone and a script of interjections."""
 
     def __init__(self, url: str, speak: Any, noise: Any, args: argparse.Namespace, offset: int) -> None:
@@ -91,8 +213,7 @@ class ConversationCaller(realtime.Caller):
         self._marks: list[tuple[int, str]] = []  # (sample index of the stream, what happens there)
         self._sent = 0
         self._start = 0.0
-        self._said: list[list[int]] = []  # [first, end) samples of the stream the caller spoke in
-        self._log: list[tuple[float, str, dict]] = []  # (time, event type, event)
+        self.log = CallLog()
         self._wake = asyncio.Event()
 
     def _session(self) -> dict:
@@ -103,7 +224,7 @@ class ConversationCaller(realtime.Caller):
         }
         return session
 
-    async def _talk(self, ws, turns: int) -> None:  # type: ignore[no-untyped-def]
+    async def _talk(self, ws: ClientConnection, turns: int) -> None:
         self._start = time.monotonic()
         mic = asyncio.create_task(self._microphone(ws))
         try:
@@ -116,13 +237,21 @@ class ConversationCaller(realtime.Caller):
         finally:
             mic.cancel()
 
-    async def _turn(self, turn: int, first: str, second: str | None, event: str, extras, barge) -> None:  # type: ignore[no-untyped-def]
+    async def _turn(
+        self,
+        turn: int,
+        first: str,
+        second: str | None,
+        event: str,
+        extras: Mapping[str, Iterator[str]],
+        barge: Iterator[str],
+    ) -> None:
         parts = [self.speak(first)]
         if second is not None:
             parts += [np.zeros(int(RATE * self.args.mid_pause_ms / 1000), np.float32), self.speak(second)]
         clip = np.concatenate(parts)
-        _, hi = _onsets(clip)
-        mark = len(self._log)
+        _, hi = onsets(clip)
+        mark = len(self.log.events)
         end_at = await self._say(clip, until=hi)  # returns when its last voiced sample was recorded
         committed = await self._until("input_audio_buffer.committed", mark, 12.0)
         reply = await self._reply_to(committed, 12.0)
@@ -139,24 +268,24 @@ class ConversationCaller(realtime.Caller):
         rid = reply[2]["response_id"]
         self.tally.replies += 1
         await self._played(rid, 1.0)  # one second into the reply
-        if self._first("response.done", 0, rid) is not None:  # over before anything was said
+        if self.log.first("response.done", 0, rid) is not None:  # over before anything was said
             await self._quiet()
-            self._settle(turn, event, rid, mark)
+            self.log.settle(self.tally, turn, event, rid, mark)
             return
         self.tally.tried[event] += 1
         if event == "echo":
             pass
         elif event == "barge_in":
             words = self.speak(next(barge))
-            onset, _ = _onsets(words)
-            mark2 = len(self._log)
+            onset, _ = onsets(words)
+            mark2 = len(self.log.events)
             said = asyncio.create_task(self._say(words))
             onset_at = await self._at_sample(self._sent + onset)
             await self._until("response.done", 0, 25.0, rid)
-            stop = self._first("omnivox.interruption.paused", mark2, rid) or self._first(
+            stop = self.log.first("omnivox.interruption.paused", mark2, rid) or self.log.first(
                 "response.done", 0, rid
             )
-            if stop is None or self._cause(rid) != "caller":
+            if stop is None or self.log.cause(rid) != "caller":
                 self.tally.missed += 1
             else:
                 self.tally.reaction_s.append(stop[0] - onset_at)
@@ -165,54 +294,22 @@ class ConversationCaller(realtime.Caller):
             clip2 = (
                 self.speak(next(extras[event])) if event == "backchannel" else self.noise(next(extras[event]))
             )
-            mark2 = len(self._log)
+            mark2 = len(self.log.events)
             await self._say(clip2)
             await self._until("response.done", 0, 25.0, rid)
-            if self._cause(rid) == "caller":
+            if self.log.cause(rid) == "caller":
                 self.tally.false[event] += 1
-            elif event == "noise" and not self._cancelled(rid):
-                paused = self._first("omnivox.interruption.paused", mark2, rid)
-                resumed = self._first("omnivox.interruption.resumed", mark2, rid)
+            elif event == "noise" and not self.log.cancelled(rid):
+                paused = self.log.first("omnivox.interruption.paused", mark2, rid)
+                resumed = self.log.first("omnivox.interruption.resumed", mark2, rid)
                 self.tally.noise_resumed += resumed is not None
                 self.tally.noise_unheard += paused is None
         await self._quiet()
-        self._settle(turn, event, rid, mark)
-
-    def _settle(self, turn: int, event: str, rid: str, mark: int) -> None:
-        """The echo's share of the turn, and its trace."""
-        if self._cause(rid) == "echo":
-            self.tally.false["echo"] += 1
-        for i, (_, kind, e) in enumerate(self._log[mark:], mark):
-            if kind == "omnivox.interruption.paused" and e.get("response_id") == rid:
-                self.tally.echo_pauses += self._speech_before(i) == "echo"
-        kinds = [k for _, k, e in self._log[mark:] if k.startswith(("omnivox.", "input_audio_buffer.speech"))]
-        done = self._first("response.done", 0, rid)
-        self.tally.trace.append(
-            {"turn": turn, "event": event, "status": done and done[2]["response"]["status"], "events": kinds}
-        )
-
-    def _cause(self, rid: str) -> str | None:
-        """Who cancelled the reply: the ``caller`` or its ``echo`` (None: it was not cancelled)."""
-        done = self._first("response.done", 0, rid)
-        if done is None or done[2]["response"]["status"] != "cancelled":
-            return None
-        return self._speech_before(self._log.index(done))
-
-    def _speech_before(self, index: int) -> str:
-        """Whether the last speech the server heard before log entry ``index`` began while the caller
-        was talking (``caller``) or silent (``echo``)."""
-        for _, kind, e in reversed(self._log[:index]):
-            if kind == "input_audio_buffer.speech_started":
-                # the server pads the start by prefix_padding_ms (300): the speech is within 0.5 s after
-                lo = e["audio_start_ms"] * RATE // 1000
-                hi = lo + RATE // 2
-                spoke = any(a < hi and b > lo for a, b in self._said)
-                return "caller" if spoke else "echo"
-        return "echo"
+        self.log.settle(self.tally, turn, event, rid, mark)
 
     # ---- the microphone and the speaker
 
-    async def _microphone(self, ws) -> None:  # type: ignore[no-untyped-def]
+    async def _microphone(self, ws: ClientConnection) -> None:
         step = RATE * self.args.chunk_ms // 1000
         while True:
             voice = np.zeros(step, np.float32)
@@ -226,10 +323,7 @@ class ConversationCaller(realtime.Caller):
                     self._voice.pop(0)
             chunk = self.phone.record(voice)
             if got:
-                if self._said and self._said[-1][1] == self._sent:
-                    self._said[-1][1] = self._sent + got
-                else:
-                    self._said.append([self._sent, self._sent + got])
+                self.log.spoke(self._sent, self._sent + got)
             self._sent += step
             due = self._start + self._sent / RATE
             await asyncio.sleep(max(0.0, due - time.monotonic()))
@@ -257,7 +351,7 @@ class ConversationCaller(realtime.Caller):
     async def _played(self, rid: str, seconds: float) -> None:
         deadline = time.monotonic() + 15
         while self.phone.played.get(rid, 0) < seconds * RATE and time.monotonic() < deadline:
-            if self._first("response.done", 0, rid) is not None and not self.phone.queued:
+            if self.log.first("response.done", 0, rid) is not None and not self.phone.queued:
                 return
             await self._tick()
 
@@ -265,8 +359,10 @@ class ConversationCaller(realtime.Caller):
         """Until every reply has ended and played out, then half a second."""
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            done = self._count("response.done") >= self._count("response.created")
-            settled = not self._log or time.monotonic() - self._log[-1][0] > 1.5  # no reply on its way
+            done = self.log.count("response.done") >= self.log.count("response.created")
+            settled = (
+                not self.log.events or time.monotonic() - self.log.events[-1][0] > 1.5
+            )  # no reply on its way
             if done and settled and not self.phone.queued and not self._voice:
                 break
             await self._tick()
@@ -274,12 +370,12 @@ class ConversationCaller(realtime.Caller):
 
     # ---- the events
 
-    async def _read(self, ws) -> None:  # type: ignore[no-untyped-def]
+    async def read_events(self, ws: AsyncIterable[str | bytes]) -> None:
         async for raw in ws:
             event = json.loads(raw)
             kind = ga_type(event["type"])
             now = time.monotonic()
-            self._log.append((now, kind, event))
+            self.log.add(now, kind, event)
             phone = self.phone
             if kind == "response.output_audio.delta":
                 phone.play(event["response_id"], b64_to_pcm16(event["delta"]))
@@ -294,56 +390,45 @@ class ConversationCaller(realtime.Caller):
             elif kind == "error":
                 self.tally.errors.append(event["error"].get("code") or "error")
 
-    def _first(self, kind: str, mark: int, rid: str | None = None) -> tuple[float, str, dict] | None:
-        for entry in self._log[mark:]:
-            if entry[1] == kind and (rid is None or _rid(entry[2]) == rid):
-                return entry
-        return None
-
-    def _count(self, kind: str) -> int:
-        return sum(1 for _, k, _ in self._log if k == kind)
-
-    def _cancelled(self, rid: str) -> bool:
-        done = self._first("response.done", 0, rid)
-        return done is not None and done[2]["response"]["status"] == "cancelled"
-
-    async def _reply_to(self, committed, wait_s: float):  # type: ignore[no-untyped-def]
+    async def _reply_to(self, committed: Entry | None, wait_s: float) -> Entry | None:
         """The first audio of a response created after ``committed`` (a reply still under way from an
         earlier turn is not this question's)."""
         if committed is None:
             return None
-        after = self._log.index(committed)
+        after = self.log.events.index(committed)
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:
-            ids = {e["response"]["id"] for _, k, e in self._log[after:] if k == "response.created"}
-            for entry in self._log[after:]:
+            ids = {e["response"]["id"] for _, k, e in self.log.events[after:] if k == "response.created"}
+            for entry in self.log.events[after:]:
                 if entry[1] == "response.output_audio.delta" and entry[2]["response_id"] in ids:
                     return entry
             await self._tick()
         return None
 
-    async def _until(self, kind: str, mark: int, wait_s: float, rid: str | None = None):  # type: ignore[no-untyped-def]
+    async def _until(self, kind: str, mark: int, wait_s: float, rid: str | None = None) -> Entry | None:
         return await self._until_any((kind,), mark, wait_s, rid)
 
-    async def _until_any(self, kinds: tuple[str, ...], mark: int, wait_s: float, rid: str | None = None):  # type: ignore[no-untyped-def]
+    async def _until_any(
+        self, kinds: tuple[str, ...], mark: int, wait_s: float, rid: str | None = None
+    ) -> Entry | None:
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:
-            for entry in self._log[mark:]:
-                if entry[1] in kinds and (rid is None or _rid(entry[2]) == rid):
+            for entry in self.log.events[mark:]:
+                if entry[1] in kinds and (rid is None or response_id(entry[2]) == rid):
                     return entry
             await self._tick()
         return None
 
 
-def _rid(event: dict) -> str | None:
+def response_id(event: dict) -> str | None:
     return event.get("response_id") or (event.get("response") or {}).get("id")
 
 
 def _speakers(names: list[str]) -> dict[str, Any]:
     from omnivox.bench.turns import RATE as TURNS_RATE
-    from omnivox.bench.turns import _trim, _voices
+    from omnivox.bench.turns import synthetic_voices, trim
 
-    voices = _voices()
+    voices = synthetic_voices()
     out = {}
     for name in [*names, "espeak"]:
         if name not in voices:
@@ -354,7 +439,7 @@ def _speakers(names: list[str]) -> dict[str, Any]:
             # trimmed to its voiced extent: hibari opens with ~320 ms of breath and ends with ~450 ms
             # of near silence, which made a question's mid-sentence pause 1.1 s, not --mid-pause-ms
             if text not in cache:
-                cache[text] = _trim(resample(fn(text), TURNS_RATE, RATE))
+                cache[text] = trim(resample(fn(text), TURNS_RATE, RATE))
             return cache[text]
 
         out[name] = speak
@@ -378,7 +463,7 @@ def run(args: argparse.Namespace) -> int:
             log_dir.mkdir(parents=True, exist_ok=True)
             env["OMNIVOX_LOG_LEVEL"] = "INFO"  # each interruption decision is logged
         with cluster(
-            workers=1, engine="cascade", log_dir=log_dir, **realtime.PRODUCTION_INTERVALS, **env
+            workers=1, engine="cascade", log_dir=log_dir, env={**realtime.PRODUCTION_INTERVALS, **env}
         ) as c:
             caller = ConversationCaller(f"{c.ws}/v1/realtime?omnivox_events=true", speak, noise, args, n)
             asyncio.run(caller.run(args.turns, 0.0))
@@ -388,7 +473,7 @@ def run(args: argparse.Namespace) -> int:
         rows.append(row(name, t))
     print_table(
         f"Scripted conversations, {args.turns} turns per voice over a speakerphone "
-        f"({args.delay_ms:.0f} ms, {args.gain_db:.0f} dB), {realtime._describe(args)}, "
+        f"({args.delay_ms:.0f} ms, {args.gain_db:.0f} dB), {realtime.describe(args)}, "
         f"echo canceller {args.echo_canceller}, word check {args.echo_guard}",
         COLUMNS,
         rows,

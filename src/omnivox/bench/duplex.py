@@ -31,9 +31,9 @@ import numpy as np
 import websockets
 
 from omnivox.audio.pcm import float32_to_b64
-from omnivox.bench.cluster import cluster
 from omnivox.bench.record_flag import add_record_argument, cpu_seconds, record_env, recorded, wait_finished
 from omnivox.bench.table import percentile, print_table, write_json
+from omnivox.testing.cluster import cluster
 
 RATE = 16000
 SENTENCES = (
@@ -58,7 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 @dataclass
-class CallerStats:
+class DuplexCallerStats:
     listen_ms: list[float] = field(default_factory=list)
     speak_ms: list[float] = field(default_factory=list)
     lagging: int = 0
@@ -80,16 +80,16 @@ def sentences() -> list[np.ndarray]:
     return [resample(np.concatenate([c.audio for c in tts.synthesize(s)]), 24000, RATE) for s in SENTENCES]
 
 
-class Caller:
+class DuplexCaller:
     def __init__(self, url: str, clips: list[np.ndarray], args: argparse.Namespace, deferred: bool) -> None:
         self.url = url
         self.clips = clips
         self.args = args
         self.deferred = deferred
-        self.stats = CallerStats()
+        self.stats = DuplexCallerStats()
         self.step = RATE * args.chunk_ms // 1000
 
-    async def run(self, offset_s: float) -> CallerStats:
+    async def run(self, offset_s: float) -> DuplexCallerStats:
         await asyncio.sleep(offset_s)
         try:
             async with websockets.connect(self.url, max_size=None, ping_interval=None) as ws:
@@ -154,13 +154,15 @@ class Caller:
                     break
 
 
-async def _load(url: str, users: int, clips: list[np.ndarray], args: argparse.Namespace, deferred: bool):
-    callers = [Caller(url, clips, args, deferred) for _ in range(users)]
+async def _load(
+    url: str, users: int, clips: list[np.ndarray], args: argparse.Namespace, deferred: bool
+) -> list[DuplexCallerStats]:
+    callers = [DuplexCaller(url, clips, args, deferred) for _ in range(users)]
     spread = args.chunk_ms / 1000 / args.speed
     return await asyncio.gather(*(c.run(spread * i / users) for i, c in enumerate(callers)))
 
 
-def summarize(stats: list[CallerStats]) -> dict[str, Any]:
+def summarize(stats: list[DuplexCallerStats]) -> dict[str, Any]:
     listen = [v for s in stats for v in s.listen_ms]
     speak = [v for s in stats for v in s.speak_ms]
     first = [v for s in stats for v in s.first_speak_s]

@@ -21,28 +21,69 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
-import contextlib
-import json
-import random
 import secrets
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
-import numpy as np
 import websockets
 
-from omnivox.bench.cluster import cluster, free_port
+from omnivox.bench import fuzz_http, fuzz_phone
+from omnivox.bench.fuzz_frames import (
+    ODD_VALUES,
+    frames,
+    labelled_frames,
+    mutate,
+    nested_json,
+    random_b64,
+    random_pcm_b64,
+    valid_messages,
+)
 from omnivox.bench.fuzz_outcomes import Outcomes, tracebacks
+from omnivox.bench.fuzz_target import (
+    REACTION_S,
+    FuzzStats,
+    Target,
+    check_serving,
+    check_workers,
+    classify,
+    reaction,
+    session_path,
+    settle,
+)
 from omnivox.bench.table import print_table, write_json
 from omnivox.core.keys import bearer
+from omnivox.testing.cluster import cluster, free_port
 
 PROTOCOLS = ("streaming", "duplex", "realtime")
+# (the frames and the shared pieces live in fuzz_frames and fuzz_target; named here as well, since
+# this module is what ``omnivox bench fuzz`` and its tests see)
+__all__ = [
+    "ODD_VALUES",
+    "PROTOCOLS",
+    "REACTION_S",
+    "SURFACES",
+    "FuzzStats",
+    "Target",
+    "check_serving",
+    "check_workers",
+    "classify",
+    "frames",
+    "fuzz_env",
+    "fuzz_protocol",
+    "fuzz_surface",
+    "labelled_frames",
+    "mutate",
+    "nested_json",
+    "random_b64",
+    "random_pcm_b64",
+    "reaction",
+    "run",
+    "session_path",
+    "settle",
+    "valid_messages",
+]
 
 
 SURFACES = ("webrtc_offers", "client_secrets", "recordings", "uploads", "sip", "twilio", "telnyx", "plivo")
@@ -70,232 +111,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-dir", help="keep the server logs here (else a temporary folder)")
 
 
-# ---- the frames
-
-
-def _b64(rng: random.Random, n: int) -> str:
-    return base64.b64encode(rng.randbytes(n)).decode()
-
-
-def _pcm(rng: random.Random, samples: int, dtype: str) -> str:
-    audio = np.asarray([rng.uniform(-0.5, 0.5) for _ in range(samples)], dtype=np.float32)
-    data = audio.astype("<f4").tobytes() if dtype == "f4" else (audio * 32767).astype("<i2").tobytes()
-    return base64.b64encode(data).decode()
-
-
-def valid_messages(protocol: str, rng: random.Random) -> list[dict[str, Any]]:
-    """Well-formed messages of ``protocol`` the fuzzer starts from (then mutates)."""
-    if protocol == "streaming":
-        return [
-            {"type": "prefill", "messages": [{"role": "user", "content": "hello"}]},
-            {"type": "generate", "max_new_tokens": 8},
-            {"type": "stop"},
-            {
-                "type": "prefill",
-                "messages": [{"role": "user", "content": [{"type": "audio", "data": _b64(rng, 64)}]}],
-            },
-        ]
-    if protocol == "duplex":
-        return [
-            {"type": "prepare", "system_prompt": "hi", "config": {"chunk_ms": 1000}},
-            {"type": "audio_chunk", "audio_base64": _pcm(rng, 1600, "f4")},
-            {"type": "audio_chunk", "audio_base64": _pcm(rng, 1600, "i2"), "format": "pcm16"},
-            {
-                "type": "audio_chunk",
-                "audio_base64": _pcm(rng, 160, "f4"),
-                "frame_base64_list": [_b64(rng, 32)],
-            },
-            {"type": "pause", "timeout": 30},
-            {"type": "resume"},
-            {"type": "client_diagnostic", "metrics": {"x": 1}},
-        ]
-    return [
-        {"type": "session.update", "session": {"type": "realtime", "instructions": "be brief"}},
-        {"type": "input_audio_buffer.append", "audio": _pcm(rng, 240, "i2")},
-        {"type": "input_audio_buffer.clear"},
-        {"type": "input_audio_buffer.commit"},
-        {"type": "conversation.item.create", "item": {"type": "message", "role": "user", "content": []}},
-        {"type": "response.cancel"},
-        {"type": "conversation.item.delete", "item_id": "nope"},
-    ]
-
-
-_ODD_VALUES: list[Callable[[random.Random], Any]] = [
-    lambda r: None,
-    lambda r: r.randint(-(10**12), 10**12),
-    lambda r: int("9" * r.randint(20, 400)),
-    lambda r: r.random() * 1e308,
-    lambda r: "x" * r.randint(0, 5000),
-    lambda r: "\ud800",
-    lambda r: [],
-    lambda r: {"nested": {"deeper": [1, 2, {"a": None}]}},
-    lambda r: True,
-    lambda r: _b64(r, r.randint(0, 300)),
-    lambda r: "%%%not base64%%%",
-    lambda r: r.choice(["omni", "audio", "", "type", "../../etc/passwd"]),
-]
-
-
-def _mutate(msg: dict[str, Any], rng: random.Random) -> dict[str, Any]:
-    msg = json.loads(json.dumps(msg))
-    keys = [k for k in msg if k != "type"] or ["extra"]
-    for _ in range(rng.randint(1, 3)):
-        target = msg
-        key = rng.choice(keys)
-        if isinstance(target.get(key), dict) and target[key] and rng.random() < 0.5:
-            target = target[key]
-            key = rng.choice(list(target))
-        target[key] = rng.choice(_ODD_VALUES)(rng)
-    return msg
-
-
-def _nested(depth: int) -> str:
-    return '{"type": "x", "v": ' + "[" * depth + "]" * depth + "}"
-
-
-def labelled_frames(protocol: str, seed: int) -> Iterator[tuple[str, str | bytes]]:
-    """An endless seeded stream of hostile (and some valid) frames for ``protocol``, each with its
-    kind (``valid``, ``mutated``, ``unknown_type``, ``truncated``, ``binary``, ``nested``,
-    ``surrogate``, ``scalar``, ``oversized``)."""
-    rng = random.Random(f"{protocol}-{seed}")
-    valid = valid_messages(protocol, rng)
-    while True:
-        roll = rng.random()
-        if roll < 0.25:
-            yield "valid", json.dumps(rng.choice(valid))
-        elif roll < 0.55:
-            yield "mutated", json.dumps(_mutate(rng.choice(valid), rng))
-        elif roll < 0.62:
-            kind = rng.choice(["", "fly", "prefill.x", "session.delete", "__proto__"])
-            yield "unknown_type", json.dumps({"type": kind})
-        elif roll < 0.70:
-            text = json.dumps(rng.choice(valid))
-            yield "truncated", text[: rng.randint(0, len(text) - 1)]
-        elif roll < 0.76:
-            yield "binary", rng.randbytes(rng.randint(0, 2000))
-        elif roll < 0.82:
-            yield "nested", _nested(rng.choice([10, 70, 500, 3000]))
-        elif roll < 0.88:
-            msg = rng.choice(valid)
-            yield (
-                "surrogate",
-                json.dumps({**msg, "type": msg["type"], "event_id": "\ud800" * rng.randint(1, 3)}),
-            )
-        elif roll < 0.94:
-            yield "scalar", rng.choice(["[]", "null", "42", '"str"', "{}", '{"type": 5}', '{"type": null}'])
-        else:
-            pad = "y" * rng.randint(10_000, 200_000)
-            yield "oversized", json.dumps({"type": rng.choice(valid)["type"], "pad": pad})
-
-
-def frames(protocol: str, seed: int) -> Iterator[str | bytes]:
-    """The frames of ``labelled_frames``, without their kinds."""
-    for _, frame in labelled_frames(protocol, seed):
-        yield frame
-
-
 # ---- running it
-
-
-@dataclass
-class FuzzStats:
-    frames: int = 0
-    errors: int = 0  # frames the server answered with an error
-    reconnects: int = 0  # connections the server closed (then reopened)
-    checks: int = 0
-    failed_checks: list[str] = field(default_factory=list)
-    worker_losses: int = 0
-    stuck_workers: int = 0
-    seconds: float = 0.0
-
-
-@dataclass(frozen=True)
-class Target:
-    """The server under fuzz: its addresses, and the keys it wants (None: it wants none)."""
-
-    ws: str
-    http: str
-    client_key: str | None = None
-    admin_key: str | None = None
-    sip_port: int | None = None  # where it takes SIP, when it does
-
-    def client(self) -> dict[str, str]:
-        return bearer(self.client_key)
-
-    def admin(self) -> dict[str, str]:
-        return bearer(self.admin_key)
-
-
-REACTION_S = 0.04  # how long a frame's reaction is waited for before it counts as silent
-
-
-def _path(protocol: str, n: int) -> str:
-    if protocol == "streaming":
-        return f"/ws/streaming/fuzz-{n}"
-    if protocol == "duplex":
-        return f"/ws/duplex/fuzz-{n}"
-    return "/v1/realtime"
-
-
-def classify(raw: str | bytes) -> str:
-    """The outcome a message from the server stands for (``error:CODE`` or ``reply:TYPE``)."""
-    try:
-        msg = json.loads(raw)
-    except (ValueError, TypeError):
-        return "reply:binary" if isinstance(raw, bytes) else "reply:text"
-    if not isinstance(msg, dict):
-        return "reply:other"
-    if msg.get("type") == "error":
-        error = msg.get("error") if isinstance(msg.get("error"), dict) else msg
-        return f"error:{error.get('code')}"
-    return f"reply:{msg.get('type') or msg.get('event')}"  # carriers' messages name their ``event``
-
-
-async def reaction(ws: Any, window: float = REACTION_S) -> str:
-    """The server's first reaction to what was just sent: a message, a close, or silence."""
-    try:
-        raw = await asyncio.wait_for(ws.recv(), window)
-    except TimeoutError:
-        return "silent"
-    except websockets.exceptions.ConnectionClosed as closed:
-        return f"closed:{closed.rcvd.code if closed.rcvd else 1006}"
-    return classify(raw)
-
-
-async def settle(ws: Any, window: float = REACTION_S) -> None:
-    """Read what the server sends on its own (``session.created``...) until it is quiet."""
-    with contextlib.suppress(websockets.exceptions.ConnectionClosed):
-        while await reaction(ws, window) != "silent":
-            pass
-
-
-async def _probe(target: Target, protocol: str) -> str | None:
-    """One normal exchange of ``protocol``; None if it went as it should, else what went wrong."""
-    try:
-        async with websockets.connect(
-            target.ws + _path(protocol, 0), open_timeout=10, additional_headers=target.client()
-        ) as ws:
-            if protocol == "streaming":
-                await ws.send(
-                    json.dumps({"type": "prefill", "messages": [{"role": "user", "content": "hi"}]})
-                )
-                want = "prefill_done"
-            elif protocol == "duplex":
-                await ws.send(json.dumps({"type": "prepare"}))
-                want = "prepared"
-            else:
-                want = "session.created"
-            async with asyncio.timeout(20):
-                while True:
-                    msg = json.loads(await ws.recv())
-                    if msg.get("type") == want:
-                        return None
-                    if msg.get("type") == "error":
-                        return (
-                            f"{protocol} probe: error {msg.get('code') or msg.get('error', {}).get('code')}"
-                        )
-    except (OSError, websockets.exceptions.WebSocketException, TimeoutError) as exc:
-        return f"{protocol} probe: {type(exc).__name__}: {exc}"
 
 
 async def _unauthorized(target: Target, protocol: str, outcomes: Outcomes | None) -> None:
@@ -305,7 +121,7 @@ async def _unauthorized(target: Target, protocol: str, outcomes: Outcomes | None
     for kind, headers in (("no_key", {}), ("wrong_key", bearer("not-the-key"))):
         try:
             async with websockets.connect(
-                target.ws + _path(protocol, 1), open_timeout=10, additional_headers=headers
+                target.ws + session_path(protocol, 1), open_timeout=10, additional_headers=headers
             ) as ws:
                 outcome = await reaction(ws, 5.0)
         except (OSError, websockets.exceptions.WebSocketException) as exc:
@@ -340,7 +156,9 @@ async def fuzz_protocol(
             conn_no += 1
             try:
                 async with websockets.connect(
-                    target.ws + _path(protocol, conn_no), max_size=None, additional_headers=target.client()
+                    target.ws + session_path(protocol, conn_no),
+                    max_size=None,
+                    additional_headers=target.client(),
                 ) as ws:
                     await settle(ws)
                     while stats.frames < batch_end:
@@ -358,26 +176,9 @@ async def fuzz_protocol(
             if stats.frames < batch_end:
                 stats.reconnects += 1  # the server closed it: reopen
         await _unauthorized(target, protocol, outcomes)
-        await _check(target, protocol, stats)
+        await check_serving(target, protocol, stats)
     stats.seconds = time.monotonic() - began
     return stats
-
-
-async def _check(target: Target, protocol: str, stats: FuzzStats) -> None:
-    stats.checks += 1
-    problem = await _probe(target, protocol)
-    if problem:
-        stats.failed_checks.append(problem)
-    await check_workers(target, stats)
-
-
-async def check_workers(target: Target, stats: FuzzStats) -> None:
-    """No worker lost or left busy (the admin API's view)."""
-    async with httpx.AsyncClient(timeout=5) as client:
-        workers = (await client.get(target.http + "/api/workers", headers=target.admin())).json()["workers"]
-    stats.worker_losses = sum(1 for w in workers if w["state"] in ("OFFLINE", "ERROR"))
-    # a worker busy for longer than any fuzz frame could hold it is stuck
-    stats.stuck_workers = sum(1 for w in workers if (w.get("busy_for_s") or 0) > 60)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -432,7 +233,7 @@ def _run_server(
     key = secrets.token_hex(16) if keyed else None
     env = fuzz_env(log_dir / "data", key)
     stats: dict[str, FuzzStats] = {}
-    with cluster(workers=1, engine="cascade", log_dir=log_dir, **env) as c:
+    with cluster(workers=1, engine="cascade", log_dir=log_dir, env=env) as c:
         target = Target(c.ws, c.url, key, key, int(env["OMNIVOX_SIP_PORT"]))
         for surface in [*args.protocols, *args.surfaces]:
             stats[surface] = asyncio.run(
@@ -465,8 +266,6 @@ async def fuzz_surface(
     target: Target, surface: str, n: int, seed: int, every: int, outcomes: Outcomes
 ) -> FuzzStats:
     """Fuzz one protocol or surface by name."""
-    from omnivox.bench import fuzz_http, fuzz_phone
-
     if surface in PROTOCOLS:
         return await fuzz_protocol(target, None, surface, n, seed, every, outcomes)
     if surface in fuzz_http.SURFACES:

@@ -6,7 +6,7 @@ not what they say (random bytes, text that is not UTF-8, JSON nested too deep, s
 the limits, odd ids, paths, queries, ranges and tokens, and (on a keyed server) requests with no
 key, a wrong key or an ephemeral key where the client key is needed. The outcome of each is its
 HTTP status and error code; a 500 is a server fault. A call that was answered is hung up at once,
-and after every ``--check-every`` requests the server must still serve (see ``fuzz._check``).
+and after every ``--check-every`` requests the server must still serve (see ``fuzz.check_serving``).
 """
 
 from __future__ import annotations
@@ -25,8 +25,9 @@ import httpx
 import numpy as np
 
 from omnivox.audio.wav import write_wav
-from omnivox.bench.fuzz import _ODD_VALUES, FuzzStats, Target, _check, _mutate, _nested
+from omnivox.bench.fuzz_frames import ODD_VALUES, mutate, nested_json
 from omnivox.bench.fuzz_outcomes import Outcomes
+from omnivox.bench.fuzz_target import FuzzStats, Target, check_serving
 
 SURFACES = ("webrtc_offers", "client_secrets", "recordings", "uploads")
 
@@ -75,7 +76,7 @@ def _odd_text(rng: random.Random) -> str:
 
 def _session(rng: random.Random) -> dict[str, Any]:
     session = {"type": "realtime", "instructions": "be brief", "audio": {"output": {"voice": "heart"}}}
-    return _mutate(session, rng) if rng.random() < 0.6 else session
+    return mutate(session, rng) if rng.random() < 0.6 else session
 
 
 def _auth(rng: random.Random, keyed: bool, usual: str) -> str:
@@ -91,7 +92,7 @@ def _bytes_kind(rng: random.Random) -> tuple[str, bytes]:
     if roll < 0.5:
         return "non_utf8", b"v=0\r\n\xff\xfe\xfa" + rng.randbytes(50)
     if roll < 0.7:
-        return "nested", _nested(rng.choice([100, 3000])).encode()
+        return "nested", nested_json(rng.choice([100, 3000])).encode()
     if roll < 0.85:
         return "scalar", rng.choice([b"[]", b"null", b"42", b'"x"', b"{}", b"\x00"])
     return "oversized", b"x" * rng.randint(1_100_000, 1_600_000)
@@ -108,7 +109,7 @@ def _sdp_mutation(offer: str, rng: random.Random) -> str:
             lines.insert(i, lines[i])
         elif action < 0.8:
             head = lines[i].split("=", 1)[0] if "=" in lines[i] else "a"
-            lines[i] = f"{head}={rng.choice(_ODD_VALUES)(rng)}"
+            lines[i] = f"{head}={rng.choice(ODD_VALUES)(rng)}"
         else:
             lines[i] = "a=" + "z" * rng.randint(1000, 60_000)
     return "\r\n".join(lines)
@@ -131,7 +132,9 @@ def webrtc_requests(ctx: Context, keyed: bool, seed: int) -> Iterator[tuple[str,
             }
             if rng.random() < 0.8:
                 session = _session(rng)
-                parts["session"] = rng.choice([json.dumps(session), "not json", "[1]", "null", _nested(2000)])
+                parts["session"] = rng.choice(
+                    [json.dumps(session), "not json", "[1]", "null", nested_json(2000)]
+                )
             if rng.random() < 0.15:
                 parts.pop("sdp")
             body, ctype = _multipart(parts, rng)
@@ -182,7 +185,7 @@ def secrets_requests(keyed: bool, seed: int) -> Iterator[tuple[str, Req]]:
             body = {**valid, "session": _session(rng)}
             yield (
                 "mutated",
-                Req("POST", path, json.dumps(_mutate(body, rng)).encode(), "application/json", auth),
+                Req("POST", path, json.dumps(mutate(body, rng)).encode(), "application/json", auth),
             )
         elif roll < 0.7:
             yield "empty", Req("POST", path, b"", "application/json", auth)
@@ -275,11 +278,11 @@ def uploads_requests(keyed: bool, seed: int) -> Iterator[tuple[str, Req]]:
             body, ctype = _file_form(wav, "clip.wav", rng)
             yield "valid", Req("POST", base, body, ctype, auth)
         elif roll < 0.45:
-            data = bytearray(wav)
+            header = bytearray(wav)
             for _ in range(rng.randint(1, 6)):
-                i = rng.randrange(0, 64)  # the header: sizes, format, rate, channels
-                data[i] = rng.randrange(256)
-            body, ctype = _file_form(bytes(data), rng.choice(["a.wav", "", "../x.wav", "\u00e9" * 300]), rng)
+                header[rng.randrange(0, 64)] = rng.randrange(256)  # sizes, format, rate, channels
+            filename = rng.choice(["a.wav", "", "../x.wav", "\u00e9" * 300])
+            body, ctype = _file_form(bytes(header), filename, rng)
             yield "mutated_wav", Req("POST", base, body, ctype, auth)
         elif roll < 0.6:
             data = rng.choice([b"OggS" + rng.randbytes(500), rng.randbytes(rng.randint(0, 4000)), b"RIFF"])
@@ -407,7 +410,7 @@ async def fuzz_http(
             stats.errors += not outcome.startswith("http:2")
             outcomes.add(surface, stats.frames, kind, outcome)
             if stats.frames % every == 0 or stats.frames == n:
-                await _check(target, "realtime", stats)
+                await check_serving(target, "realtime", stats)
     stats.seconds = time.monotonic() - began
     return stats
 

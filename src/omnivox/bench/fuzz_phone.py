@@ -1,12 +1,12 @@
 """Fuzzing the phone edge: SIP datagrams to ``--sip-port``, and carrier media-stream frames
 (``WS /telephony/{twilio,telnyx,plivo}/stream``), driven from outside as a trunk or a carrier would.
 
-SIP: seeded datagrams over UDP. Valid INVITEs (G.711 and telephone-event offers) and INVITEs with
-headers dropped, duplicated or given odd values, SDP that offers nothing usable, bad
-``Content-Length``, requests of other methods (OPTIONS, BYE and CANCEL of no dialog, REGISTER,
-made-up ones), truncated messages and random bytes. The outcome of a datagram is the first SIP
-status it got within a short window (``sip:100``, ``sip:488``...) or ``silent``. Every INVITE
-answered 200 is ACKed and hung up (BYE) at once, whenever its answer comes.
+SIP: ``bench.sip_fuzz``'s seeded hostile requests, one datagram at a time (INVITEs with headers
+dropped, doubled, swollen or garbled, lying lengths, SDP that offers nothing usable, other methods
+on no dialog, random bytes). The outcome of a datagram is the first SIP status it got within a
+short window (``sip:100``, ``sip:488``...) or ``silent``. Every INVITE answered 200 is ACKed and
+hung up (BYE) at once, whenever its answer comes; one whose BYE ends nothing (its dialog headers
+were mangled, yet taken) is hung up through the API before each check, and counted.
 
 Carrier streams: one stream per ``--check-every`` frames: ``connected`` and ``start`` (sometimes
 mutated, or left out), then media, marks, key presses, ``stop``s and hostile frames as in
@@ -20,171 +20,39 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import itertools
 import json
 import random
 import secrets
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import httpx
 import websockets
 
+from omnivox.bench import sip_fuzz
 from omnivox.bench.carrier_client import CarrierStream
-from omnivox.bench.fuzz import (
-    _ODD_VALUES,
-    FuzzStats,
-    Target,
-    _check,
-    _mutate,
-    _nested,
-    reaction,
-)
+from omnivox.bench.fuzz_frames import mutate, nested_json
 from omnivox.bench.fuzz_outcomes import Outcomes
+from omnivox.bench.fuzz_target import FuzzStats, Target, check_serving, reaction
 
 CARRIERS = ("twilio", "telnyx", "plivo")
 SIP_REACTION_S = 0.15
-HEADERS = (
-    "Via",
-    "Max-Forwards",
-    "From",
-    "To",
-    "Call-ID",
-    "CSeq",
-    "Contact",
-    "Content-Type",
-    "Content-Length",
-)
+MAX_DATAGRAM = 65_507
 
 
 # ---- SIP
 
 
-def sdp_offer(rng: random.Random, port: int) -> str:
-    lines = [
-        "v=0",
-        f"o=- {rng.randint(1, 10**6)} 1 IN IP4 127.0.0.1",
-        "s=-",
-        "c=IN IP4 127.0.0.1",
-        "t=0 0",
-        f"m=audio {port} RTP/AVP 0 8 101",
-        "a=rtpmap:0 PCMU/8000",
-        "a=rtpmap:8 PCMA/8000",
-        "a=rtpmap:101 telephone-event/8000",
-        "a=fmtp:101 0-16",
-        "a=ptime:20",
-        "a=sendrecv",
-    ]
-    return "\r\n".join(lines) + "\r\n"
-
-
-@dataclass
-class SipMessage:
-    """A request as a list of (header, value) lines, so that it can be mutated."""
-
-    start: str
-    headers: list[tuple[str, str]]
-    body: str = ""
-
-    def encode(self, fix_length: bool = True) -> bytes:
-        headers = list(self.headers)
-        if fix_length:
-            headers = [(k, v) for k, v in headers if k != "Content-Length"]
-            headers.append(("Content-Length", str(len(self.body.encode("utf-8", "surrogatepass")))))
-        text = self.start + "\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers) + "\r\n" + self.body
-        return text.encode("utf-8", "surrogatepass")
-
-
-def invite(rng: random.Random, sip_port: int, local_port: int) -> tuple[SipMessage, str]:
-    call_id = f"{secrets.token_hex(8)}@127.0.0.1"
-    headers = [
-        ("Via", f"SIP/2.0/UDP 127.0.0.1:{local_port};branch=z9hG4bK{secrets.token_hex(6)};rport"),
-        ("Max-Forwards", "70"),
-        ("From", f"<sip:fuzz@127.0.0.1>;tag={secrets.token_hex(4)}"),
-        ("To", f"<sip:agent@127.0.0.1:{sip_port}>"),
-        ("Call-ID", call_id),
-        ("CSeq", "1 INVITE"),
-        ("Contact", f"<sip:fuzz@127.0.0.1:{local_port}>"),
-        ("Content-Type", "application/sdp"),
-    ]
-    body = sdp_offer(rng, rng.randrange(30000, 40000, 2))
-    return SipMessage(f"INVITE sip:agent@127.0.0.1:{sip_port} SIP/2.0", headers, body), call_id
-
-
-def _mutate_sip(msg: SipMessage, rng: random.Random) -> tuple[SipMessage, bool]:
-    """Change a few lines; returns the message and whether Content-Length is left as it was."""
-    headers = list(msg.headers)
-    body = msg.body
-    fix_length = True
-    for _ in range(rng.randint(1, 3)):
-        roll = rng.random()
-        if roll < 0.25 and headers:
-            headers.pop(rng.randrange(len(headers)))
-        elif roll < 0.4 and headers:
-            headers.insert(rng.randrange(len(headers)), rng.choice(headers))
-        elif roll < 0.65 and headers:
-            i = rng.randrange(len(headers))
-            value = rng.choice(_ODD_VALUES)(rng)
-            headers[i] = (headers[i][0], str(value).replace("\r", "").replace("\n", "")[:3000])
-        elif roll < 0.75:
-            headers.append(("Content-Length", rng.choice(["-1", "99999", "abc", "0", "1e3"])))
-            fix_length = False
-        elif roll < 0.9:
-            lines = body.split("\r\n")
-            i = rng.randrange(len(lines))
-            lines[i] = rng.choice(
-                [
-                    "m=audio 0 RTP/AVP 18",
-                    "m=video 9 RTP/AVP 96",
-                    "c=IN IP6 ::1",
-                    "a=" + "x" * 2000,
-                    "m=audio 99999 RTP/AVP 0",
-                    "",
-                    "o=",
-                    "v=9",
-                ]
-            )
-            body = "\r\n".join(lines)
+def sip_datagrams(sip_port: int, local_port: int, seed: int) -> Iterator[tuple[str, bytes]]:
+    """Seeded hostile SIP (``bench.sip_fuzz``'s INVITEs and other requests), each with its kind."""
+    rng = random.Random(seed)
+    target = ("127.0.0.1", sip_port)
+    for n in itertools.count():
+        if rng.random() < 0.7:
+            yield "invite", sip_fuzz.invite(rng, target, local_port, n)
         else:
-            headers.append(
-                (rng.choice(["X-" + "h" * 50, "Via", "Route", "Record-Route"]), "v" * rng.randint(1, 2000))
-            )
-    return SipMessage(msg.start, headers, body), fix_length
-
-
-def sip_datagrams(sip_port: int, local_port: int, seed: int) -> Iterator[tuple[str, bytes, str | None]]:
-    """Seeded SIP datagrams: (kind, bytes, the Call-ID of a well-formed INVITE among them)."""
-    rng = random.Random(f"sip-{seed}")
-    while True:
-        roll = rng.random()
-        msg, call_id = invite(rng, sip_port, local_port)
-        if roll < 0.12:
-            yield "valid_invite", msg.encode(), call_id
-        elif roll < 0.55:
-            mutated, fix = _mutate_sip(msg, rng)
-            yield "mutated_invite", mutated.encode(fix), call_id
-        elif roll < 0.7:
-            method = rng.choice(
-                ["OPTIONS", "BYE", "CANCEL", "REGISTER", "ACK", "INFO", "FLY", "invite", "I" * 300]
-            )
-            cseq = [(k, f"1 {method}" if k == "CSeq" else v) for k, v in msg.headers]
-            other = SipMessage(f"{method} sip:agent@127.0.0.1:{sip_port} SIP/2.0", cseq, "")
-            yield "other_method", other.encode(), None
-        elif roll < 0.8:
-            data = msg.encode()
-            yield "truncated", data[: rng.randrange(1, len(data))], None
-        elif roll < 0.88:
-            yield "garbage", rng.randbytes(rng.randint(0, 1400)), None
-        elif roll < 0.94:
-            start = rng.choice(
-                ["SIP/2.0 200 OK", "INVITE", "INVITE sip: SIP/3.0", "\u00e9 sip:x SIP/2.0", ""]
-            )
-            yield "bad_start_line", SipMessage(start, msg.headers, msg.body).encode(), None
-        else:
-            big = SipMessage(
-                msg.start, [*msg.headers, ("X-Pad", "p" * rng.randint(20_000, 60_000))], msg.body
-            )
-            yield "oversized", big.encode(), None
+            yield "other", sip_fuzz.other(rng, target, local_port, n)
 
 
 class SipProbe(asyncio.DatagramProtocol):
@@ -226,23 +94,21 @@ class SipProbe(asyncio.DatagramProtocol):
         assert self.transport is not None
         number = fields.get("cseq", "1").split()[0]
         local = self.transport.get_extra_info("sockname")[1]
-        for cseq, method in (
-            (f"{number} ACK", "ACK"),
-            (f"{int(number) + 1 if number.isdigit() else 2} BYE", "BYE"),
-        ):
-            headers = [
-                ("Via", f"SIP/2.0/UDP 127.0.0.1:{local};branch=z9hG4bK{secrets.token_hex(6)}"),
-                ("Max-Forwards", "70"),
-                ("From", fields.get("from", "")),
-                ("To", fields.get("to", "")),
-                ("Call-ID", fields.get("call-id", "")),
-                ("CSeq", cseq),
-            ]
-            msg = SipMessage(f"{method} sip:agent@{self.sip[0]}:{self.sip[1]} SIP/2.0", headers)
-            self.transport.sendto(msg.encode(), self.sip)
+        bye = int(number) + 1 if number.isdigit() else 2
+        for cseq, method in ((f"{number} ACK", "ACK"), (f"{bye} BYE", "BYE")):
+            message = (
+                f"{method} sip:agent@{self.sip[0]}:{self.sip[1]} SIP/2.0\r\n"
+                f"Via: SIP/2.0/UDP 127.0.0.1:{local};branch=z9hG4bK{secrets.token_hex(6)}\r\n"
+                "Max-Forwards: 70\r\n"
+                f"From: {fields.get('from', '')}\r\nTo: {fields.get('to', '')}\r\n"
+                f"Call-ID: {fields.get('call-id', '')}\r\nCSeq: {cseq}\r\nContent-Length: 0\r\n\r\n"
+            )
+            self.transport.sendto(message.encode("utf-8", "surrogatepass"), self.sip)
 
     async def send(self, data: bytes) -> str:
         assert self.transport is not None
+        if len(data) > MAX_DATAGRAM:
+            return "not sent (larger than a datagram)"
         self.waiting = asyncio.get_running_loop().create_future()
         self.transport.sendto(data, self.sip)
         try:
@@ -275,7 +141,7 @@ async def fuzz_sip(
         local_port = transport.get_extra_info("sockname")[1]
         source = sip_datagrams(sip_port, local_port, seed)
         while stats.frames < n:
-            kind, data, _ = next(source)
+            kind, data = next(source)
             outcome = await probe.send(data)
             stats.frames += 1
             stats.errors += outcome not in ("sip:100", "sip:180", "sip:200", "silent")
@@ -283,7 +149,7 @@ async def fuzz_sip(
             if stats.frames % every == 0 or stats.frames == n:
                 await asyncio.sleep(0.5)  # late answers: their calls are hung up before the check
                 probe.leftover += await hang_up_calls(target)
-                await _check(target, "realtime", stats)
+                await check_serving(target, "realtime", stats)
     finally:
         transport.close()
     outcomes.add("sip", 0, "answered_calls", f"answered:{probe.answered}")
@@ -326,7 +192,7 @@ def carrier_frames(stream: CarrierStream, seed: int) -> Iterator[tuple[str, str 
             yield "valid_dtmf", json.dumps(dtmf)
         elif roll < 0.72:
             base = rng.choice([media, mark, dtmf])
-            mutated = _mutate({"type": "-", **base}, rng)
+            mutated = mutate({"type": "-", **base}, rng)
             mutated.pop("type", None)
             yield "mutated", json.dumps(mutated)
         elif roll < 0.78:
@@ -340,7 +206,7 @@ def carrier_frames(stream: CarrierStream, seed: int) -> Iterator[tuple[str, str 
             text = json.dumps(media)
             yield "truncated", text[: rng.randint(0, len(text) - 1)]
         elif roll < 0.94:
-            yield "nested", _nested(rng.choice([70, 3000]))
+            yield "nested", nested_json(rng.choice([70, 3000]))
         elif roll < 0.97:
             yield "scalar", rng.choice(["[]", "null", "42", "{}", '{"event": 5}', '{"event": "stop"}'])
         else:
@@ -355,7 +221,7 @@ def _start(stream: CarrierStream, rng: random.Random) -> tuple[str, list[str]]:
     if roll < 0.6:
         return "start", [*connected, json.dumps(start)]
     if roll < 0.85:
-        return "start_mutated", [*connected, json.dumps(_mutate({"type": "-", **start}, rng))]
+        return "start_mutated", [*connected, json.dumps(mutate({"type": "-", **start}, rng))]
     return "no_start", [*connected, json.dumps(stream._media(b"\xff" * 160))]
 
 
@@ -375,8 +241,8 @@ async def fuzz_carrier(
         batch_end = min(n, stats.frames + every)
         try:
             async with websockets.connect(url, additional_headers=target.client(), max_size=2**22) as ws:
-                for frame in opening:
-                    await ws.send(frame)
+                for greeting in opening:
+                    await ws.send(greeting)
                 outcomes.add(carrier, -stream_no, kind, await reaction(ws, 0.3))
                 while stats.frames < batch_end:
                     frame_kind, frame = next(source)
@@ -397,7 +263,7 @@ async def fuzz_carrier(
         if target.client_key is not None:
             await _unauthorized_stream(url, carrier, outcomes)
         if stats.frames >= batch_end:
-            await _check(target, "realtime", stats)
+            await check_serving(target, "realtime", stats)
     stats.seconds = time.monotonic() - began
     return stats
 

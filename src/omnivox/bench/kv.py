@@ -53,7 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="tiny engine weights")
 
 
-def _build(args: argparse.Namespace) -> Engine:
+def build_engine(args: argparse.Namespace) -> Engine:
     if args.engine == "local":
         from omnivox.engines.llamacpp import LlamaCppEngine
 
@@ -78,14 +78,12 @@ def _build(args: argparse.Namespace) -> Engine:
     )
 
 
-def _user_message(turn: int, chars: int) -> ChatMessage:
+def user_message(turn: int, chars: int) -> ChatMessage:
     words = [_WORDS[(turn * 7 + i) % len(_WORDS)] for i in range(chars)]
     return ChatMessage(role="user", content=f"Turn {turn + 1}: " + " ".join(words)[:chars])
 
 
-def _timed_turn(
-    engine: Engine, messages: list[ChatMessage], params: GenerateParams
-) -> tuple[float, Any, str]:
+def timed_turn(engine: Engine, messages: list[ChatMessage], params: GenerateParams) -> tuple[float, Any, str]:
     """Prefill ``messages`` and generate; return (seconds to the first token, prefill stats, reply)."""
     start = time.perf_counter()
     stats = engine.prefill(messages)
@@ -104,19 +102,19 @@ def _timed_turn(
 _SPEEDS: list[float] = []  # decode tokens/s of every generation (engines that report it)
 
 
-def _conversation(engine: Engine, args: argparse.Namespace, params: GenerateParams) -> list[dict[str, Any]]:
+def conversation(engine: Engine, args: argparse.Namespace, params: GenerateParams) -> list[dict[str, Any]]:
     """One pass over the whole conversation, from an empty engine; one dict per turn."""
     engine.reset()
     system = ChatMessage(role="system", content="You are a helpful voice assistant. Keep answers short.")
     turns: list[dict[str, Any]] = []
     for turn in range(args.turns):
-        new = ([system] if turn == 0 else []) + [_user_message(turn, args.user_chars)]
+        new = ([system] if turn == 0 else []) + [user_message(turn, args.user_chars)]
         history = engine.held_messages()
-        hit_s, stats, hit_reply = _timed_turn(engine, new, params)
+        hit_s, stats, hit_reply = timed_turn(engine, new, params)
         # The miss leaves the engine holding history + new + its own reply: the next hit goes on
         # from there (the same conversation whenever the replies agree).
         engine.reset()
-        miss_s, _, miss_reply = _timed_turn(engine, history + new, params)
+        miss_s, _, miss_reply = timed_turn(engine, history + new, params)
         turns.append(
             {
                 "turn": turn + 1,
@@ -132,13 +130,13 @@ def _conversation(engine: Engine, args: argparse.Namespace, params: GeneratePara
 
 def run(args: argparse.Namespace) -> int:
     """Run the benchmark, print the table and a summary, optionally write JSON; return the exit code."""
-    engine = _build(args)
+    engine = build_engine(args)
     params = GenerateParams(max_new_tokens=args.max_new_tokens, temperature=0.0)
     # Warm-up: first calls pay for allocator growth and lazy kernel set-up, on both paths.
-    _timed_turn(engine, [_user_message(99, args.user_chars)], params)
+    timed_turn(engine, [user_message(99, args.user_chars)], params)
     # Whole passes repeated (greedy decoding makes them identical) and the median per turn kept,
     # because a hit cannot be re-measured in place once its tokens are in the cache.
-    passes = [_conversation(engine, args, params) for _ in range(args.repeats)]
+    passes = [conversation(engine, args, params) for _ in range(args.repeats)]
     turns = []
     for per_pass in zip(*passes, strict=True):
         turn = dict(per_pass[0])
@@ -168,8 +166,8 @@ def run(args: argparse.Namespace) -> int:
         ]
         for t in turns
     ]
-    print_table(f"KV-cache reuse: {_describe(args, engine)}, median of {args.repeats}", columns, rows)
-    summary = _summary(turns)
+    print_table(f"KV-cache reuse: {describe(args, engine)}, median of {args.repeats}", columns, rows)
+    summary = summarize(turns)
     if _SPEEDS:
         import resource
 
@@ -189,12 +187,12 @@ def run(args: argparse.Namespace) -> int:
     )
     write_json(
         getattr(args, "json", None),
-        {"bench": "kv", "engine": _describe(args, engine), "turns": turns, "summary": summary},
+        {"bench": "kv", "engine": describe(args, engine), "turns": turns, "summary": summary},
     )
     return 0 if summary["replies_agree"] else 1
 
 
-def _summary(turns: list[dict[str, Any]]) -> dict[str, Any]:
+def summarize(turns: list[dict[str, Any]]) -> dict[str, Any]:
     later = turns[1:] or turns
     return {
         "median_ttft_hit_ms": statistics.median(t["ttft_hit_ms"] for t in later),
@@ -204,7 +202,7 @@ def _summary(turns: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _describe(args: argparse.Namespace, engine: Engine) -> str:
+def describe(args: argparse.Namespace, engine: Engine) -> str:
     if args.engine == "local":
         mode = "exact (one prompt token per pass)" if args.exact else "batched prompts"
         return f"{engine.name}, llama.cpp, {args.threads} thread(s), {mode}"

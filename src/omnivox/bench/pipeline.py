@@ -26,17 +26,19 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import numpy as np
 
-from omnivox.bench.cluster import free_port
 from omnivox.bench.table import percentile, print_table, write_json
 from omnivox.pipeline.builtin import build_builtin
 from omnivox.pipeline.client import PipelineClient
 from omnivox.pipeline.coordinator import Coordinator
-from omnivox.pipeline.relay import Relay
-from omnivox.pipeline.spec import load_spec
+from omnivox.pipeline.relay import PayloadRelay
+from omnivox.pipeline.scheduler import Scheduler
+from omnivox.pipeline.spec import StageSpec, load_spec
 from omnivox.pipeline.stage import Stage
+from omnivox.testing.cluster import free_port
 
 MESSAGES_PER_REQUEST = 6
 
@@ -57,18 +59,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 KEY = "bench-pipeline-key"
 
 
+def _builtin(spec: StageSpec) -> Scheduler:
+    scheduler = build_builtin(spec)
+    if scheduler is None:
+        raise ValueError(f"{spec.model} is not a builtin model")
+    return scheduler
+
+
 @contextmanager
 def threads(key: str | None = None) -> Iterator[str]:
     spec = load_spec("noop")
     coordinator = Coordinator(spec, key=key)
-    stages = [Stage(s.name, build_builtin(s), coordinator.address, key=key) for s in spec.stages]  # type: ignore[arg-type]
-    runners = [threading.Thread(target=x.run, daemon=True) for x in [coordinator, *stages]]
+    stages = [Stage(s.name, _builtin(s), coordinator.address, key=key) for s in spec.stages]
+    parts: list[Coordinator | Stage] = [coordinator, *stages]
+    runners = [threading.Thread(target=x.run, daemon=True) for x in parts]
     for t in runners:
         t.start()
     try:
         yield coordinator.address
     finally:
-        for x in [*stages, coordinator]:
+        for x in reversed(parts):
             x.stop()
         for t in runners:
             t.join(5)
@@ -122,12 +132,12 @@ def _one(client: PipelineClient, values: dict) -> None:
 def measure(
     address: str, audio_ms: int, args: argparse.Namespace, shm: bool = True, key: str | None = None
 ) -> dict[str, float]:
-    client = PipelineClient(address, name="bench", relay=Relay(use_shm=shm), key=key)
+    client = PipelineClient(address, name="bench", relay=PayloadRelay(use_shm=shm), key=key)
     try:
         _ready(client)
-        values = {"n": 1}
+        values: dict[str, Any] = {"n": 1}
         if audio_ms:
-            values["audio"] = np.zeros(16 * audio_ms, np.float32)  # type: ignore[assignment]
+            values["audio"] = np.zeros(16 * audio_ms, np.float32)
         for _ in range(50):  # warm up: connections, page faults
             _one(client, values)
         latencies = []

@@ -16,15 +16,15 @@ import json
 import statistics
 import time
 import tracemalloc
-from pathlib import Path
 
 import websockets
+from websockets.asyncio.client import ClientConnection
 
-from omnivox.bench.cluster import cluster
-from omnivox.bench.table import print_table, write_json
+from omnivox.bench.table import print_table, rss_mb, write_json
 from omnivox.gateway.scheduling.pool import WorkerPool
 from omnivox.gateway.scheduling.states import WorkerState
 from omnivox.protocol.control.workers import Capabilities
+from omnivox.testing.cluster import cluster
 
 USER = [{"role": "user", "content": "hello"}]
 
@@ -35,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeats", type=int, default=20, help="dispatches timed per size")
 
 
-def _in_process(n: int, repeats: int) -> dict[str, float]:
+def in_process(n: int, repeats: int) -> dict[str, float]:
     async def go() -> dict[str, float]:
         pool = WorkerPool(max_queue_size=n + repeats + 10)
         w = pool.add_worker("http://bench")
@@ -69,14 +69,7 @@ def _in_process(n: int, repeats: int) -> dict[str, float]:
     return asyncio.run(go())
 
 
-def _rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-async def _hold(ws_url: str, name: str):
+async def _hold(ws_url: str, name: str) -> ClientConnection:
     ws = await websockets.connect(f"{ws_url}/ws/streaming/{name}")
     await ws.send(json.dumps({"type": "prefill", "messages": USER}))
     while json.loads(await ws.recv())["type"] != "prefill_done":
@@ -84,7 +77,7 @@ async def _hold(ws_url: str, name: str):
     return ws
 
 
-async def _until(ws, kind: str) -> float:
+async def _until(ws: ClientConnection, kind: str) -> float:
     while json.loads(await ws.recv())["type"] != kind:
         pass
     return time.perf_counter()
@@ -92,10 +85,10 @@ async def _until(ws, kind: str) -> float:
 
 async def _wire(ws_url: str, gateway_pid: int, n: int, repeats: int) -> dict[str, float]:
     holder = await _hold(ws_url, "holder")
-    rss0 = _rss_mb(gateway_pid)
+    rss0 = rss_mb(gateway_pid)
     sem = asyncio.Semaphore(200)
 
-    async def join(i: int):
+    async def join(i: int) -> tuple[int, ClientConnection]:
         async with sem:
             # no keepalive (10,000 sockets in one process would time out their own pings), and no
             # read backpressure: these clients read only when served, and a full buffer would stall
@@ -112,7 +105,7 @@ async def _wire(ws_url: str, gateway_pid: int, n: int, repeats: int) -> dict[str
     joined = await asyncio.gather(*(join(i) for i in range(n)))
     waiting = [ws for _, ws in sorted(joined, key=lambda pw: pw[0])]  # queue order, not join order
     join_s = time.perf_counter() - t0
-    rss1 = _rss_mb(gateway_pid)
+    rss1 = rss_mb(gateway_pid)
     latencies = []
     for _ in range(min(repeats, n)):
         head = waiting.pop(0)
@@ -135,7 +128,7 @@ async def _wire(ws_url: str, gateway_pid: int, n: int, repeats: int) -> dict[str
 
 
 def run(args: argparse.Namespace) -> int:
-    local = {n: _in_process(n, args.repeats) for n in args.sizes}
+    local = {n: in_process(n, args.repeats) for n in args.sizes}
     print_table(
         "WorkerPool in process (median of dispatches)",
         ["queued", "enqueue us", "dispatch us", "positions+ETA ms", "bytes/ticket"],
@@ -147,7 +140,8 @@ def run(args: argparse.Namespace) -> int:
     wire: dict[int, dict[str, float]] = {}
     # every simulated client comes from this one address: lift the per-client limits
     unlimited = {"OMNIVOX_MAX_SESSIONS_PER_CLIENT": "0", "OMNIVOX_CLIENT_CONNECT_RATE": "0"}
-    with cluster(workers=1, OMNIVOX_MAX_QUEUE_SIZE=str(max(args.wire_sizes) + 10), **unlimited) as c:
+    limits = {"OMNIVOX_MAX_QUEUE_SIZE": str(max(args.wire_sizes) + 10), **unlimited}
+    with cluster(workers=1, env=limits) as c:
         assert c.gateway is not None
         for n in args.wire_sizes:
             wire[n] = asyncio.run(_wire(c.ws, c.gateway.pid, n, args.repeats))

@@ -42,6 +42,7 @@ import secrets
 import statistics
 import tempfile
 import time
+from collections.abc import AsyncIterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,15 +50,16 @@ from typing import Any
 import httpx
 import numpy as np
 import websockets
+from websockets.asyncio.client import ClientConnection
 
-from omnivox.audio.pcm import to_pcm16
-from omnivox.bench.cluster import cluster
+from omnivox.audio.pcm import pcm16_to_b64
 from omnivox.bench.realtime_pipeline import add_pipeline_arguments, asr_batch, pipeline_spec, stage_pids
 from omnivox.bench.realtime_webrtc import LOOPBACK_ENV, WebRtcCaller
 from omnivox.bench.record_flag import add_record_argument, cpu_seconds, record_env, recorded, wait_finished
-from omnivox.bench.table import percentile, print_table, write_json
+from omnivox.bench.table import percentile, print_table, rss_mb, write_json
 from omnivox.bench.webrtc_client import LOUD
 from omnivox.protocol.realtime.events import ga_type
+from omnivox.testing.cluster import cluster
 
 RATE = 24000
 SPREAD_S = 4.0
@@ -100,13 +102,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 @dataclass
-class CallerStats:
+class RealtimeCallerStats:
     v2v_s: list[float] = field(default_factory=list)
     heard_s: list[float] = field(default_factory=list)  # to the reply's first sound
     errors: list[str] = field(default_factory=list)
 
 
-def _clip(text: str) -> tuple[np.ndarray, float]:
+def speech_clip(text: str) -> tuple[np.ndarray, float]:
     """Speech for ``text`` and where the speech ends in it (seconds)."""
     from omnivox.voice.tts.hibari import HibariTts
 
@@ -115,24 +117,24 @@ def _clip(text: str) -> tuple[np.ndarray, float]:
     return audio, (loud[-1] + 1) / RATE if len(loud) else len(audio) / RATE
 
 
-class Caller:
+class RealtimeCaller:
     """One simulated user: a microphone that never stops, a speaker that plays the replies."""
 
     def __init__(self, url: str, clips: list[tuple[np.ndarray, float]], args: argparse.Namespace) -> None:
         self.url = url
         self.clips = clips
         self.args = args
-        self.stats = CallerStats()
-        self._speech_end: float | None = None  # wall time the current turn's speech ended
-        self._reply_done = asyncio.Event()
-        self._playing_until = 0.0
+        self.stats = RealtimeCallerStats()
+        self.speech_end: float | None = None  # wall time the current turn's speech ended
+        self.reply_done = asyncio.Event()
+        self.playing_until = 0.0
 
-    async def run(self, turns: int, offset_s: float) -> CallerStats:
+    async def run(self, turns: int, offset_s: float) -> RealtimeCallerStats:
         await asyncio.sleep(offset_s)  # callers do not all start on the same frame
         try:
             async with websockets.connect(self.url, max_size=None, ping_interval=None) as ws:
                 await ws.send(json.dumps({"type": "session.update", "session": self._session()}))
-                reader = asyncio.create_task(self._read(ws))
+                reader = asyncio.create_task(self.read_events(ws))
                 try:
                     await self._talk(ws, turns)
                 finally:
@@ -144,7 +146,7 @@ class Caller:
     def _session(self) -> dict:
         return session_config(self.args)
 
-    async def _talk(self, ws, turns: int) -> None:  # type: ignore[no-untyped-def]
+    async def _talk(self, ws: ClientConnection, turns: int) -> None:
         step = RATE * self.args.chunk_ms // 1000
         start = time.monotonic()
         sent = 0  # samples sent: the microphone's clock
@@ -157,27 +159,29 @@ class Caller:
                 sent += len(chunk)
                 due = start + sent / RATE  # a chunk can leave once it has been "recorded"
                 await asyncio.sleep(max(0.0, due - time.monotonic()))
-                await ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": _b64(chunk)}))
+                await ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": pcm16_to_b64(chunk)}))
             return time.monotonic()
 
         quiet = np.zeros(step, np.float32)
         for turn in range(turns):
             clip, speech_end = self.clips[turn % len(self.clips)]
-            self._reply_done.clear()
+            self.reply_done.clear()
             # known before the clip is sent: a reply may start before the clip's trailing silence
             # (about 0.5 s) has been sent
-            self._speech_end = start + (sent / RATE) + speech_end
+            self.speech_end = start + (sent / RATE) + speech_end
             await send(clip)
             deadline = time.monotonic() + 20
             # keep the microphone open (silence) until the reply has been heard
-            while not self._reply_done.is_set() or time.monotonic() < self._playing_until:
+            while not self.reply_done.is_set() or time.monotonic() < self.playing_until:
                 if time.monotonic() > deadline:
                     self.stats.errors.append("timeout: no reply within 20 s")
                     break
                 await send(quiet)
             await send(np.zeros(RATE // 2, np.float32))  # a breath before the next sentence
 
-    async def _read(self, ws) -> None:  # type: ignore[no-untyped-def]
+    async def read_events(self, ws: AsyncIterable[str | bytes]) -> None:
+        """Read the server's events until the connection ends: time each reply (``stats``) and say
+        when it has been heard (``reply_done``, ``playing_until``)."""
         first_audio: float | None = None
         heard_from: float | None = None  # the speech end a first sound is still to be timed from
         audio_s = 0.0
@@ -190,10 +194,10 @@ class Caller:
                 now = time.monotonic()
                 pcm = np.frombuffer(base64.b64decode(event["delta"]), "<i2")
                 if first_audio is None:
-                    first_audio, heard_from = now, self._speech_end
-                    if self._speech_end is not None:
-                        self.stats.v2v_s.append(now - self._speech_end)
-                        self._speech_end = None
+                    first_audio, heard_from = now, self.speech_end
+                    if self.speech_end is not None:
+                        self.stats.v2v_s.append(now - self.speech_end)
+                        self.speech_end = None
                 loud = np.nonzero(np.abs(pcm) > LOUD)[0]
                 if heard_from is not None and len(loud):  # played from the first delta in real time
                     self.stats.heard_s.append(first_audio + audio_s + loud[0] / RATE - heard_from)
@@ -203,8 +207,8 @@ class Caller:
                 status = event["response"]["status"]
                 if status != "completed":
                     self.stats.errors.append(f"response {status}")
-                self._playing_until = (first_audio or time.monotonic()) + audio_s
-                self._reply_done.set()
+                self.playing_until = (first_audio or time.monotonic()) + audio_s
+                self.reply_done.set()
             elif kind == "error":
                 self.stats.errors.append(event["error"].get("code") or "error")
 
@@ -217,11 +221,7 @@ def session_config(args: argparse.Namespace) -> dict:
     return {"type": "realtime", "audio": {"input": {"turn_detection": vad}}}
 
 
-def _b64(audio: np.ndarray) -> str:
-    return base64.b64encode(to_pcm16(audio)).decode("ascii")
-
-
-def _rtf(metrics_text: str) -> dict[str, float]:
+def real_time_factors(metrics_text: str) -> dict[str, float]:
     """Real-time factors of hearing and speaking from the gateway's counters."""
     values: dict[str, float] = {}
     for name, part, value in re.findall(
@@ -235,28 +235,19 @@ def _rtf(metrics_text: str) -> dict[str, float]:
     }
 
 
-async def _load(base: str, users: int, clips: list, args: argparse.Namespace) -> list[CallerStats]:
+async def _load(base: str, users: int, clips: list, args: argparse.Namespace) -> list[RealtimeCallerStats]:
     if args.transport_now == "webrtc":
-        callers: list = [WebRtcCaller(base, clips, session_config(args), CallerStats()) for _ in range(users)]
+        callers: list = [
+            WebRtcCaller(base, clips, session_config(args), RealtimeCallerStats()) for _ in range(users)
+        ]
     else:
         url = base.replace("http://", "ws://") + "/v1/realtime"
-        callers = [Caller(url, clips, args) for _ in range(users)]
+        callers = [RealtimeCaller(url, clips, args) for _ in range(users)]
     # callers start spread over one turn's length, so they are at different points of their calls
     return await asyncio.gather(*(c.run(args.turns, SPREAD_S * i / users) for i, c in enumerate(callers)))
 
 
-def _rss_mb(pid: int) -> float:
-    """Resident memory of a process (Linux), MB."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return float("nan")
-
-
-def _env(args: argparse.Namespace) -> dict[str, str]:
+def cluster_env(args: argparse.Namespace) -> dict[str, str]:
     env = dict(PRODUCTION_INTERVALS)
     env["OMNIVOX_ASR"] = args.asr
     if args.llm_url:
@@ -267,7 +258,7 @@ def _env(args: argparse.Namespace) -> dict[str, str]:
     return env
 
 
-def _describe(args: argparse.Namespace) -> str:
+def describe(args: argparse.Namespace) -> str:
     llm = f"LLM {args.llm_url}" if args.llm_url else f"{args.llm} LLM"
     where = f", pipeline {args.pipeline}" if args.pipeline else ", in-process workers"
     return f"{llm}, {args.asr} ASR{where}"
@@ -296,7 +287,7 @@ COLUMNS = [
 
 
 def run(args: argparse.Namespace) -> int:
-    clips = [_clip(s) for s in SENTENCES]
+    clips = [speech_clip(s) for s in SENTENCES]
     rows: list[list[Any]] = []
     results: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="omnivox-bench-") as scratch:
@@ -310,9 +301,9 @@ def run(args: argparse.Namespace) -> int:
                         r["recorded"] = recorded(data_dir) if record == "on" else None
                         key = f"{transport}/{mode}/{users}" + ("/record" if record == "on" else "")
                         results[key] = r
-                        rows.append(_row(transport, mode, users, record, r))
+                        rows.append(table_row(transport, mode, users, record, r))
     print_table(
-        f"Realtime voice-to-voice, {args.turns} turns per caller, {_describe(args)}"
+        f"Realtime voice-to-voice, {args.turns} turns per caller, {describe(args)}"
         f" (server_vad: silence_duration_ms={args.silence_ms})",
         COLUMNS,
         rows,
@@ -329,13 +320,13 @@ def run(args: argparse.Namespace) -> int:
             "realtime": results,
             "turns_per_caller": args.turns,
             "silence_ms": args.silence_ms,
-            "models": _describe(args),
+            "models": describe(args),
         },
     )
     return 0
 
 
-def _row(transport: str, mode: str, users: int, record: str, result: dict[str, Any]) -> list[Any]:
+def table_row(transport: str, mode: str, users: int, record: str, result: dict[str, Any]) -> list[Any]:
     rec = result.get("recorded")
     return [
         transport,
@@ -364,21 +355,21 @@ def _one(args: argparse.Namespace, users: int, clips: list, extra_env: dict[str,
     log_dir = Path(args.log_dir) / f"{args.transport_now}-{args.mode}-n{users}" if args.log_dir else None
     if log_dir:
         log_dir.mkdir(parents=True, exist_ok=True)
-    env = {**_env(args), **extra_env, **(LOOPBACK_ENV if args.transport_now == "webrtc" else {})}
+    env = {**cluster_env(args), **extra_env, **(LOOPBACK_ENV if args.transport_now == "webrtc" else {})}
     spec = pipeline_spec(args, users, log_dir) if args.pipeline else None
     if spec:  # as serve --pipeline: a worker key, so the pipeline's sockets speak CurveZMQ
         env.setdefault("OMNIVOX_WORKER_KEY", secrets.token_hex(16))
-    with cluster(workers=workers, engine="cascade", log_dir=log_dir, pipeline=spec, **env) as c:
+    with cluster(workers=workers, engine="cascade", log_dir=log_dir, pipeline=spec, env=env) as c:
         assert c.gateway is not None
         began, cpu0 = time.monotonic(), cpu_seconds(c.gateway.pid)
         stats = asyncio.run(_load(c.url, users, clips, args))
         wall = time.monotonic() - began
-        rtf = _rtf(httpx.get(c.url + "/metrics", timeout=5).text)
-        rss = [_rss_mb(w.pid) for w in c.workers]
+        rtf = real_time_factors(httpx.get(c.url + "/metrics", timeout=5).text)
+        rss = [rss_mb(w.pid) for w in c.workers]
         view = c.pipeline_view() if spec else {}
-        shared = [_rss_mb(pid) for pid in stage_pids(view)]
+        shared = [rss_mb(pid) for pid in stage_pids(view)]
         if c.coordinator is not None:
-            shared.append(_rss_mb(c.coordinator.pid))
+            shared.append(rss_mb(c.coordinator.pid))
         wait_finished(Path(env["OMNIVOX_DATA_DIR"]))
         gateway_cpu = cpu_seconds(c.gateway.pid) - cpu0  # the recorder's work included, replays too
     v2v = [s for st in stats for s in st.v2v_s]

@@ -31,7 +31,7 @@ class WebRtcCaller:
         self.base_url = base_url
         self.clips = clips
         self.session = session  # the session the call asks for
-        self.stats = stats  # bench.realtime.CallerStats: v2v_s, heard_s, errors
+        self.stats = stats  # bench.realtime.RealtimeCallerStats: v2v_s, heard_s, errors
 
     async def run(self, turns: int, offset_s: float) -> Any:
         await asyncio.sleep(offset_s)

@@ -28,7 +28,7 @@ import numpy as np
 from omnivox.audio.pcm import float32_to_b64, pcm16_to_b64
 from omnivox.bench.table import print_table, write_json
 from omnivox.protocol.registry import by_name
-from omnivox.recording.session import Outcome, Policy, SessionInfo, SessionRecording
+from omnivox.recording.session import Outcome, Policy, RecordedSession, SessionRecording
 from omnivox.recording.store import RecordingStore, dir_bytes
 
 Frames = Iterator[tuple[float, bool, str]]
@@ -143,8 +143,10 @@ SOURCES = {
 def measure(kind: str, minutes: float, root: Path) -> dict[str, float]:
     protocol, source = SOURCES[kind]
     frames = list(source(minutes))
-    info = SessionInfo(f"bench-{kind}", protocol, kind, time.time(), 0.0)
-    rec = SessionRecording(RecordingStore(root), info, by_name(protocol).timeline_reader(), Policy(True))
+    info = RecordedSession(f"bench-{kind}", protocol, kind, time.time(), 0.0)
+    reader = by_name(protocol).timeline_reader()
+    assert reader is not None, f"{protocol} sessions are not recorded"
+    rec = SessionRecording(RecordingStore(root), info, reader, Policy(True))
     cpu0 = time.process_time()
     for at, from_client, data in frames:
         rec.frame(at, from_client, data)

@@ -34,12 +34,13 @@ from typing import Any
 import numpy as np
 import websockets
 
-from omnivox.bench.cluster import cluster
-from omnivox.bench.realtime import PRODUCTION_INTERVALS, SENTENCES, _b64, _clip
+from omnivox.audio.pcm import pcm16_to_b64
+from omnivox.bench.realtime import PRODUCTION_INTERVALS, SENTENCES, speech_clip
 from omnivox.bench.record_flag import recorded, wait_finished
 from omnivox.bench.table import print_table, write_json
 from omnivox.core.keys import bearer
 from omnivox.protocol.realtime.events import ga_type
+from omnivox.testing.cluster import cluster
 
 RATE = 24000
 CHUNK_MS = 40
@@ -187,7 +188,9 @@ class Microphone:
             chunk = audio[i : i + step]
             self.sent += len(chunk)
             await asyncio.sleep(max(0.0, self.start + self.sent / RATE - time.monotonic()))
-            await self.ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": _b64(chunk)}))
+            await self.ws.send(
+                json.dumps({"type": "input_audio_buffer.append", "audio": pcm16_to_b64(chunk)})
+            )
 
 
 # ---- what the processes hold
@@ -248,7 +251,7 @@ def growth(samples: list[Sample], warmup: float) -> dict[str, dict[str, float]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    clips = [_clip(s) for s in SENTENCES]
+    clips = [speech_clip(s) for s in SENTENCES]
     warmup = args.warmup_minutes if args.warmup_minutes is not None else args.minutes / 5
     env = {**PRODUCTION_INTERVALS, "OMNIVOX_LLM": args.llm, "OMNIVOX_ASR": args.asr}
     with tempfile.TemporaryDirectory(prefix="omnivox-soak-") as scratch:

@@ -1,4 +1,5 @@
-"""Printing benchmark results as a table, and writing them as JSON."""
+"""Printing benchmark results as a table, writing them as JSON, and the figures every bench reads
+(the machine, percentiles, a process's memory)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,17 @@ def machine() -> str:
 
 def percentile(values: Sequence[float], q: float) -> float:
     return float(np.percentile(np.asarray(values, dtype=float), q)) if values else float("nan")
+
+
+def rss_mb(pid: int) -> float:
+    """Resident memory of a process (Linux), MB; NaN when it cannot be read (no such process)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
 
 
 def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:

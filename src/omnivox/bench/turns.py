@@ -70,7 +70,7 @@ class _Deaf(StreamingAsr):
         return ("", ())
 
 
-def _voices() -> dict[str, Any]:
+def synthetic_voices() -> dict[str, Any]:
     from omnivox.voice.tts.hibari import HibariTts
 
     tts = HibariTts(seed=0, threads=1)
@@ -95,12 +95,12 @@ def _voices() -> dict[str, Any]:
     return voices
 
 
-def _trim(audio: np.ndarray) -> np.ndarray:
+def trim(audio: np.ndarray) -> np.ndarray:
     loud = np.nonzero(np.abs(audio) > 0.02)[0]
     return audio[loud[0] : loud[-1] + 1] if len(loud) else audio
 
 
-def _quiet(seconds: float) -> np.ndarray:
+def quiet(seconds: float) -> np.ndarray:
     return np.zeros(int(seconds * RATE), np.float32)
 
 
@@ -132,26 +132,24 @@ def run(args: argparse.Namespace) -> int:
     from omnivox.voice.vad.silero import SileroVad
 
     vad, model = SileroVad(RATE), SmartTurn()
-    voices = _voices()
-    lead = _quiet(0.5)
+    voices = synthetic_voices()
+    lead = quiet(0.5)
     rows, results = [], {}
     for voice, say in voices.items():
-        complete = [_trim(say(t)) for t in COMPLETE]
-        paused = [(_trim(say(a)), _trim(say(b))) for a, b in PAUSED]
+        complete = [trim(say(t)) for t in COMPLETE]
+        paused = [(trim(say(a)), trim(say(b))) for a, b in PAUSED]
         for mode in args.modes:
             waits, complete_right, paused_right = [], 0, 0
             for speech in complete:
                 listener, longest = _listener(mode, vad, model)
-                stop = first_stop_ms(listener, np.concatenate([lead, speech, _quiet(longest / 1000 + 1.0)]))
+                stop = first_stop_ms(listener, np.concatenate([lead, speech, quiet(longest / 1000 + 1.0)]))
                 end_ms = (len(lead) + len(speech)) * 1000 / RATE
                 wait = (stop - end_ms) if stop is not None else float("nan")
                 waits.append(wait)
                 complete_right += int(mode == "server_vad" or wait < longest - 50)
             for first, rest in paused:
                 listener, longest = _listener(mode, vad, model)
-                audio = np.concatenate(
-                    [lead, first, _quiet(args.pause_s), rest, _quiet(longest / 1000 + 1.0)]
-                )
+                audio = np.concatenate([lead, first, quiet(args.pause_s), rest, quiet(longest / 1000 + 1.0)])
                 stop = first_stop_ms(listener, audio)
                 resumed_ms = (len(lead) + len(first)) * 1000 / RATE + args.pause_s * 1000
                 paused_right += int(stop is not None and stop > resumed_ms)

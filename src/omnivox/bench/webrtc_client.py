@@ -29,7 +29,7 @@ LOUD = 300  # PCM16: a sample past this is sound, not silence (about -40 dBFS)
 def loopback_only() -> None:
     """Gather ICE candidates on 127.0.0.1 only, in this process: calls to a gateway on this machine
     (started with ``webrtc_host_addresses=["127.0.0.1"]``) then never touch another interface."""
-    aioice.ice.get_host_addresses = lambda use_ipv4, use_ipv6: ["127.0.0.1"]  # type: ignore[assignment]
+    aioice.ice.get_host_addresses = lambda use_ipv4, use_ipv6: ["127.0.0.1"]
 
 
 class ClipTrack(MediaStreamTrack):
@@ -139,6 +139,7 @@ class WebRtcCall:
                 frame = await track.recv()
             except MediaStreamError:
                 return
+            assert isinstance(frame, av.AudioFrame)  # an audio track's frames
             for out in resampler.resample(frame):
                 pcm = out.to_ndarray().astype("<i2").reshape(-1)
                 self.heard += pcm.tobytes()

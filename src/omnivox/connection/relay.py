@@ -117,7 +117,7 @@ class Relay:
         while (frame := await self.worker.receive()) is not None:
             if is_internal(frame):
                 self.see(Frame(Direction.TO_CLIENT, self.clock(), frame, internal=True))
-                if self.control(frame):  # type: ignore[arg-type]
+                if self.control(frame):
                     self._held.set()
                 continue
             self.see(Frame(Direction.TO_CLIENT, self.clock(), frame))

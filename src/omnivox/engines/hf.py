@@ -19,15 +19,10 @@ import torch
 
 from omnivox.core.errors import ContextTooLong, Interrupted, PrefillRequired
 from omnivox.engines.base import Engine, GenChunk, GenerateParams, GenResult, PrefillStats
-from omnivox.engines.chat_codec import (
-    ChatCodec,
-    HFChatCodec,
-    IncrementalDetokenizer,
-    common_prefix,
-    message_text,
-)
 from omnivox.protocol.chat import ChatMessage
 from omnivox.protocol.control.workers import Capabilities
+from omnivox.voice.llm.causal_lm import cache_argument, forward_params, load_causal_lm, new_cache
+from omnivox.voice.llm.chat_codec import ChatCodec, IncrementalDetokenizer, common_prefix, message_text
 
 PREFILL_CHUNK = 512  # ids per forward pass of a prefill (the interrupt is checked between them)
 DEFAULT_CONTEXT_TOKENS = 8192
@@ -57,10 +52,8 @@ class TransformersEngine(Engine):
         self._cache: Any = None
         self._rng = torch.Generator(device=self.device).manual_seed(seed)
         self._mask: torch.Tensor | None = None
-        forward = forward_params(model)
-        self._pass_logits_to_keep = "logits_to_keep" in forward
-        # transformers 5 renamed the cache argument (and warns about the old name until it drops it)
-        self._cache_arg = "cache" if "cache" in forward else "past_key_values"
+        self._pass_logits_to_keep = "logits_to_keep" in forward_params(model)
+        self._cache_arg = cache_argument(model)
 
     @classmethod
     def from_pretrained(
@@ -72,19 +65,10 @@ class TransformersEngine(Engine):
         max_context_tokens: int = DEFAULT_CONTEXT_TOKENS,
     ) -> TransformersEngine:
         """Load a local Hugging Face model directory (never the hub): model, tokenizer, chat template."""
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
-        tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
-        if not getattr(tokenizer, "chat_template", None):
-            raise ValueError(f"{path}: the tokenizer has no chat_template; this engine renders conversations")
-        model = AutoModelForCausalLM.from_pretrained(
-            str(path), local_files_only=True, dtype=dtype or _default_dtype(device)
-        )
-        model.to(device)
+        model, codec = load_causal_lm(path, device, dtype)
         limit = min(
             max_context_tokens, getattr(model.config, "max_position_embeddings", None) or max_context_tokens
         )
-        codec = HFChatCodec.for_model(tokenizer, model)
         engine = cls(model, codec, device=device, seed=seed, max_context_tokens=limit)
         engine.name = f"transformers:{Path(path).name}"
         return engine
@@ -244,7 +228,7 @@ class TransformersEngine(Engine):
         if not ids:
             return None
         if self._cache is None:
-            self._cache = _new_cache(self.model)
+            self._cache = new_cache(self.model)
         start = len(self._ids)
         kwargs: dict[str, Any] = {self._cache_arg: self._cache}
         if self._pass_logits_to_keep:
@@ -280,25 +264,3 @@ class TransformersEngine(Engine):
                 return int(torch.argmax(logits))
             probs = torch.softmax(logits.float() / temperature, dim=-1)
             return int(torch.multinomial(probs, 1, generator=self._rng))
-
-
-def _new_cache(model: Any) -> Any:
-    from transformers import DynamicCache
-
-    try:
-        return DynamicCache(config=model.config)
-    except TypeError:  # transformers before the config argument
-        return DynamicCache()
-
-
-def forward_params(model: Any) -> set[str]:
-    """The keyword arguments ``model.forward`` takes (transformers renames some between versions)."""
-    import inspect
-
-    return set(inspect.signature(model.forward).parameters)
-
-
-def _default_dtype(device: str) -> torch.dtype:
-    if str(device).startswith("cuda"):
-        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-    return torch.float32

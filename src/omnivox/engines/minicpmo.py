@@ -19,7 +19,7 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -193,7 +193,7 @@ class MiniCPMoEngine(Engine):
                 import torch
 
                 torch.manual_seed(params.seed)
-            self._prompt_wav = self._write_prompt_wav(tts_ref) if speech else None
+            self._prompt_wav = self._write_prompt_wav(tts_ref) if speech and tts_ref is not None else None
             llm_ref = params.ref_audio if params.ref_audio is not None else self._voice(params.voice)
             with remote.no_grad():
                 duplex.prepare(
@@ -330,7 +330,9 @@ class _ModelCall:
     def __enter__(self) -> None:
         self._grad.__enter__()
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any
+    ) -> Literal[False]:
         self._grad.__exit__(kind, exc, tb)
         if exc is None or not isinstance(exc, Exception):
             return False

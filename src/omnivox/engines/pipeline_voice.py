@@ -4,7 +4,8 @@
   request that holds an ASR slot from ``open_stream`` (the session's start) to ``reset`` (its end);
   utterances are flushed inside it. A whole clip is a one-shot request (no slot).
 - ``pipeline_reply``: ``voice.reply``'s producer done by the stages: the reply enters at the LLM,
-  whose words stream to the TTS and back here while the TTS streams each sentence's audio back.
+  whose words stream to the TTS and back here while the TTS streams each sentence's audio back, as
+  typed chunks in ``voice.reply``'s shapes (``pipeline.models.voice_chunks``).
   ``stop`` (a barge-in) aborts the request in every stage at once.
 - ``RemoteLlm`` and ``RemoteTts``: the stages as a ``ChatLlm`` and a ``StreamingTts`` on their own.
 
@@ -22,10 +23,29 @@ import numpy as np
 
 from omnivox.core.errors import OmnivoxError, StageLost
 from omnivox.pipeline.client import PipelineClient, Request
+from omnivox.pipeline.models.voice_chunks import (
+    ClipTranscript,
+    FinalTranscript,
+    FirstTokenChunk,
+    PartialTranscript,
+    ReplyPrompt,
+    SpeakText,
+    SpokenChunk,
+    TranscribeClip,
+    TranscribeStream,
+    UtteranceAudio,
+    UtteranceDrop,
+    UtteranceEnd,
+    WordChunk,
+    asr_output,
+    reply_output,
+    reply_piece,
+    to_values,
+)
 from omnivox.protocol.chat import ChatMessage
 from omnivox.voice.asr.base import Hypothesis, StreamingAsr, Transcript
 from omnivox.voice.llm.base import ChatLlm, LlmParams
-from omnivox.voice.reply import FirstToken, ReplyPiece, ReplyRequest, Spoken, Word
+from omnivox.voice.reply import FirstToken, ReplyPiece, ReplyRequest, Word
 from omnivox.voice.tts.base import StreamingTts
 
 RETRY_S = 1.0  # a deaf hearing tries to reopen at most this often
@@ -49,7 +69,8 @@ class RemoteAsr(StreamingAsr):
     def open_stream(self) -> None:
         """Take an ASR slot for this session (waits in the stage if all are taken)."""
         if self._request is None or self._request.finished:
-            self._request = self.client.submit({}, entries=[self.stage], exits=[self.stage])
+            hearing = to_values(TranscribeStream())
+            self._request = self.client.submit(hearing, entries=[self.stage], exits=[self.stage])
             self._finals.clear()
 
     # ---- StreamingAsr hooks
@@ -58,7 +79,7 @@ class RemoteAsr(StreamingAsr):
         request = self._live()
         if request is None:
             return None
-        request.stream({"audio": np.ascontiguousarray(audio, np.float32)})
+        request.stream(to_values(UtteranceAudio(np.ascontiguousarray(audio, np.float32))))
         self._poll(request, None)
         partial, self._partial = self._partial, None
         return (partial, ()) if partial else None
@@ -69,7 +90,7 @@ class RemoteAsr(StreamingAsr):
         self._utterance += 1
         if request is None:
             return ("", ())
-        request.stream({"flush": n})
+        request.stream(to_values(UtteranceEnd(n)))
         text = self._poll(request, n)
         return (text or "", ())
 
@@ -77,7 +98,7 @@ class RemoteAsr(StreamingAsr):
         request = self._live()
         self._utterance += 1
         if request is not None:
-            request.stream({"drop": True})
+            request.stream(to_values(UtteranceDrop()))
 
     def _reset_session(self) -> None:
         request, self._request = self._request, None
@@ -88,12 +109,13 @@ class RemoteAsr(StreamingAsr):
 
     def transcribe(self, audio: np.ndarray, frame_ms: float = 20.0) -> Transcript:
         """A whole clip: one request, no slot."""
-        clip = {"clip": np.ascontiguousarray(audio, np.float32)}
+        clip = to_values(TranscribeClip(np.ascontiguousarray(audio, np.float32)))
         request = self.client.submit(clip, entries=[self.stage], exits=[self.stage])
         text = ""
         for event in request.events():
             if event.kind == "result":
-                text = str(event.values.get("text", ""))
+                result = asr_output(event.values)
+                text = result.text if isinstance(result, ClipTranscript) else ""
         return Transcript(text, (), True, self.audio_ms)
 
     # ---- internals
@@ -125,11 +147,11 @@ class RemoteAsr(StreamingAsr):
                 self._deaf_until = time.monotonic() + RETRY_S
                 raise
             if event is not None:
-                values = event.values
-                if "final" in values:
-                    self._finals[int(values["utterance"])] = str(values["final"])
-                elif "partial" in values and int(values["utterance"]) == self._utterance:
-                    self._partial = str(values["partial"])
+                heard = asr_output(event.values)
+                if isinstance(heard, FinalTranscript):
+                    self._finals[heard.utterance] = heard.text
+                elif isinstance(heard, PartialTranscript) and heard.utterance == self._utterance:
+                    self._partial = heard.text
                 continue
             if want is None:
                 return None
@@ -142,34 +164,28 @@ def pipeline_reply(
 ) -> Iterator[ReplyPiece]:
     """``voice.reply.produce_reply`` through the stages (see the module doc). ``session`` names the
     conversation, so the LLM stage computes it in the KV slot that already holds it."""
-    values = {
-        "session": session,
-        "messages": [m.model_dump(mode="json") for m in request.messages],
-        "temperature": request.llm.temperature,
-        "max_tokens": request.llm.max_tokens,
-        "tts": {"voice": request.voice, "speed": request.speed},
-    }
+    prompt = ReplyPrompt(
+        messages=[m.model_dump(mode="json") for m in request.messages],
+        temperature=request.llm.temperature,
+        max_tokens=request.llm.max_tokens,
+        session=session,
+        voice=request.voice,
+        speed=request.speed,
+    )
     began = time.monotonic()
-    pending = client.submit(values, entries=["llm"], exits=["llm", "tts"] if request.speak else ["llm"])
+    exits = ["llm", "tts"] if request.speak else ["llm"]
+    pending = client.submit(to_values(prompt), entries=["llm"], exits=exits)
     first = True
     try:
         for event in pending.events(stop):
             if event.kind != "stream" or stop.is_set():
                 continue
-            v = event.values
-            if "word" in v:
-                if first:
-                    yield FirstToken(time.monotonic() - began)
-                    first = False
-                yield Word(str(v["word"]))
-            elif "audio" in v:
-                audio = np.asarray(v["audio"], np.float32)
-                yield Spoken(
-                    str(v.get("text", "")),
-                    audio,
-                    float(v.get("synth_s", 0.0)),
-                    bool(v.get("starts_sentence")),
-                )
+            chunk = reply_output(event.values)
+            if first and isinstance(chunk, FirstTokenChunk | WordChunk):
+                yield FirstToken(time.monotonic() - began)  # as the caller waited for it
+                first = False
+            if isinstance(chunk, WordChunk | SpokenChunk):
+                yield reply_piece(chunk)
     finally:
         if not pending.finished:
             pending.abort("stopped")
@@ -205,12 +221,15 @@ class RemoteTts(StreamingTts):
         return self._voices
 
     def _synthesize(self, text: str, voice: str, stop: threading.Event, speed: float) -> Iterator[np.ndarray]:
-        values = {"text": text, "tts": {"voice": voice, "speed": speed}}
+        values = to_values(SpeakText(text, voice, speed))
         request = self.client.submit(values, entries=["tts"], exits=["tts"])
         try:
             for event in request.events(stop):
-                if event.kind == "stream" and "audio" in event.values:
-                    yield np.asarray(event.values["audio"], np.float32)
+                if event.kind != "stream":
+                    continue
+                chunk = reply_output(event.values)
+                if isinstance(chunk, SpokenChunk):
+                    yield np.asarray(chunk.audio, np.float32)
         finally:
             if not request.finished:
                 request.abort("stopped")

@@ -32,7 +32,7 @@ def _tiny(settings: Settings) -> Engine:
         from omnivox.engines.tiny import TinyEngine
 
         # a tiny model gains nothing from more threads, and several workers may share the cores:
-        # one thread per worker keeps its units steady (measured: speak p95 570 -> 160 ms under load)
+        # one thread per worker keeps its units steady under load (figures: docs/benchmarks.md)
         torch.set_num_threads(1)
         return TinyEngine(seed=settings.tiny_seed)
 

@@ -15,13 +15,12 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from omnivox.engines.byte_codec import END, VOCAB_SIZE, ByteChatCodec, tiny_qwen2_config
 from omnivox.engines.duplex import DuplexParams, DuplexReady, DuplexUnit
 from omnivox.engines.hf import TransformersEngine
 from omnivox.engines.tiny_duplex import TinyDuplex, TinyDuplexModel
 from omnivox.protocol.control.workers import Capabilities
-
-__all__ = ["END", "VOCAB_SIZE", "ByteChatCodec", "TinyEngine"]  # the codec's names, re-exported
+from omnivox.voice.llm.byte_codec import ByteChatCodec
+from omnivox.voice.llm.causal_lm import tiny_causal_lm
 
 
 class TinyEngine(TransformersEngine):
@@ -41,14 +40,14 @@ class TinyEngine(TransformersEngine):
         dtype: torch.dtype = torch.float64,
         device: str = "cpu",
     ) -> None:
-        from transformers import Qwen2ForCausalLM
-
-        config = tiny_qwen2_config(VOCAB_SIZE, hidden_size, num_layers, num_heads)
-        # A private RNG state: building a tiny engine must not shift anyone else's random stream.
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            model = Qwen2ForCausalLM(config)
-        model.to(device=device, dtype=dtype)
+        model = tiny_causal_lm(
+            seed,
+            hidden_size=hidden_size,
+            num_layers=num_layers,
+            num_heads=num_heads,
+            dtype=dtype,
+            device=device,
+        )
         super().__init__(model, ByteChatCodec(), device=device, seed=seed)
         self._seed = seed
         self._shape = (hidden_size, num_layers, num_heads)

@@ -29,9 +29,9 @@ import torch
 
 from omnivox.core.errors import InvalidAudio, InvalidMessage, PrefillRequired
 from omnivox.engines.base import OUTPUT_SAMPLE_RATE
-from omnivox.engines.byte_codec import VOCAB_SIZE, ByteChatCodec, tiny_qwen2_config
 from omnivox.engines.duplex import INPUT_SAMPLE_RATE, DuplexParams, DuplexReady, DuplexUnit
-from omnivox.engines.hf import forward_params
+from omnivox.voice.llm.byte_codec import VOCAB_SIZE, ByteChatCodec, tiny_qwen2_config
+from omnivox.voice.llm.causal_lm import cache_argument, forward_params, new_cache
 
 # The text codec's ids (bytes 0-255, role markers 256-259), then the duplex specials.
 UNIT, LISTEN, SPEAK, CHUNK_END, TURN_END = range(VOCAB_SIZE, VOCAB_SIZE + 5)
@@ -70,7 +70,7 @@ class TinyDuplexModel:
         patches = (IMAGE_SIDE // PATCH) ** 2
         with torch.random.fork_rng(devices=[]):  # never shift anyone else's random stream
             torch.manual_seed(seed)
-            self.lm = Qwen2ForCausalLM(config).to(device=device, dtype=dtype).eval()
+            self.lm = Qwen2ForCausalLM(config).to(device=device, dtype=dtype).eval()  # type: ignore[call-arg]  # transformers' wrapped .to
             # Scaled so an input embedding is about as large as a token's (std 0.2).
             self.audio_w = _randn((AUDIO_BANDS, hidden_size), dtype, device) * (0.2 / math.sqrt(AUDIO_BANDS))
             self.audio_b = _randn((hidden_size,), dtype, device) * 0.2
@@ -79,18 +79,11 @@ class TinyDuplexModel:
             self.patch_pos = _randn((patches, hidden_size), dtype, device) * 0.2
         self.dtype = dtype
         self.device = torch.device(device)
-        forward = forward_params(self.lm)
-        # transformers 5 renamed the cache argument (and warns about the old name).
-        self._cache_arg = "cache" if "cache" in forward else "past_key_values"
-        self._logits_to_keep = "logits_to_keep" in forward
+        self._cache_arg = cache_argument(self.lm)
+        self._logits_to_keep = "logits_to_keep" in forward_params(self.lm)
 
     def new_cache(self) -> Any:
-        from transformers import DynamicCache
-
-        try:
-            return DynamicCache(config=self.lm.config)
-        except TypeError:  # transformers before the config argument
-            return DynamicCache()
+        return new_cache(self.lm)
 
     def embed_tokens(self, ids: list[int]) -> torch.Tensor:
         return self.lm.get_input_embeddings()(torch.tensor(ids, device=self.device))

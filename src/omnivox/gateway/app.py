@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
 from fastapi import Depends, FastAPI
@@ -31,7 +31,7 @@ from omnivox.gateway.scheduling.pool import WorkerPool
 from omnivox.gateway.telephony.routes import mount_telephony
 from omnivox.protocol.control.workers import worker_base_url
 
-Hook = Callable[[], Awaitable[None]]
+Hook = Callable[[], Coroutine[Any, Any, None]]
 
 
 def create_gateway_app(settings: Settings, background: list[Hook] | None = None) -> FastAPI:

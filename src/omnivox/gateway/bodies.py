@@ -15,7 +15,7 @@ Two layers, so no route can forget:
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 
 from fastapi import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -47,7 +47,7 @@ def _too_large(limit: int, declared: int | None = None) -> MessageTooLarge:
     return MessageTooLarge(f"the body passed the limit of {limit} bytes")
 
 
-async def bounded_stream(stream: AsyncIterator[bytes], limit: int) -> AsyncIterator[bytes]:
+async def bounded_stream(stream: AsyncIterator[bytes], limit: int) -> AsyncGenerator[bytes, None]:
     """Pass ``stream`` through; raise ``MessageTooLarge`` as soon as it has passed ``limit`` bytes."""
     seen = 0
     async for chunk in stream:

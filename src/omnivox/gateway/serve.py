@@ -7,25 +7,26 @@ import logging
 import secrets
 
 import uvicorn
+from fastapi import FastAPI
 
 from omnivox.core.config import Settings
 from omnivox.core.keys import is_loopback
-from omnivox.gateway.app import create_gateway_app
+from omnivox.gateway.app import Hook, create_gateway_app
 from omnivox.gateway.local_workers import _free_port, supervise_coordinator, supervise_workers
 
 __all__ = ["check_exposure", "is_loopback", "serve", "serve_settings"]
 
 
-def _run(settings: Settings, app: object) -> None:
+def _run(settings: Settings, app: FastAPI) -> None:
     uvicorn.run(
-        app,  # type: ignore[arg-type]
+        app,
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level.lower(),
         log_config=None,  # its lines go through our handlers (text or JSON), not uvicorn's own
         ws_max_size=settings.max_message_bytes * 2,
         # the sans-I/O websockets implementation: half the memory per open socket of the legacy one
-        # (65 vs 127 KiB measured with 1,000 idle sockets), which matters with thousands queued
+        # (docs/benchmarks.md, bench pool), which matters with thousands queued
         ws="websockets-sansio",
     )
 
@@ -77,7 +78,7 @@ def serve(settings: Settings) -> None:
     settings = serve_settings(settings)
     host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host
     gateway_url = f"http://{host}:{settings.port}"
-    hooks = []
+    hooks: list[Hook] = []
     if settings.pipeline:
         # the coordinator and its stages next to the gateway; the workers become light session
         # hosts on the `pipeline` engine that share the stages' models

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -41,7 +41,7 @@ def _noop(options: dict[str, Any]) -> Callable[[Values], Values | Iterator[Value
         if not streams:
             return values
 
-        def chunks() -> Iterator[Values]:
+        def chunks() -> Generator[Values, None, Values]:
             for _ in range(streams):
                 yield values
             return values

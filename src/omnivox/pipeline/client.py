@@ -36,14 +36,14 @@ from omnivox.pipeline.messages import (
     Failed,
     Hello,
     Message,
-    Result,
+    RequestResult,
     StageInfo,
     StreamChunk,
     StreamDone,
     Submit,
     Welcome,
 )
-from omnivox.pipeline.relay import Relay, host_id
+from omnivox.pipeline.relay import PayloadRelay, host_id
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +127,7 @@ class PipelineClient:
         name: str = "client",
         heartbeat_s: float = 0.2,
         lost_after_s: float = 1.5,
-        relay: Relay | None = None,
+        relay: PayloadRelay | None = None,
         context: zmq.Context[Any] | None = None,
         key: str | None = None,
     ) -> None:
@@ -137,7 +137,7 @@ class PipelineClient:
         self.name = name
         self.heartbeat_s = heartbeat_s
         self.lost_after_s = lost_after_s
-        self.relay = relay or Relay()
+        self.relay = relay or PayloadRelay()
         self._relay_lock = threading.Lock()
         self._ctx = context or zmq.Context.instance()
         self._outgoing: queue.SimpleQueue[tuple[Message, Sequence[Any]]] = queue.SimpleQueue()
@@ -268,7 +268,7 @@ class PipelineClient:
             self._last_heard = time.monotonic()
             if message is not None:
                 self._handle(message, frames)
-            if not sock.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+            if not transport.readable(sock):
                 return
 
     def _handle(self, message: Message, frames: Sequence[Any]) -> None:
@@ -282,7 +282,7 @@ class PipelineClient:
                 self.ready.set()
         elif isinstance(message, StreamChunk):
             self._deliver_values(message.request_id, "stream", message.source, message.payload, frames)
-        elif isinstance(message, Result):
+        elif isinstance(message, RequestResult):
             self._result(message, frames)
         elif isinstance(message, Failed):
             self._deliver(message.request_id, pipeline_error(message.code, message.message), end=True)
@@ -301,7 +301,7 @@ class PipelineClient:
                 return
         request._deliver(Event(kind, source, values))
 
-    def _result(self, message: Result, frames: Sequence[Any]) -> None:
+    def _result(self, message: RequestResult, frames: Sequence[Any]) -> None:
         with self._lock:
             request = self._requests.pop(message.request_id, None)
         with self._relay_lock:

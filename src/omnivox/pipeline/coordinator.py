@@ -4,7 +4,7 @@ Stages register (and re-register as their heartbeat); clients say hello (also th
 client's ``Submit`` gets a plan from the spec and goes to the plan's entry stages once all of its
 stages are registered (PENDING until then, for at most ``request_wait_s``). Stream input from the
 client is forwarded to the entry stage; stream chunks and results from stages go back to the client;
-when every exit stage's result is in, the client gets them merged in one ``Result``.
+when every exit stage's result is in, the client gets them merged in one ``RequestResult``.
 
 Faults are data: a stage that misses its heartbeats for ``lost_after_s`` (killed, hung) or comes
 back as a new process is lost, and every request in flight through it fails with ``stage_lost``;
@@ -37,7 +37,7 @@ from omnivox.pipeline.messages import (
     Payload,
     Register,
     RegisterAck,
-    Result,
+    RequestResult,
     Shutdown,
     StageInfo,
     StreamChunk,
@@ -45,7 +45,7 @@ from omnivox.pipeline.messages import (
     Submit,
     Welcome,
 )
-from omnivox.pipeline.relay import Relay
+from omnivox.pipeline.relay import PayloadRelay
 from omnivox.pipeline.requests import RequestState, TrackedRequest
 from omnivox.pipeline.scheduler import Tombstones
 from omnivox.pipeline.spec import PipelineSpec
@@ -65,7 +65,7 @@ class Coordinator:
         lost_after_s: float = 3.0,
         client_lost_after_s: float = 3.0,
         request_wait_s: float = 3.0,
-        relay: Relay | None = None,
+        relay: PayloadRelay | None = None,
         context: zmq.Context[Any] | None = None,
         key: str | None = None,
         connections: ConnectionLimits | None = None,
@@ -77,7 +77,7 @@ class Coordinator:
         self.lost_after_s = lost_after_s
         self.client_lost_after_s = client_lost_after_s
         self.request_wait_s = request_wait_s
-        self.relay = relay or Relay()
+        self.relay = relay or PayloadRelay()
         self._ctx = context or zmq.Context.instance()
         limits = connections or ConnectionLimits()
         self.router = transport.socket(self._ctx, zmq.ROUTER, curve=transport.curve_keys(key), server=True)
@@ -153,7 +153,7 @@ class Coordinator:
                 except Exception:  # one bad message must not stop the coordinator
                     log.exception("coordinator: failed to handle %s", type(message).__name__)
                     self.counts["bad_messages"] += 1
-            if not self.router.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+            if not transport.readable(self.router):
                 return
 
     def _disconnections(self) -> None:
@@ -182,7 +182,7 @@ class Coordinator:
             self._stream(who, message, frames)
         elif isinstance(message, Abort):
             self._abort(message.request_id, message.reason)
-        elif isinstance(message, Result):
+        elif isinstance(message, RequestResult):
             self._result(message, frames)
         elif isinstance(message, Failed):
             request = self.requests.get(message.request_id)
@@ -327,7 +327,7 @@ class Coordinator:
         except OmnivoxError as err:
             self._fail(request, err.code, err.message)
 
-    def _result(self, message: Result, frames: Sequence[Any]) -> None:
+    def _result(self, message: RequestResult, frames: Sequence[Any]) -> None:
         request = self.requests.get(message.request_id)
         if request is None or message.source not in request.plan.exits:
             self.relay.discard(message.payload)
@@ -337,7 +337,7 @@ class Coordinator:
             parts, merged = request.merged()
             request.parts.clear()  # the client reads them now
             self._end(request, RequestState.COMPLETED)
-            self._send(request.client, Result(request.request_id, "", parts=parts), merged)
+            self._send(request.client, RequestResult(request.request_id, "", parts=parts), merged)
 
     def _abort(self, request_id: str, reason: str) -> None:
         request = self.requests.get(request_id)

@@ -8,14 +8,14 @@ the header: a ``Payload`` names its values (``meta``, plain MessagePack) and its
 
 Who sends what:
 
-- stage -> coordinator: ``Register`` (also the heartbeat: re-registering is idempotent), ``Result``
+- stage -> coordinator: ``Register`` (also the heartbeat: re-registering is idempotent), ``RequestResult``
   and ``StreamChunk`` for the client (terminal stages), ``Failed``.
 - coordinator -> stage: ``RegisterAck``, ``Directory``, ``Submit``, ``StreamChunk`` / ``StreamDone``
   (a client streaming into the entry stage), ``Abort``, ``Shutdown``.
 - stage -> stage: ``DataReady`` (a result for the next stage), ``StreamChunk`` / ``StreamDone``.
 - client -> coordinator: ``Hello`` (also the heartbeat), ``Submit``, ``StreamChunk``, ``StreamDone``,
   ``Abort``.
-- coordinator -> client: ``Welcome``, ``StreamChunk``, ``Result`` (merged terminal results),
+- coordinator -> client: ``Welcome``, ``StreamChunk``, ``RequestResult`` (merged terminal results),
   ``Failed``.
 """
 
@@ -133,7 +133,7 @@ class Shutdown(msgspec.Struct, tag="shutdown", frozen=True):
     reason: str = ""
 
 
-class Result(msgspec.Struct, tag="result", frozen=True):
+class RequestResult(msgspec.Struct, tag="result", frozen=True):
     request_id: str
     source: str  # a stage, or "" for the coordinator's merged result
     payload: Payload = Payload()
@@ -159,7 +159,7 @@ Message = (
     | StreamDone
     | Abort
     | Shutdown
-    | Result
+    | RequestResult
     | Failed
 )
 

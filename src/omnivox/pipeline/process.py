@@ -26,7 +26,7 @@ import httpx
 from omnivox.core.keys import bearer
 from omnivox.pipeline.connections import ConnectionLimits
 from omnivox.pipeline.coordinator import Coordinator
-from omnivox.pipeline.relay import Relay
+from omnivox.pipeline.relay import PayloadRelay
 from omnivox.pipeline.scheduler import Scheduler
 from omnivox.pipeline.spec import PipelineSpec, StageSpec
 from omnivox.pipeline.stage import Stage
@@ -63,7 +63,7 @@ def run_stage(
     port: int = 0,
     advertise: str | None = None,
     heartbeat_s: float = 0.2,
-    relay: Relay | None = None,
+    relay: PayloadRelay | None = None,
     key: str | None = None,
     connections: ConnectionLimits | None = None,
 ) -> None:
@@ -193,7 +193,7 @@ def run_coordinator(
     key: str | None = None,
     heartbeat_s: float = 0.2,
     lost_after_s: float = 3.0,
-    relay: Relay | None = None,
+    relay: PayloadRelay | None = None,
     ready: Callable[[str], None] | None = None,
     connections: ConnectionLimits | None = None,
 ) -> None:

@@ -71,9 +71,9 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def relay_from(settings: Any) -> Relay:
+def relay_from(settings: Any) -> PayloadRelay:
     """A relay with the limits of ``PipelineSettings`` (``settings`` has its fields)."""
-    return Relay(
+    return PayloadRelay(
         max_payload_bytes=settings.relay_max_payload_bytes,
         capacity_bytes=settings.relay_capacity_bytes,
         use_shm=settings.relay_shared_memory,
@@ -88,7 +88,7 @@ def segments() -> list[str]:
         return []
 
 
-class Relay:
+class PayloadRelay:
     """One process's side of the relay (not thread-safe: one IO loop uses it)."""
 
     def __init__(
@@ -137,7 +137,7 @@ class Relay:
                 arrays[key] = self._to_segment(array)
             else:
                 arrays[key] = ArrayRef(array.dtype.name, array.shape, array.nbytes, frame=len(frames))
-                frames.append(memoryview(array).cast("B") if array.nbytes else b"")
+                frames.append(array.data.cast("B") if array.nbytes else b"")
         self.bytes_sent += total
         return Payload(meta=meta, arrays=arrays), frames
 
@@ -151,7 +151,7 @@ class Relay:
         # (no page fault per page), and no mapping is left to undo
         fd = os.open(_SHM_DIR / name, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
         try:
-            view = memoryview(array).cast("B")
+            view = array.data.cast("B")
             done = 0
             while done < len(view):
                 done += os.write(fd, view[done:])

@@ -7,7 +7,7 @@ CPU with fake inputs):
 - ``inbox``: ``IncomingMessage`` s the stage puts (a new request, a chunk of a request's input
   stream, the end of that stream);
 - ``outbox``: ``OutgoingMessage`` s the scheduler puts (a stream chunk, the request's result, an
-  error), which the stage drains and routes. ``Outbox`` wakes the stage's IO loop through a file
+  error), which the stage drains and routes. ``SchedulerOutbox`` wakes the stage's IO loop through a file
   descriptor, so results leave without polling delays.
 
 The stage never asks which scheduler it has. Every scheduler honours the same promises: each
@@ -53,7 +53,7 @@ def error_message(request_id: str, exc: BaseException) -> OutgoingMessage:
     return OutgoingMessage(request_id, "error", {"code": err.code, "message": err.message})
 
 
-class Outbox(queue.Queue[OutgoingMessage]):
+class SchedulerOutbox(queue.Queue[OutgoingMessage]):
     """A queue whose every ``put`` also makes ``fileno()`` readable (a pipe), so an IO loop polling
     sockets wakes for scheduler output at once. ``drain`` takes everything and clears the signal."""
 
@@ -112,7 +112,7 @@ class Scheduler(ABC):
     def __init__(self) -> None:
         self.info: dict[str, Any] = {}  # what the stage's model tells clients (voices, slots)
         self.inbox: queue.Queue[IncomingMessage | None] = queue.Queue()
-        self.outbox = Outbox()
+        self.outbox = SchedulerOutbox()
 
     @abstractmethod
     def start(self) -> None:

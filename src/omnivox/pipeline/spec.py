@@ -5,7 +5,7 @@ name = "cascade"
 [[stages]]
 name = "llm"
 scheduler = "parallel"      # simple | streaming | ar | parallel
-model = "llamacpp"          # what engines.stages builds for it
+model = "llamacpp"          # what pipeline.models builds for it
 slots = 4                   # requests at once (streaming: fixed slots; parallel: runtime slots)
 batch = 1                   # simple / ar: the most requests one compute step takes
 next = ["tts", "client"]    # where its result goes ("client": back to whoever submitted)

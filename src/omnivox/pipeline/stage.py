@@ -38,15 +38,15 @@ from omnivox.pipeline.messages import (
     Plan,
     Register,
     RegisterAck,
-    Result,
+    RequestResult,
     Shutdown,
     StageInfo,
     StreamChunk,
     StreamDone,
     Submit,
 )
-from omnivox.pipeline.relay import Relay, host_id
-from omnivox.pipeline.scheduler import IncomingMessage, OutgoingMessage, Scheduler, Tombstones
+from omnivox.pipeline.relay import PayloadRelay, host_id
+from omnivox.pipeline.scheduler import IncomingMessage, IncomingType, OutgoingMessage, Scheduler, Tombstones
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ class Stage:
         host: str = "127.0.0.1",
         port: int = 0,
         advertise: str | None = None,
-        relay: Relay | None = None,
+        relay: PayloadRelay | None = None,
         heartbeat_s: float = 0.2,
         context: zmq.Context[Any] | None = None,
         key: str | None = None,
@@ -82,7 +82,7 @@ class Stage:
         ``connections``: what its port holds (surplus connections are closed)."""
         self.name = name
         self.scheduler = scheduler
-        self.relay = relay or Relay()
+        self.relay = relay or PayloadRelay()
         self.heartbeat_s = heartbeat_s
         self._ctx = context or zmq.Context.instance()
         self._curve = transport.curve_keys(key)
@@ -177,7 +177,7 @@ class Stage:
                 except Exception:  # one bad message must not stop the stage
                     log.exception("stage %s: failed to handle %s", self.name, type(message).__name__)
                     self.bad_messages += 1
-            if not sock.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+            if not transport.readable(sock):
                 return
 
     # ---- incoming
@@ -240,7 +240,7 @@ class Stage:
             if not request.started:
                 request.started = True
                 inbox.put(IncomingMessage(rid, "new_request", {"streaming": True}))
-            kind = "stream_chunk" if isinstance(message, StreamChunk) else "stream_done"
+            kind: IncomingType = "stream_chunk" if isinstance(message, StreamChunk) else "stream_done"
             inbox.put(IncomingMessage(rid, kind, values))
 
     def _abort(self, request_id: str) -> None:
@@ -291,7 +291,7 @@ class Stage:
         for target in plan.targets.get(self.name, []):
             payload, frames = self._pack(out.data, target, plan)
             if target == CLIENT:
-                self._send(target, Result(rid, self.name, payload), frames)
+                self._send(target, RequestResult(rid, self.name, payload), frames)
             elif target in request.streamed:
                 self._send(target, StreamDone(rid, self.name, plan, payload), frames)
             else:

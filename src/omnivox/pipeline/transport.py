@@ -20,7 +20,7 @@ import hashlib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import zmq
 import zmq.utils.z85
@@ -118,6 +118,12 @@ class Received:
     message: Message | None  # None: it did not decode (and was dropped)
     frames: list[Any]  # the payload frames after the header
     fd: int  # the connection it came on, to match disconnections; -1 if unknown
+
+
+def readable(sock: zmq.Socket[Any]) -> bool:
+    """Whether a message waits on ``sock`` now (ZMQ_EVENTS is an int option; pyzmq types every
+    option's value as int or bytes)."""
+    return bool(cast(int, sock.getsockopt(zmq.EVENTS)) & zmq.POLLIN)
 
 
 def receive(sock: zmq.Socket[Any], *, routed: bool = False) -> Received:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -61,12 +61,13 @@ class ChatMessage(BaseModel):
             return self.content
         return " ".join(p.text for p in self.content if isinstance(p, TextPart))
 
-    def canonical(self) -> object:
+    def canonical(self) -> str | list[dict[str, Any]]:
         """Content in a canonical form: a list of only text parts is the same as the joined string."""
         if isinstance(self.content, str):
             return self.content
-        if all(isinstance(p, TextPart) for p in self.content):
-            return "".join(p.text for p in self.content)
+        texts = [p.text for p in self.content if isinstance(p, TextPart)]
+        if len(texts) == len(self.content):
+            return "".join(texts)
         return [p.model_dump(mode="json") for p in self.content]
 
 

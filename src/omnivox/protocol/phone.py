@@ -15,6 +15,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
+from omnivox.core.errors import OmnivoxError
+
 
 @dataclass(frozen=True)
 class PhoneRoute:
@@ -78,3 +80,8 @@ class PhoneBridge(ABC):
     @abstractmethod
     def greeting(self, instructions: str) -> str:
         """The client frame that makes the session speak first."""
+
+    @abstractmethod
+    def failure(self, err: OmnivoxError) -> str:
+        """The event telling sidebands the call failed before it connected (a dial that was
+        busy, not answered, refused)."""

@@ -19,6 +19,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Literal
 from urllib.parse import quote, urlencode
 
@@ -43,14 +44,19 @@ class Parser:
     aliases: Mapping[str, str] | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "tags", known_types(self.adapter))
+        _ = self.tags  # an adapter that is no discriminated union is refused here, not at a frame
+
+    @cached_property
+    def tags(self) -> frozenset[str]:
+        """The ``type`` tags the union accepts."""
+        return known_types(self.adapter)
 
     def __call__(self, raw: str | bytes, max_bytes: int) -> Any:
-        return parse(self.adapter, raw, max_bytes=max_bytes, tags=self.tags, aliases=self.aliases)  # type: ignore[attr-defined]
+        return parse(self.adapter, raw, max_bytes=max_bytes, tags=self.tags, aliases=self.aliases)
 
 
 @dataclass(frozen=True)
-class TurnStart:
+class TurnRoute:
     """What the gateway needs to route a turn: the hash of the history the turn continues."""
 
     history_hash: str | None
@@ -130,7 +136,7 @@ class WireProtocol(ABC):
 
     # ---- turn scope
 
-    def turn_start(self, msg: Any) -> TurnStart | None:
+    def turn_start(self, msg: Any) -> TurnRoute | None:
         """A turn-scoped protocol: the routing of the turn ``msg`` opens (None: it opens none)."""
         return None
 

@@ -20,7 +20,7 @@ from omnivox.core.config import Settings
 from omnivox.core.errors import OmnivoxError, PrefillRequired
 from omnivox.protocol.chat import ChatMessage, history_hash
 from omnivox.protocol.control.queue import QueueNotice, queue_message
-from omnivox.protocol.spec import Parser, TurnStart, WireProtocol
+from omnivox.protocol.spec import Parser, TurnRoute, WireProtocol
 from omnivox.protocol.timelines.reader import TimelineReader
 from omnivox.protocol.timelines.streaming import StreamingTimeline
 from omnivox.protocol.wire import Msg, known_types
@@ -70,7 +70,7 @@ class PrefillDone(Msg):
     transcript: str | None = None  # what was heard in the audio parts (engines with audio in)
 
 
-class Chunk(Msg):
+class ReplyChunk(Msg):
     type: Literal["chunk"] = "chunk"
     chunk_index: int
     text_delta: str = ""
@@ -97,7 +97,7 @@ class Done(Msg):
     error: str | None = None  # the code of the error that cut the generation short, if one did
 
 
-ServerMessage = Annotated[PrefillDone | Chunk | Done, Field(discriminator="type")]
+ServerMessage = Annotated[PrefillDone | ReplyChunk | Done, Field(discriminator="type")]
 SERVER_ADAPTER: TypeAdapter[ServerMessage] = TypeAdapter(ServerMessage)
 SERVER_TYPES = known_types(SERVER_ADAPTER) | {"error"}
 
@@ -127,9 +127,9 @@ class StreamingProtocol(WireProtocol):
     def notice_frame(self, notice: QueueNotice) -> str | None:
         return queue_message(notice).model_dump_json()
 
-    def turn_start(self, msg: Any) -> TurnStart | None:
+    def turn_start(self, msg: Any) -> TurnRoute | None:
         if isinstance(msg, Prefill):
-            return TurnStart(history_hash(msg.messages[:-1]))
+            return TurnRoute(history_hash(msg.messages[:-1]))
         return None
 
     def ends_session(self, msg: Any) -> bool:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from omnivox.protocol.timelines.reader import ErrorEvent, Event, Figures, Marker, Text, TurnEnd, TurnStart
+from omnivox.protocol.timelines.reader import ErrorEvent, Event, Marker, Text, TurnEnd, TurnFigures, TurnStart
 
 
 def describe(event: Event) -> dict[str, Any]:
@@ -33,17 +33,11 @@ def describe(event: Event) -> dict[str, Any]:
         return line
     if isinstance(event, ErrorEvent):
         return {"type": "error", "code": event.code, "message": event.message}
-    if isinstance(event, Figures):
+    if isinstance(event, TurnFigures):
         return {"type": "figures", "values": event.values, "next_turn": event.next_turn}
     if isinstance(event, Marker):
         return {"type": "marker", "name": event.name, **({"detail": event.detail} if event.detail else {})}
     return {"type": type(event).__name__.lower()}
-
-
-def image_ext(data: bytes) -> str | None:
-    if data[:8] == b"\x89PNG\r\n\x1a\n":
-        return "png"
-    return "jpg" if data[:2] == b"\xff\xd8" else None
 
 
 def iso(ts: float) -> str:

@@ -28,7 +28,7 @@ from typing import Any
 
 from omnivox.connection.taps import Direction, Frame
 from omnivox.protocol.timelines.reader import TimelineReader
-from omnivox.recording.session import Outcome, Policy, SessionInfo, SessionRecording
+from omnivox.recording.session import Outcome, Policy, RecordedSession, SessionRecording
 from omnivox.recording.store import RecordingStore
 
 log = logging.getLogger(__name__)
@@ -66,7 +66,7 @@ class RecordingService:
     def records_anything(self) -> bool:
         return self.policy.default or self.policy.allow_opt_in
 
-    def recorder(self, info: SessionInfo, reader: TimelineReader | None) -> SessionRecorder | None:
+    def recorder(self, info: RecordedSession, reader: TimelineReader | None) -> SessionRecorder | None:
         """A recording tap for a new session (None: this server records none of its kind)."""
         if reader is None or not self.records_anything:
             return None

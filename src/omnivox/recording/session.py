@@ -28,8 +28,8 @@ from typing import Any, TextIO
 from omnivox.audio.wav import write_wav
 from omnivox.core.errors import NotFound
 from omnivox.protocol.timelines.reader import (
+    AssistantCutOff,
     Audio,
-    BargeIn,
     Config,
     ErrorEvent,
     Event,
@@ -52,7 +52,7 @@ from omnivox.recording.store import (
     remove_tree,
     write_json,
 )
-from omnivox.recording.tracks import Chunk, Track, voiced_spans
+from omnivox.recording.tracks import Track, TrackChunk, voiced_spans
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ class Policy:
 
 
 @dataclass(frozen=True)
-class SessionInfo:
+class RecordedSession:
     session_id: str  # the client's (checked again before it names a directory)
     kind: str  # the protocol's name
     task_type: str
@@ -93,7 +93,7 @@ class Outcome:
 @dataclass
 class SessionRecording:
     store: RecordingStore
-    info: SessionInfo
+    info: RecordedSession
     reader: TimelineReader
     policy: Policy
     on_failure: Callable[[str, BaseException | str], None] = lambda rid, why: None
@@ -258,7 +258,7 @@ class SessionRecording:
             for chunk in self.tracks[event.role].add(t, event):
                 self._write_chunk(chunk)
             return
-        if isinstance(event, BargeIn):
+        if isinstance(event, AssistantCutOff):
             for chunk in self.tracks["assistant"].cut(t):
                 self._write_chunk(chunk)
             self._journal_line(
@@ -288,7 +288,7 @@ class SessionRecording:
                 self._write_chunk(chunk)
         self._journal_line({"t": round(t, 3), **describe(event)})
 
-    def _write_chunk(self, chunk: Chunk) -> None:
+    def _write_chunk(self, chunk: TrackChunk) -> None:
         name = self._file(_FOLDERS[chunk.role], "wav", write_wav(chunk.samples, chunk.sample_rate))
         entry: dict[str, Any] = {
             "t": round(chunk.t, 3),

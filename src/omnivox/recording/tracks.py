@@ -31,7 +31,7 @@ _JOIN_TOLERANCE_S = 0.002  # pieces closer than this are one continuous stretch
 
 
 @dataclass
-class Chunk:
+class TrackChunk:
     """Audio ready to be written: where it goes on the session's clock."""
 
     role: str
@@ -96,7 +96,7 @@ class Track:
             samples = np.clip(samples, -1.0, 1.0)
         return samples, rate
 
-    def add(self, t: float, audio: Audio) -> list[Chunk]:
+    def add(self, t: float, audio: Audio) -> list[TrackChunk]:
         """Place one piece that arrived at ``t``; returns the chunks now complete."""
         decoded = self.decode(audio)
         if decoded is None:
@@ -104,9 +104,9 @@ class Track:
         samples, rate = decoded
         duration = len(samples) / rate
         if audio.clip:
-            return [*self.flush(), Chunk(self.role, samples, rate, max(0.0, t - duration), t)]
+            return [*self.flush(), TrackChunk(self.role, samples, rate, max(0.0, t - duration), t)]
         start = max(self.cursor, t - duration) if self.role == "user" else max(self.cursor, t)
-        done: list[Chunk] = []
+        done: list[TrackChunk] = []
         if self._parts and (rate != self._rate or abs(start - self._end()) > _JOIN_TOLERANCE_S):
             done = self.flush()
         if not self._parts:
@@ -119,16 +119,16 @@ class Track:
             done += self.flush()
         return done
 
-    def flush(self) -> list[Chunk]:
+    def flush(self) -> list[TrackChunk]:
         """What is buffered, as one chunk (none if nothing is)."""
         if not self._parts:
             return []
         samples = np.concatenate(self._parts)
         pos = self._pos if self.role == "user" else None
         self._parts, self._samples = [], 0
-        return [Chunk(self.role, samples, self._rate, self._start, self._t, pos)]
+        return [TrackChunk(self.role, samples, self._rate, self._start, self._t, pos)]
 
-    def cut(self, t: float) -> list[Chunk]:
+    def cut(self, t: float) -> list[TrackChunk]:
         """A barge-in at ``t``: what was queued past it is not heard; the next audio starts fresh."""
         done = self.flush()
         self.cursor = min(self.cursor, t)

@@ -17,6 +17,7 @@ player's position is a place on the timeline.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 _GAP_S = 0.6  # quiet stretches shorter than this are one turn (loudness-derived user turns)
@@ -37,7 +38,7 @@ def heard_ends(events: list[dict[str, Any]]) -> None:
         e["end"] = round(end, 4)
 
 
-def _stream_mapper(events: list[dict[str, Any]]):  # type: ignore[no-untyped-def]
+def _stream_mapper(events: list[dict[str, Any]]) -> Callable[[float], float | None]:
     """Position in the user's live audio stream (ms) -> time on the clock."""
     spans = sorted(
         (e["stream_pos"], e["start"], e["duration"])
@@ -61,7 +62,8 @@ def _stream_mapper(events: list[dict[str, Any]]):  # type: ignore[no-untyped-def
 class _Turn:
     def __init__(self, role: str, t: float, start: float | None = None, ref: str | None = None) -> None:
         self.role, self.t, self.t_end = role, t, t
-        self.start, self.end = start, None
+        self.start: float | None = start
+        self.end: float | None = None
         self.ref = ref
         self.finals: list[str] = []
         self.deltas: list[str] = []
@@ -186,8 +188,8 @@ def build_turns(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
         done += _loud_turns(loud)
     turns = sorted((turn.view() for turn in done), key=lambda v: (v["start"], v["role"] != "user"))
     _latencies(turns)
-    for i, turn in enumerate(turns):
-        turn["index"] = i
+    for i, view in enumerate(turns):
+        view["index"] = i
     return turns
 
 

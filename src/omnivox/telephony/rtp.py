@@ -97,27 +97,32 @@ class JitterBuffer:
     ``None`` for each one lost (a gap is given up once ``depth`` later packets are waiting).
 
     ``depth`` is the reordering it absorbs (packets); the first packet sets where the stream starts.
-    Late packets (before what was already released) and duplicates are dropped and counted.
+    Late packets (before what was already released) and duplicates are dropped and counted. A new
+    SSRC, or a sequence number more than ``capacity`` away either side, is a stream that started
+    again (a restarted sender, packets someone else slipped in): it is followed from there, so no
+    stray packet can leave the real stream counted as late for good.
     """
 
     def __init__(self, depth: int = 3, capacity: int = 50) -> None:
         self.depth = depth
         self.capacity = capacity
         self.next: int | None = None
+        self.ssrc: int | None = None
         self._held: dict[int, RtpPacket] = {}
         self.late = 0
         self.lost = 0
 
     def push(self, packet: RtpPacket) -> list[RtpPacket | None]:
-        if self.next is None:
-            self.next = packet.sequence
+        if self.next is None or packet.ssrc != self.ssrc:
+            self.next, self.ssrc = packet.sequence, packet.ssrc
+            self._held.clear()
         ahead = _ahead(packet.sequence, self.next)
-        if ahead < 0 or packet.sequence in self._held:
-            self.late += 1
-            return []
-        if ahead > self.capacity:  # a jump (the sender restarted its numbering): start again there
+        if abs(ahead) > self.capacity:  # a jump: the sender restarted its numbering; start again there
             self._held.clear()
             self.next = packet.sequence
+        elif ahead < 0 or packet.sequence in self._held:
+            self.late += 1
+            return []
         self._held[packet.sequence] = packet
         return self._release()
 

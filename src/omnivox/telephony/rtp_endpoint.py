@@ -3,8 +3,9 @@
 out, paced one 20 ms packet at a time from a ``PacedPlayout``.
 
 RTP is taken only from the address the SDP named (the first port it comes from there is kept, for
-peers behind a NAT that rewrites it); packets from anyone else, malformed ones, payload types not
-agreed, and packets past ``MAX_PACKETS_PER_S`` (a flood) are dropped and counted, never an error.
+peers behind a NAT that rewrites it, until packets come from the SDP's own port); packets from
+anyone else, malformed ones, payload types not agreed, and packets past ``MAX_PACKETS_PER_S`` (a
+flood) are dropped and counted (``on_drop``), never an error.
 """
 
 from __future__ import annotations
@@ -54,9 +55,12 @@ class PortPool:
 class Counters:
     received: int = 0
     foreign: int = 0  # from an address the SDP did not name
-    malformed: int = 0
-    flooded: int = 0
+    malformed: int = 0  # not RTP, a payload type not agreed, a telephone event that is no digit
+    flooded: int = 0  # past MAX_PACKETS_PER_S
     sent: int = 0
+
+
+DROPS = ("foreign", "malformed", "flooded")
 
 
 class RtpEndpoint(asyncio.DatagramProtocol):
@@ -69,11 +73,13 @@ class RtpEndpoint(asyncio.DatagramProtocol):
         on_audio: Callable[[bytes], None],
         on_dtmf: Callable[[str], None],
         clock: Callable[[], float] = time.monotonic,
+        on_drop: Callable[[str], None] = lambda reason: None,
     ) -> None:
         self.playout = playout
         self.on_audio = on_audio
         self.on_dtmf = on_dtmf
         self.clock = clock
+        self.on_drop = on_drop  # told each dropped packet's reason (one of DROPS)
         self.plan: MediaPlan | None = None
         self.counters = Counters()
         self.port = 0
@@ -106,10 +112,10 @@ class RtpEndpoint(asyncio.DatagramProtocol):
         if plan is None:
             return
         source = (str(addr[0]), int(addr[1]))
-        if self._source is None and source[0] == plan.remote[0]:
-            self._source = source
+        if source == plan.remote or (self._source is None and source[0] == plan.remote[0]):
+            self._source = source  # the SDP's own address always wins over a port latched before it
         if source != self._source:
-            self.counters.foreign += 1
+            self._drop("foreign")
             return
         second, count = self._window
         now = self.clock()
@@ -117,12 +123,12 @@ class RtpEndpoint(asyncio.DatagramProtocol):
             second, count = now, 0
         self._window = (second, count + 1)
         if count >= MAX_PACKETS_PER_S:
-            self.counters.flooded += 1
+            self._drop("flooded")
             return
         try:
             packet = parse_rtp(data)
         except InvalidRtp:
-            self.counters.malformed += 1
+            self._drop("malformed")
             return
         self.counters.received += 1
         if packet.payload_type == plan.dtmf_payload_type:
@@ -130,10 +136,10 @@ class RtpEndpoint(asyncio.DatagramProtocol):
                 for digit in self._dtmf.feed(packet.timestamp, packet.payload):
                     self.on_dtmf(digit)
             except InvalidDtmf:
-                self.counters.malformed += 1
+                self._drop("malformed")
             return
         if packet.payload_type != plan.payload_type:
-            self.counters.malformed += 1
+            self._drop("malformed")
             return
         silence = SILENCE.get(plan.encoding, b"\xff")
         for ready in self._jitter.push(packet):
@@ -142,6 +148,10 @@ class RtpEndpoint(asyncio.DatagramProtocol):
         while len(self._held) >= chunk:
             self.on_audio(bytes(self._held[:chunk]))
             del self._held[:chunk]
+
+    def _drop(self, reason: str) -> None:
+        setattr(self.counters, reason, getattr(self.counters, reason) + 1)
+        self.on_drop(reason)
 
     def error_received(self, exc: Exception) -> None:
         log.debug("rtp port %s: %s", self.port, exc)

@@ -159,7 +159,7 @@ def build_llm(settings: Settings) -> ChatLlm:
             max_tokens=max_reply_tokens(settings),
             max_sentences=settings.llm_max_sentences or None,
             # a voice reply does not need to be bit-identical to a full recompute: prompts go
-            # through in batches (about 2x faster than one token per pass)
+            # through in batches, faster than one token per pass (docs/benchmarks.md)
             exact=False,
             request_options=LOCAL_REQUEST_OPTIONS,
         )

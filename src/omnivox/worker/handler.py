@@ -14,7 +14,7 @@ from typing import Any
 
 from omnivox.connection.runtime import Connection
 from omnivox.core.config import Settings
-from omnivox.protocol.control.internal import Metrics, PauseReport, TurnEnd
+from omnivox.protocol.control.internal import Metrics, PauseReport, TurnEndReport
 from omnivox.worker.host import EngineHost
 
 
@@ -43,7 +43,7 @@ class SessionHandler:
     async def close(self) -> None:
         """The session is over (however it ended); runs before the engine is reset."""
 
-    def internal(self, frame: Metrics | TurnEnd | PauseReport) -> None:
+    def internal(self, frame: Metrics | TurnEndReport | PauseReport) -> None:
         """Tell the gateway (only a gateway: direct clients never see internal frames)."""
         if self.info.behind_gateway:
             self.conn.send(frame.model_dump_json())

@@ -28,6 +28,6 @@ def run_worker(settings: Settings) -> None:
         log_config=None,  # its lines go through our handlers (text or JSON), not uvicorn's own
         ws_max_size=settings.max_message_bytes * 2,
         # the sans-I/O websockets implementation: half the memory per open socket of the legacy one
-        # (65 vs 127 KiB measured with 1,000 idle sockets), which matters with thousands queued
+        # (docs/benchmarks.md, bench pool), which matters with thousands queued
         ws="websockets-sansio",
     )

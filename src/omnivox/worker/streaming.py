@@ -16,13 +16,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from typing import Any
 
 from omnivox.audio.pcm import pcm16_to_b64
 from omnivox.core.errors import GenerationInProgress, OmnivoxError, PrefillRequired, as_omnivox_error
 from omnivox.engines.base import OUTPUT_SAMPLE_RATE, GenerateParams, GenResult, PrefillStats
 from omnivox.protocol import streaming as sp
 from omnivox.protocol.chat import ImagePart, history_hash
-from omnivox.protocol.control.internal import Metrics, TurnEnd
+from omnivox.protocol.control.internal import Metrics, TurnEndReport
 from omnivox.video.frames import check_image_b64
 from omnivox.worker.handler import SessionHandler
 
@@ -32,7 +33,7 @@ log = logging.getLogger(__name__)
 class StreamingHandler(SessionHandler):
     protocol = sp.STREAMING
 
-    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.in_turn = False  # a prefill began a turn that has not ended yet
         self.hit = False  # the turn's first prefill reused the cache
@@ -120,7 +121,7 @@ class StreamingHandler(SessionHandler):
             async for chunk in self.host.generate(params, self.stop, result):
                 if ttft is None:
                     ttft = time.monotonic() - start
-                out = sp.Chunk(chunk_index=index, text_delta=chunk.text_delta)
+                out = sp.ReplyChunk(chunk_index=index, text_delta=chunk.text_delta)
                 if chunk.audio is not None and len(chunk.audio):
                     out.audio_data = pcm16_to_b64(chunk.audio)
                     out.audio_sample_rate = OUTPUT_SAMPLE_RATE
@@ -132,7 +133,7 @@ class StreamingHandler(SessionHandler):
                 log.exception("generation failed")
             self.conn.error(failure, keep_open=True)
         # done always ends a generation (after an error too), so the turn ends on both sides
-        self.conn.send(sp.Chunk(chunk_index=index, is_final=True).model_dump_json(exclude_none=True))
+        self.conn.send(sp.ReplyChunk(chunk_index=index, is_final=True).model_dump_json(exclude_none=True))
         stats = self._input
         engine = self.host.engine
         done = sp.Done(
@@ -157,7 +158,7 @@ class StreamingHandler(SessionHandler):
 
     def end_turn(self) -> None:
         """Tell the gateway the turn is over (before the client can hear it is)."""
-        self.internal(TurnEnd(cached_hash=history_hash(self.host.engine.held_messages())))
+        self.internal(TurnEndReport(cached_hash=history_hash(self.host.engine.held_messages())))
 
     def close_turn(self) -> None:
         """Behind a gateway a connection serves one turn; a direct client keeps its connection."""

@@ -14,7 +14,6 @@ from omnivox.audio.resample import (
     StreamResampler,
     check_rate,
     resample,
-    resampled_length,
 )
 from omnivox.core.errors import InvalidAudio
 
@@ -29,7 +28,7 @@ def tone(rate: int, seconds: float = 0.5, hz: float = 300.0) -> np.ndarray:
 @pytest.mark.parametrize(("src", "dst"), PAIRS)
 def test_tone_keeps_its_pitch_and_level(src: int, dst: int) -> None:
     y = resample(tone(src, 1.0), src, dst)  # whole seconds: every rate has a whole sample count
-    assert len(y) == resampled_length(src, src, dst) == dst
+    assert len(y) == dst
     mid = y[len(y) // 4 : 3 * len(y) // 4]  # away from the filter's edge effects
     assert np.allclose(mid, tone(dst, 1.0)[len(y) // 4 : 3 * len(y) // 4], atol=0.01)
 
@@ -111,42 +110,15 @@ def test_content_above_the_new_nyquist_is_filtered_out(src: int, dst: int, hz: f
     assert np.sqrt(np.mean(y[dst // 10 : -dst // 10] ** 2)) < 0.005
 
 
-def test_resampled_length_of_nothing_is_nothing() -> None:
-    assert resampled_length(0, 8000, 48000) == 0
-    assert resampled_length(480, 24000, 16000) == 320
-
-
-@pytest.mark.parametrize(
-    ("n", "src", "dst"),
-    [
-        (2, 24000, 16000),
-        (100, 44100, 16000),
-        (7, 22050, 16000),
-        (1, 48000, 8000),  # a sixth of a sample: nothing
-        (160, 8000, 11025),  # 220.5: soxr's double division rounds this tie up...
-        (360, 24000, 44100),  # ...and this 661.5 down
-        (240, 24000, 22050),  # 220.5 -> 220
-    ],
-)
-def test_resampled_length_is_what_soxr_returns(n: int, src: int, dst: int) -> None:
-    assert resampled_length(n, src, dst) == len(resample(noise(n), src, dst))
-
-
-@pytest.mark.parametrize(("src", "dst"), PAIRS)
-def test_resampled_length_matches_soxr_for_every_rate_pair(src: int, dst: int) -> None:
-    for n in [*range(1, 40), 80, 120, 160, 240, 441, 480, 800, 1440, 2800, 4561]:
-        assert resampled_length(n, src, dst) == len(resample(noise(n), src, dst)), n
-
-
 @settings(max_examples=40, deadline=None)
 @given(pair=st.sampled_from(PAIRS), n=st.integers(1, 3000), cuts=st.lists(st.integers(0, 3000), max_size=6))
-def test_resampled_length_is_the_total_of_a_chunked_stream(pair, n: int, cuts: list[int]) -> None:
+def test_a_chunked_stream_totals_what_one_call_returns(pair, n: int, cuts: list[int]) -> None:
     src, dst = pair
     x = noise(n)
     r = StreamResampler(src, dst)
     bounds = [0, *sorted(c for c in cuts if c < n), n]
     total = sum(len(r.process(x[a:b])) for a, b in itertools.pairwise(bounds)) + len(r.flush())
-    assert total == resampled_length(n, src, dst)
+    assert total == len(resample(x, src, dst))
 
 
 @settings(max_examples=40, deadline=None)

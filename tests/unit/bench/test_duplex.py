@@ -1,15 +1,17 @@
-"""bench duplex: its figures from results, and one short run against a real cluster."""
+"""bench duplex: its arguments, its figures and table rows from results, and one short run against a
+real cluster."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 
 from omnivox.bench import duplex as bench
 
 
 def test_summarize_splits_listen_and_speak_units_and_counts_lagging() -> None:
-    a, b = bench.CallerStats(), bench.CallerStats()
+    a, b = bench.DuplexCallerStats(), bench.DuplexCallerStats()
     for r in (
         {"is_listen": True, "wall_clock_ms": 10.0},
         {"is_listen": False, "wall_clock_ms": 2.0, "lagging": True},
@@ -53,3 +55,42 @@ def test_with_recording_on_it_says_what_the_recorder_wrote(tmp_path, capsys) -> 
     recorded = result["recorded"]
     assert recorded["sessions"] == recorded["complete"] == 1 and recorded["dropped_frames"] == 0
     assert recorded["minutes"] > 0 and 1 < recorded["mb_per_min"] < 50
+
+
+def test_duplex_summary_of_nothing():
+    r = bench.summarize([])
+    assert r["units"] == 0 and r["speak_units"] == 0 and r["lagging"] == 0 and r["replies"] == 0
+    assert math.isnan(r["listen_p50_ms"]) and math.isnan(r["first_speak_p95_ms"])
+    assert r["errors"] == []
+
+
+def test_duplex_row_without_a_recording_or_cpu():
+    r = bench.summarize([bench.DuplexCallerStats()])
+    row = bench.row("tiny", 1, "inline", r)
+    assert len(row) == len(bench.COLUMNS)
+    assert row[:4] == ["tiny", 1, "inline", "off"]
+    assert math.isnan(row[-2]) and row[-1] == "-"
+
+
+def test_duplex_row_with_a_recording_and_cpu():
+    r = {**bench.summarize([]), "gateway_cpu_pct": 12.5, "recorded": {"mb_per_min": 1.25}}
+    row = bench.row("cascade", 4, "deferred", r, record="on")
+    assert row[3] == "on" and row[-2] == 12.5 and row[-1] == 1.25
+
+
+def test_caller_stats_count_units_lagging_and_split_the_walls():
+    s = bench.DuplexCallerStats()
+    s.add({"is_listen": True, "wall_clock_ms": 5.0, "lagging": False})
+    s.add({"is_listen": False, "wall_clock_ms": 7.0, "lagging": 1})
+    s.add({"is_listen": False, "wall_clock_ms": 9.0})
+    assert s.units == 3 and s.lagging == 1
+    assert s.listen_ms == [5.0] and s.speak_ms == [7.0, 9.0]
+    assert bench.DuplexCallerStats().listen_ms == []
+
+
+def test_duplex_arguments_defaults():
+    parser = argparse.ArgumentParser()
+    bench.add_arguments(parser)
+    args = parser.parse_args([])
+    assert args.engines == ["cascade", "tiny"] and args.users == [1, 4] and args.turns == 3
+    assert args.finalize == ["deferred", "inline"] and args.speed == 1.0 and args.llm == "echo"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 
 import pytest
 
@@ -42,12 +43,23 @@ def test_percentile_takes_ints_and_returns_a_float():
         (True, "True"),
     ],
 )
-def test_cells_are_formatted_by_type_and_size(value, text):
-    assert table._fmt(value) == text
+def test_cells_are_formatted_by_type_and_size(value, text, capsys):
+    assert cell(value, capsys) == text
 
 
-def test_nan_prints_as_nan():
-    assert table._fmt(float("nan")) == "nan"
+def test_nan_prints_as_nan(capsys):
+    assert cell(float("nan"), capsys) == "nan"
+
+
+def cell(value, capsys) -> str:
+    """How ``print_table`` shows ``value`` in a one-cell table."""
+    table.print_table("t", ["c"], [[value]])
+    return capsys.readouterr().out.splitlines()[-1].strip("| ").strip()
+
+
+def test_rss_of_this_process_and_of_none():
+    assert table.rss_mb(os.getpid()) > 1
+    assert math.isnan(table.rss_mb(2**31 - 1))  # no such process
 
 
 def test_machine_names_the_cpu_count_and_python(monkeypatch):

@@ -20,19 +20,22 @@ def test_constants():
     assert wc.FRAME == 480 and wc.RATE == 24000 and 0 < wc.LOUD < 32767
 
 
-def test_playing_a_clip_queues_whole_frames_and_an_end_marker():
+async def test_a_clip_goes_out_in_whole_frames_then_its_end_is_marked():
     mic = wc.ClipTrack()
     assert mic.idle
-    mic.play(np.zeros(wc.FRAME * 2 + 100, np.float32))
+    mic.play(np.full(wc.FRAME * 2 + 100, 0.25, np.float32))
     assert not mic.idle
-    sizes = [len(piece) for piece in mic._queue]
-    assert sizes == [wc.FRAME, wc.FRAME, 100, 0]
+    frames = [pcm(await mic.recv()) for _ in range(3)]
+    assert [int((f != 0).sum()) for f in frames] == [wc.FRAME, wc.FRAME, 100]  # the last one padded
+    assert not mic.clip_ended.is_set() and not mic.idle  # the end marker is still queued
+    await mic.recv()
+    assert mic.clip_ended.is_set() and mic.idle
 
 
-def test_samples_are_clipped_to_pcm16():
+async def test_samples_are_clipped_to_pcm16():
     mic = wc.ClipTrack()
     mic.play(np.array([2.0, -2.0, 0.5, 0.0], np.float32))
-    first = mic._queue[0]
+    first = pcm(await mic.recv())[:4]
     assert first.dtype == np.dtype("<i2") and first.tolist() == [32767, -32767, 16383, 0]
 
 

@@ -8,7 +8,7 @@ from memsocket import MemorySocket
 from omnivox.connection.inbox import Inbox
 from omnivox.connection.relay import Inbound, Relay
 from omnivox.connection.taps import Direction, Frame
-from omnivox.protocol.control.internal import Metrics, TurnEnd
+from omnivox.protocol.control.internal import Metrics, TurnEndReport
 
 
 class Sink:
@@ -70,7 +70,7 @@ async def test_a_worker_done_with_its_turn_is_held_and_the_next_message_waits_fo
     sink, worker = Sink(), MemorySocket()
     relay = Relay(source, sink, worker, control=lambda f: "turn_end" in f)
     running = asyncio.create_task(relay.run())
-    worker.feed(TurnEnd(cached_hash="h").model_dump_json())
+    worker.feed(TurnEndReport(cached_hash="h").model_dump_json())
     await asyncio.sleep(0.01)
     next_turn = Inbound("next prefill")
     await source.put(next_turn, next_turn.size)  # the client speaks the moment the turn ends
@@ -86,7 +86,7 @@ async def test_a_worker_done_with_its_turn_is_held_and_the_next_message_waits_fo
 async def test_a_held_worker_that_never_closes_does_not_hold_the_session() -> None:
     source: Inbox[Inbound] = Inbox()
     relay = Relay(source, Sink(), MemorySocket(), control=lambda f: True)
-    relay.worker.feed(TurnEnd().model_dump_json())  # type: ignore[attr-defined]
+    relay.worker.feed(TurnEndReport().model_dump_json())  # type: ignore[attr-defined]
     end = await asyncio.wait_for(relay.run(hold_timeout_s=0.05), 1)
     assert end.held and end.side == "worker"
 

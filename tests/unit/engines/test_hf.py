@@ -9,10 +9,11 @@ import pytest
 import torch
 
 from omnivox.engines.base import GenerateParams, GenResult
-from omnivox.engines.chat_codec import HFChatCodec
 from omnivox.engines.hf import TransformersEngine
-from omnivox.engines.tiny import ByteChatCodec, TinyEngine
+from omnivox.engines.tiny import TinyEngine
 from omnivox.protocol.chat import ChatMessage
+from omnivox.voice.llm.byte_codec import ByteChatCodec
+from omnivox.voice.llm.chat_codec import HFChatCodec
 
 CHATML = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"

@@ -9,9 +9,10 @@ import torch
 
 from omnivox.core.errors import ContextTooLong, Interrupted, PrefillRequired, UnsupportedContent
 from omnivox.engines.base import GenerateParams, GenResult
-from omnivox.engines.chat_codec import IncrementalDetokenizer
-from omnivox.engines.tiny import END, ByteChatCodec, TinyEngine
+from omnivox.engines.tiny import TinyEngine
 from omnivox.protocol.chat import ChatMessage, ImagePart, TextPart
+from omnivox.voice.llm.byte_codec import END, ByteChatCodec
+from omnivox.voice.llm.chat_codec import IncrementalDetokenizer
 
 GREEDY = GenerateParams(max_new_tokens=24, temperature=0.0)
 

@@ -11,7 +11,6 @@ import torch
 
 from omnivox.core.errors import InvalidAudio, InvalidMessage, PrefillRequired
 from omnivox.engines.base import OUTPUT_SAMPLE_RATE, GenerateParams, GenResult
-from omnivox.engines.byte_codec import END, SYSTEM
 from omnivox.engines.duplex import DuplexParams, DuplexUnit
 from omnivox.engines.tiny import TinyEngine
 from omnivox.engines.tiny_duplex import (
@@ -24,6 +23,7 @@ from omnivox.engines.tiny_duplex import (
     TinyDuplexModel,
 )
 from omnivox.protocol.chat import ChatMessage
+from omnivox.voice.llm.byte_codec import END, SYSTEM
 
 PROMPT = "You are a tiny duplex model."
 ALWAYS_SPEAK = 1e-9  # listen_prob_scale

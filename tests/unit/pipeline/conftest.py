@@ -1,79 +1,23 @@
-"""An in-process pipeline: the coordinator and each stage on threads of the test process, talking
-over real ZeroMQ sockets on loopback (the real-process version is tests/integration)."""
+"""Pipelines started inside the test process (tests/inprocess_pipeline.py), stopped after the test."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 
 import pytest
 
-from omnivox.pipeline.builtin import build_builtin
-from omnivox.pipeline.client import PipelineClient
-from omnivox.pipeline.coordinator import Coordinator
-from omnivox.pipeline.scheduler import Scheduler
-from omnivox.pipeline.spec import PipelineSpec, StageSpec
-from omnivox.pipeline.stage import Stage
-
-
-def spec_of(*stages: dict, name: str = "test") -> PipelineSpec:
-    return PipelineSpec.model_validate({"name": name, "stages": list(stages)})
-
-
-@dataclass
-class Running:
-    coordinator: Coordinator
-    stages: dict[str, Stage] = field(default_factory=dict)
-    threads: list[threading.Thread] = field(default_factory=list)
-    clients: list[PipelineClient] = field(default_factory=list)
-
-    def client(self, **kwargs) -> PipelineClient:
-        c = PipelineClient(self.coordinator.address, **kwargs)
-        self.clients.append(c)
-        assert c.wait_ready(10)
-        return c
-
-    def add_stage(self, spec: StageSpec, build: Callable[[StageSpec], Scheduler]) -> Stage:
-        stage = Stage(spec.name, build(spec), self.coordinator.address, heartbeat_s=0.05)
-        self.stages[spec.name] = stage
-        t = threading.Thread(target=stage.run, daemon=True)
-        t.start()
-        self.threads.append(t)
-        return stage
-
-    def wait_stages(self, names: list[str], timeout: float = 10.0) -> None:
-        import time
-
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if all(n in self.coordinator.directory() for n in names):
-                return
-            time.sleep(0.01)
-        raise TimeoutError(f"stages {names} did not register")
+from inprocess_pipeline import Running, start_pipeline
 
 
 @pytest.fixture
 def pipeline() -> Iterator[Callable[..., Running]]:
     made: list[Running] = []
 
-    def start(spec: PipelineSpec, build: Callable[[StageSpec], Scheduler] | None = None, **kw) -> Running:
-        coordinator = Coordinator(spec, heartbeat_s=0.05, lost_after_s=kw.pop("lost_after_s", 0.5), **kw)
-        t = threading.Thread(target=coordinator.run, daemon=True)
-        t.start()
-        running = Running(coordinator, threads=[t])
+    def start(*args, **kwargs) -> Running:
+        running = start_pipeline(*args, **kwargs)
         made.append(running)
-        for stage in spec.stages:
-            running.add_stage(stage, build or (lambda s: build_builtin(s)))  # type: ignore[arg-type, return-value]
-        running.wait_stages(spec.names)
         return running
 
     yield start
     for running in made:
-        for c in running.clients:
-            c.close()
-        for stage in running.stages.values():
-            stage.stop()
-        running.coordinator.stop()
-        for t in running.threads:
-            t.join(5)
+        running.stop()

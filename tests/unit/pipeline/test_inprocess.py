@@ -5,10 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from inprocess_pipeline import spec_of
 from omnivox.core.errors import EngineFailure, OmnivoxError
 from omnivox.pipeline.relay import segments
-
-from .conftest import spec_of
 
 NOOP3 = [
     {"name": "a", "scheduler": "simple", "model": "noop", "next": ["b"]},

@@ -8,7 +8,7 @@ from pydantic import TypeAdapter
 from omnivox.core.config import Settings
 from omnivox.core.errors import InvalidMessage, OmnivoxError, QueueFull, UnknownMessageType
 from omnivox.protocol import streaming as sp
-from omnivox.protocol.spec import Parser, TurnStart, WireProtocol
+from omnivox.protocol.spec import Parser, TurnRoute, WireProtocol
 
 
 class Minimal(WireProtocol):
@@ -145,7 +145,7 @@ def test_parser_and_turn_start_are_frozen():
     parser = Parser(sp.CLIENT_ADAPTER)
     with pytest.raises(AttributeError):
         parser.aliases = {}
-    start = TurnStart("abc")
+    start = TurnRoute("abc")
     with pytest.raises(AttributeError):
         start.history_hash = None
-    assert TurnStart("abc") == start
+    assert TurnRoute("abc") == start

@@ -17,7 +17,7 @@ from omnivox.core.errors import (
 from omnivox.protocol import streaming as sp
 from omnivox.protocol.chat import ChatMessage, history_hash
 from omnivox.protocol.control.queue import QueueNotice
-from omnivox.protocol.spec import TurnStart
+from omnivox.protocol.spec import TurnRoute
 
 S = sp.STREAMING
 
@@ -58,7 +58,7 @@ def test_temperature_bounds(temperature):
 
 def test_server_messages_parse_as_clients_read_them():
     chunk = sp.SERVER_ADAPTER.validate_json('{"type":"chunk","chunk_index":2,"text_delta":"hi","new":1}')
-    assert isinstance(chunk, sp.Chunk) and chunk.chunk_index == 2 and chunk.is_final is False
+    assert isinstance(chunk, sp.ReplyChunk) and chunk.chunk_index == 2 and chunk.is_final is False
     done = sp.SERVER_ADAPTER.validate_python(
         {"type": "done", "elapsed_ms": 3, "token_stats": {"input_tokens": 4}}
     )
@@ -71,7 +71,7 @@ def test_server_messages_parse_as_clients_read_them():
 def test_turn_start_hashes_the_history_before_the_last_message():
     three = prefill("hi", "hello", "how are you?")
     start = S.turn_start(three)
-    assert isinstance(start, TurnStart)
+    assert isinstance(start, TurnRoute)
     assert start.history_hash == history_hash(three.messages[:2])
 
 
@@ -95,7 +95,7 @@ def test_the_new_message_continues_the_history_the_worker_cached():
 
 
 def test_a_one_message_prefill_continues_nothing():
-    assert S.turn_start(prefill("hi")) == TurnStart(None)
+    assert S.turn_start(prefill("hi")) == TurnRoute(None)
 
 
 @pytest.mark.parametrize("msg", [sp.Generate(), sp.Stop(), sp.Close()], ids=lambda m: m.type)

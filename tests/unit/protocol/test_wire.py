@@ -231,7 +231,7 @@ def test_unknown_fields_are_ignored_at_every_level():
 
 
 def test_dump_leaves_out_nones_and_is_json():
-    chunk = sp.Chunk(chunk_index=0, text_delta="hi")
+    chunk = sp.ReplyChunk(chunk_index=0, text_delta="hi")
     assert chunk.dump() == {"type": "chunk", "chunk_index": 0, "text_delta": "hi", "is_final": False}
     assert Msg.model_config["extra"] == "ignore"
 

@@ -16,7 +16,7 @@ from omnivox.connection.taps import Direction, Frame
 from omnivox.protocol.registry import by_name
 from omnivox.protocol.timelines.reader import TimelineReader
 from omnivox.recording.service import SMALL_FRAME, RecordingService
-from omnivox.recording.session import Policy, SessionInfo
+from omnivox.recording.session import Policy, RecordedSession
 from omnivox.recording.store import RecordingStore
 
 
@@ -37,8 +37,8 @@ class Gate(TimelineReader):
     server = client
 
 
-def info(session_id: str) -> SessionInfo:
-    return SessionInfo(session_id, "duplex", "audio_duplex", time.time(), time.monotonic())
+def info(session_id: str) -> RecordedSession:
+    return RecordedSession(session_id, "duplex", "audio_duplex", time.time(), time.monotonic())
 
 
 CHUNK = json.dumps({"type": "audio_chunk", "audio_base64": float32_to_b64(np.full(16000, 0.1, np.float32))})

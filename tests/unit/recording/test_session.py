@@ -12,7 +12,7 @@ import pytest
 from omnivox.audio.pcm import float32_to_b64, pcm16_to_b64
 from omnivox.protocol.registry import by_name
 from omnivox.recording.finalize import recover
-from omnivox.recording.session import Outcome, Policy, SessionInfo, SessionRecording
+from omnivox.recording.session import Outcome, Policy, RecordedSession, SessionRecording
 from omnivox.recording.store import JOURNAL, RecordingStore
 
 UNIT = {
@@ -26,7 +26,7 @@ UNIT = {
 
 
 def duplex(store, session_id="dx-1", policy=Policy(True), **kw):
-    info = SessionInfo(session_id, "duplex", "audio_duplex", time.time(), 100.0)
+    info = RecordedSession(session_id, "duplex", "audio_duplex", time.time(), 100.0)
     return SessionRecording(store, info, by_name("duplex").timeline_reader(), policy, **kw)
 
 
@@ -189,7 +189,7 @@ def test_a_recording_whose_process_died_is_finished_later(store):
 
 
 def test_the_client_address_is_kept_only_when_asked(store):
-    info = SessionInfo("addr", "duplex", "audio_duplex", time.time(), 100.0, client_address="203.0.113.9")
+    info = RecordedSession("addr", "duplex", "audio_duplex", time.time(), 100.0, client_address="203.0.113.9")
     rec = SessionRecording(store, info, by_name("duplex").timeline_reader(), Policy(True))
     send(rec, 1.0, True, chunk())
     rec.finish(Outcome(1000))

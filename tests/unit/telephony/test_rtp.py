@@ -53,3 +53,14 @@ def test_the_jitter_buffer_reorders_and_gives_up_on_a_gap():
 def test_the_jitter_buffer_follows_the_sequence_wrap():
     jb = JitterBuffer()
     assert [p.sequence for p in jb.push(packet(65535)) + jb.push(packet(65536)) if p] == [65535, 0]
+
+
+def test_stray_packets_never_leave_the_real_stream_late_for_good():
+    jb = JitterBuffer()
+    real = 40000
+    assert jb.push(packet(real)) == [packet(real)]
+    stray = RtpPacket(0, 0, 0, 99, b"\xff" * 160)  # another SSRC, numbered far before the stream
+    assert jb.push(stray) == [stray]  # followed: a new stream began
+    assert jb.push(packet(real + 1)) == [packet(real + 1)]  # and the real one again after it
+    assert jb.push(packet(real + 1 - 200)) == [packet(real + 1 - 200)]  # far behind: a restart, not late
+    assert jb.push(packet(real + 1 - 210)) == [] and jb.late == 1  # merely late: dropped

@@ -7,7 +7,7 @@ import numpy as np
 from omnivox.audio.resample import StreamResampler
 from omnivox.voice.asr.base import word_error_rate
 from omnivox.voice.vad.silero import SileroVad
-from omnivox.voice.vad.turn import TurnEventType, TurnParams, VadTurnDetector
+from omnivox.voice.vad.turn import TurnDetector, TurnEventType, TurnParams, TurnState
 from speech import WEATHER
 
 RATE = 16000
@@ -46,10 +46,11 @@ def test_turn_detector_finds_the_speech_in_padded_audio(weather_16k) -> None:
     pad_before, pad_after = int(1.3 * RATE), int(1.5 * RATE)
     audio = np.concatenate([np.zeros(pad_before, np.float32), weather_16k, np.zeros(pad_after, np.float32)])
     true_start, true_end = speech_bounds_ms(audio, RATE)
-    detector = VadTurnDetector(SileroVad(RATE), TurnParams(silence_duration_ms=500))
+    vad = SileroVad(RATE)
+    detector = TurnDetector(TurnParams(silence_duration_ms=500), vad.window_ms)
     events = []
     for i in range(0, len(audio), FRAME):
-        events += detector.feed(audio[i : i + FRAME])
+        events += detector.push_many(vad.process(audio[i : i + FRAME]))
     assert [e.type for e in events] == [TurnEventType.SPEECH_STARTED, TurnEventType.SPEECH_STOPPED]
     started, stopped = events
     assert abs(started.speech_ms - true_start) <= 100
@@ -57,4 +58,4 @@ def test_turn_detector_finds_the_speech_in_padded_audio(weather_16k) -> None:
     # reported once the silence window has passed, and the padded start leads the speech
     assert stopped.detected_ms >= stopped.speech_ms + 500
     assert started.audio_ms == max(0.0, started.speech_ms - 300)
-    assert not detector.speaking and detector.pause_prediction == 1.0
+    assert detector.state is TurnState.SILENCE and detector.pause_prediction == 1.0

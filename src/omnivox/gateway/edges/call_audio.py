@@ -1,6 +1,6 @@
 """A WebRTC call's audio: the caller's Opus track in, the session's replies out on a track of ours.
 
-``Playout`` is the outgoing track. aiortc pulls a 20 ms frame from it in real time and encodes it
+``WebRtcPlayout`` is the outgoing track. aiortc pulls a 20 ms frame from it in real time and encodes it
 as Opus; it plays what the session sent, silence when there is nothing, and reports when a
 response's audio starts playing and when all of it has played (``on_playback``). The worker paces
 its audio a little ahead of real time (``audio_lead_ms``), so the buffer here stays short and a cut
@@ -28,7 +28,7 @@ CHUNK_MS = 40  # microphone audio per event to the worker
 OnPlayback = Callable[[str, str], None]  # (started | stopped, response id)
 
 
-class Playout(MediaStreamTrack):
+class WebRtcPlayout(MediaStreamTrack):
     kind = "audio"
 
     def __init__(
@@ -130,6 +130,8 @@ async def hear(track: MediaStreamTrack, rate: int, deliver: Callable[[bytes], No
             frame = await track.recv()
         except MediaStreamError:
             break
+        if not isinstance(frame, av.AudioFrame):  # an audio track gives audio frames
+            continue
         for out in resampler.resample(frame):
             held += out.to_ndarray().astype("<i2").tobytes()
         while len(held) >= chunk:

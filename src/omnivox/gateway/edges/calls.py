@@ -36,7 +36,7 @@ from omnivox.connection.sockets import PeerGone, Socket
 from omnivox.core.errors import InvalidMessage, NotFound
 from omnivox.core.ids import new_id
 from omnivox.core.transitions import Machine
-from omnivox.gateway.edges.call_audio import Playout, hear
+from omnivox.gateway.edges.call_audio import WebRtcPlayout, hear
 from omnivox.gateway.edges.sidebands import Sidebands
 from omnivox.protocol.media import MediaBridge
 
@@ -66,7 +66,7 @@ def only_addresses(addresses: list[str]) -> None:
     """Offer only ``addresses`` as ICE host candidates, in this process (aioice gathers every
     interface but loopback and has no per-connection setting for it)."""
     fixed = list(addresses)
-    aioice.ice.get_host_addresses = lambda use_ipv4, use_ipv6: fixed  # type: ignore[assignment]
+    aioice.ice.get_host_addresses = lambda use_ipv4, use_ipv6: fixed
 
 
 def keep_candidates(sdp: str, addresses: list[str]) -> str:
@@ -99,7 +99,7 @@ class Call:
         self.connect_timeout_s = connect_timeout_s
         self.machine = Machine(TRANSITIONS, _S.CONNECTING, "call state")
         self.pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))  # host candidates: no STUN lookups
-        self.playout = Playout(bridge.output_rate, self._playback)
+        self.playout = WebRtcPlayout(bridge.output_rate, self._playback)
         self.pc.addTrack(self.playout)
         self.channel: Any = None
         self.end_reason: str | None = None

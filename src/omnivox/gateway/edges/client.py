@@ -43,11 +43,11 @@ from omnivox.core.tracing import TRACEPARENT, context_from, tracer
 from omnivox.gateway.auth import allowed, offered_key, origin_allowed
 from omnivox.gateway.context import GatewayContext
 from omnivox.gateway.edges.client_keys import Grant, is_ephemeral
-from omnivox.gateway.edges.scopes import Request, SessionEdge, TurnEdge
+from omnivox.gateway.edges.scopes import ClientRequest, SessionEdge, TurnEdge
 from omnivox.gateway.edges.taps import MetricsTap
 from omnivox.protocol.spec import WireProtocol
 from omnivox.recording.service import SessionRecorder
-from omnivox.recording.session import SessionInfo
+from omnivox.recording.session import RecordedSession
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +131,7 @@ async def serve_session(
             )
             taps = Taps([MetricsTap(metrics, record), *([recorder] if recorder is not None else [])])
             edge_cls = SessionEdge if protocol.scope == "session" else TurnEdge
-            request = Request(session_id, query, protocol.worker_params(headers, query), ready)
+            request = ClientRequest(session_id, query, protocol.worker_params(headers, query), ready)
             edge = edge_cls(conn, protocol, ctx, record, request, taps, recorder=recorder)
             for frame in preamble or []:
                 item = Inbound(frame)
@@ -160,7 +160,7 @@ def _recorder(
     if ctx.recordings is None or not ctx.recordings.records_anything:
         return None
     address = client_host if ctx.settings.record_client_address else None
-    info = SessionInfo(
+    info = RecordedSession(
         session_id=session_id,
         kind=protocol.name,
         task_type=protocol.task_type(session_id, query),

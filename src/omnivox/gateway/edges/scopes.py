@@ -34,7 +34,7 @@ from omnivox.gateway.edges.sessions import SessionRecord
 from omnivox.gateway.edges.worker_link import CONNECT_FAILURES, connect_worker
 from omnivox.gateway.scheduling.admission import ClientGone
 from omnivox.gateway.scheduling.pool import WorkerRecord
-from omnivox.protocol.control.internal import PauseReport, TurnEnd, parse_internal
+from omnivox.protocol.control.internal import PauseReport, TurnEndReport, parse_internal
 from omnivox.protocol.control.queue import QueueNotice
 from omnivox.protocol.spec import WireProtocol
 from omnivox.recording.service import SessionRecorder
@@ -45,7 +45,7 @@ _CLOSE_CODES = (1000, 1008, 1011)  # what a worker's close may be passed on as (
 
 
 @dataclass(frozen=True)
-class Request:
+class ClientRequest:
     """What the edge keeps of the client's request."""
 
     session_id: str
@@ -64,7 +64,7 @@ class _Edge:
         protocol: WireProtocol,
         ctx: GatewayContext,
         record: SessionRecord,
-        request: Request,
+        request: ClientRequest,
         taps: Taps,
         recorder: SessionRecorder | None = None,
     ) -> None:
@@ -222,7 +222,7 @@ class TurnEdge(_Edge):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._turn_end: TurnEnd | None = None
+        self._turn_end: TurnEndReport | None = None
 
     async def on_frame(self, raw: str | bytes) -> None:
         msg = self.protocol.parser(raw, self.settings.max_message_bytes)
@@ -281,7 +281,7 @@ class TurnEdge(_Edge):
 
     def _control(self, frame: str) -> bool:
         report = parse_internal(frame)
-        if isinstance(report, TurnEnd):
+        if isinstance(report, TurnEndReport):
             self._turn_end = report
             return True
         return False

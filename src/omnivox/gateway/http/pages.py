@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from typing import Any
+
 from fastapi import FastAPI, HTTPException
 from fastapi.responses import FileResponse, Response
 from fastapi.staticfiles import StaticFiles
@@ -14,7 +17,7 @@ REVALIDATE = {"Cache-Control": "no-cache"}
 
 
 class RevalidatedFiles(StaticFiles):
-    def file_response(self, *args, **kwargs) -> Response:
+    def file_response(self, *args: Any, **kwargs: Any) -> Response:
         response = super().file_response(*args, **kwargs)
         response.headers.update(REVALIDATE)
         return response
@@ -23,7 +26,7 @@ class RevalidatedFiles(StaticFiles):
 def mount_pages(app: FastAPI) -> None:
     app.mount("/static", RevalidatedFiles(directory=STATIC_DIR), name="static")
 
-    def page(name: str):
+    def page(name: str) -> Callable[[], Awaitable[FileResponse]]:
         async def serve_page() -> FileResponse:
             path = STATIC_DIR / f"{name}.html"
             if not path.is_file():

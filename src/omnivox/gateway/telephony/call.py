@@ -26,10 +26,14 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from omnivox.connection.sockets import PeerGone, Socket
+from omnivox.core.errors import OmnivoxError
 from omnivox.core.ids import new_id
 from omnivox.core.transitions import Machine
+from omnivox.gateway.context import GatewayContext
+from omnivox.gateway.edges.client import serve_session
 from omnivox.gateway.edges.sidebands import Sidebands
 from omnivox.protocol.phone import PhoneBridge
+from omnivox.protocol.spec import WireProtocol
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +100,7 @@ class PhoneCall:
         self._items: dict[str, str] = {}  # assistant item -> its response
         self._hanging_up = False
         self._inbound: asyncio.Queue[str | None] = asyncio.Queue()
+        self._answered = asyncio.Event()
         self._ended = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -113,6 +118,24 @@ class PhoneCall:
         if self.state is _S.RINGING:
             self.machine.move(_S.ACTIVE)
         self.heard_at = self.clock()
+        self._answered.set()
+
+    async def wait_answered(self) -> bool:
+        """Until the call is answered (True) or ends ringing (False): a call omnivox places takes
+        a worker only once somebody picked up."""
+        answered = asyncio.ensure_future(self._answered.wait())
+        ended = asyncio.ensure_future(self._ended.wait())
+        try:
+            await asyncio.wait({answered, ended}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            answered.cancel()
+            ended.cancel()
+        return self.state is _S.ACTIVE
+
+    def fail(self, err: OmnivoxError) -> None:
+        """End a call that never connected, telling its sidebands why (an ``error`` event)."""
+        self.sidebands.publish(self.bridge.failure(err))
+        self.end(err.message)
 
     async def run(self, session: Callable[[PhoneCall], Awaitable[None]]) -> None:
         """Serve the call's session (and watch for silence) until the call ends."""
@@ -253,3 +276,21 @@ class PhoneCall:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
+
+
+def start_call(
+    ctx: GatewayContext,
+    protocol: WireProtocol,
+    call: PhoneCall,
+    opening: Callable[[], list[str]],
+    host: str | None,
+) -> None:
+    """Hold ``call`` where hang-ups and sidebands find it, and run its session once it is answered
+    (at once for an answered one): ``opening`` gives the session's first frames then (a call
+    omnivox places learns its codec from the answer)."""
+
+    async def session(c: PhoneCall) -> None:
+        if await c.wait_answered():
+            await serve_session(c, protocol, ctx, c.id, {}, {}, opening(), host)
+
+    ctx.calls.start(call, session)

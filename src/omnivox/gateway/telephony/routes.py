@@ -3,15 +3,17 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi import FastAPI, Request, WebSocket
-from fastapi.responses import Response
+from fastapi.responses import JSONResponse, Response
 
 from omnivox.core.errors import InvalidMessage, OmnivoxError
 from omnivox.gateway.context import GatewayContext
 from omnivox.gateway.edges.call_routes import check_client, http_error, json_body
+from omnivox.gateway.telephony.call import PhoneState
 from omnivox.gateway.telephony.sip import SipEdge
 from omnivox.gateway.telephony.streams import serve_stream, twilio_voice
 from omnivox.protocol.registry import PROTOCOLS
@@ -52,7 +54,9 @@ def mount_telephony(app: FastAPI, ctx: GatewayContext) -> None:
 def mount_sip(app: FastAPI, ctx: GatewayContext, protocol: WireProtocol) -> None:
     """The SIP user agent (started with the app) and its call control, as OpenAI's SIP calls have:
     ``POST {path}/calls/{call_id}/accept`` (a session config), ``/reject`` (``status_code``),
-    ``/refer`` (``target_uri``); ``/hangup`` and the sideband are every call's."""
+    ``/refer`` (``target_uri``); ``/hangup`` and the sideband are every call's. And omnivox's own
+    ``POST {path}/calls/dial`` (``dial.DialRequest``): 201 ``{call_id, status, ...}``, or 502
+    ``dial_failed`` with the ``outcome`` and ``sip_status``."""
     edge = SipEdge(ctx, protocol)
     app.state.sip = edge
 
@@ -67,6 +71,23 @@ def mount_sip(app: FastAPI, ctx: GatewayContext, protocol: WireProtocol) -> None
 
     for name, handler in (("accept", accept), ("reject", reject), ("refer", refer)):
         app.add_api_route(f"{protocol.path}/calls/{{call_id}}/{name}", handler, methods=["POST"])
+
+    async def dial(request: Request) -> Response:
+        try:
+            check_client(request, ctx)
+            call = await edge.dial(await json_body(request))
+        except OmnivoxError as err:
+            ctx.metrics.error(err.code)
+            response = http_error(err)
+            if err.details.get("outcome"):  # a dial that failed says how
+                body = json.loads(response.body)
+                body["error"].update({k: v for k, v in err.details.items() if k != "param"})
+                return JSONResponse(body, status_code=err.http_status)
+            return response
+        status = "answered" if call.state is PhoneState.ACTIVE else "ringing"
+        return JSONResponse({"call_id": call.id, "status": status, **call.info}, status_code=201)
+
+    app.add_api_route(f"{protocol.path}/calls/dial", dial, methods=["POST"])
 
 
 async def _control(request: Request, ctx: GatewayContext, act: Callable[[dict[str, Any]], None]) -> Response:

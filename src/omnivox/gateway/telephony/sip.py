@@ -1,18 +1,20 @@
 """SIP calls, as OpenAI serves them: with ``--sip-port P`` the gateway is a SIP user agent on P
-(UDP and TCP) that answers INVITEs with SDP for G.711 and telephone events, carries RTP both ways,
-and runs each call as a ``PhoneCall`` session through the one client edge.
+(UDP and TCP; TLS on ``sip_tls_port`` with ``sip_tls_cert``/``sip_tls_key``) that answers INVITEs
+with SDP for G.711 and telephone events, carries RTP both ways, and runs each call as a
+``PhoneCall`` session through the one client edge. It places calls too (``dial``: ``dial.py``).
 
 Who may call (``admit``): with no key configured omnivox listens on loopback only and takes calls
 from there; otherwise a caller needs a source address in ``sip_allow`` or SIP digest credentials
 from ``sip_users`` (401 challenge, then 403 for wrong ones); anyone else gets 403, counted, and
 never a session. At most ``sip_max_calls`` calls (486), ``sip_invite_rate`` INVITEs a second from
 one source (503), an offer without G.711 gets 488, and no free RTP port 503. A call's RTP port goes
-back to the pool however it ends.
+back to the range however it ends (``legs.SipLegs``).
 
 Incoming calls fire the webhook (``realtime.call.incoming``) when one is configured and ring until
-the application accepts, rejects or refers them (``calls``); without one they are accepted at once
-with the agent profile of the dialled number. BYE from either side ends the call; CANCEL before the
-answer ends it too; a re-INVITE is answered with the same media (a hold is heard as silence).
+the application accepts, rejects or refers them; without one they are accepted at once with the
+agent profile of the dialled number. BYE from either side ends the call; CANCEL before the answer
+ends it too; a re-INVITE is answered with the same media (a hold is heard as silence), or 488 when
+its offer has nothing usable (the call goes on).
 """
 
 from __future__ import annotations
@@ -23,64 +25,32 @@ import ipaddress
 import json
 import logging
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
-from aiosipua import IncomingCall, SipUAS, TcpSipTransport, UdpSipTransport, parse_sdp
+from aiosipua import DialogState, IncomingCall, SipUAS, parse_sdp
+from aiosipua.transport import SipTransport
 
-from omnivox.core.config import PhoneProfile, Settings
+from omnivox.core.config import Settings
 from omnivox.core.errors import CallNotRinging, NotFound, TooManySessions, UnusableSdp
 from omnivox.core.ids import new_id
 from omnivox.gateway.context import GatewayContext
-from omnivox.gateway.edges.client import serve_session
 from omnivox.gateway.edges.limits import ClientLimits
-from omnivox.gateway.telephony.call import PhoneCall
+from omnivox.gateway.telephony.call import PhoneCall, PhoneState, start_call
+from omnivox.gateway.telephony.dial import Dialer, DialRequest
+from omnivox.gateway.telephony.legs import InboundLeg, SipLeg, SipLegs
+from omnivox.gateway.telephony.metrics import TelephonyMetrics
 from omnivox.gateway.telephony.profiles import opening, profile_for
+from omnivox.gateway.telephony.transports import TcpTransport, TlsTransport, Uac, UdpTransport, tls_context
 from omnivox.protocol.spec import WireProtocol
 from omnivox.telephony import sdp, webhooks
 from omnivox.telephony.digest import DigestAuth
-from omnivox.telephony.playout import PacedPlayout
-from omnivox.telephony.rtp_endpoint import NoPortFree, PortPool, RtpEndpoint
+from omnivox.telephony.rtp_endpoint import NoPortFree
 
 log = logging.getLogger(__name__)
 
 USER_AGENT = "omnivox"
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
-
-
-class _Datagrams(asyncio.DatagramProtocol):
-    def __init__(self, owner: UdpSipTransport) -> None:
-        self.owner = owner
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.owner._udp_transport = transport  # type: ignore[assignment]
-
-    def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:  # type: ignore[override]
-        self.owner._dispatch(data, (str(addr[0]), int(addr[1])))
-
-
-class UdpTransport(UdpSipTransport):
-    """aiosipua's UDP transport on any event loop (its own asserts asyncio's transport class,
-    which uvloop's is not)."""
-
-    async def start(self) -> None:
-        loop = asyncio.get_running_loop()
-        await loop.create_datagram_endpoint(lambda: _Datagrams(self), local_addr=self.local_addr)
-
-
-@dataclass
-class SipLeg:
-    """A SIP call's signalling and media, beside its ``PhoneCall``."""
-
-    incoming: IncomingCall
-    call: PhoneCall
-    endpoint: RtpEndpoint
-    plan: sdp.MediaPlan
-    answer_sdp: str
-    profile: PhoneProfile
-    decided: asyncio.Event = field(default_factory=asyncio.Event)
-    remote_hung_up: bool = False
 
 
 class SipEdge:
@@ -93,32 +63,59 @@ class SipEdge:
         s = self.settings
         self.host = s.sip_host or s.host
         self.advertise = s.sip_advertise or (self.host if self.host not in ("0.0.0.0", "::") else "127.0.0.1")
-        self.ports = PortPool(s.rtp_port_min, s.rtp_port_max)
+        self.metrics = TelephonyMetrics(ctx.metrics.registry)
+        self.legs = SipLegs(self.host, s.rtp_port_min, s.rtp_port_max, self.metrics)
         self.digest = DigestAuth(s.sip_realm, dict(s.sip_users)) if s.sip_users else None
         self.allow = [ipaddress.ip_network(a, strict=False) for a in s.sip_allow]
-        self.legs: dict[str, SipLeg] = {}  # by SIP Call-ID
-        self.by_call: dict[str, SipLeg] = {}  # by our call id
-        self.refused = 0
         self.invites = ClientLimits(0, s.sip_invite_rate, s.sip_invite_burst)  # INVITEs per source
+        self.dialer: Dialer | None = None
+        self._setting_up: dict[str, IncomingCall] = {}  # INVITEs whose media is being opened
         self._uas: list[SipUAS] = []
         self._tasks: set[asyncio.Task[Any]] = set()
 
     async def start(self) -> None:
-        assert self.settings.sip_port is not None
-        addr = (self.host, self.settings.sip_port)
-        for transport in (UdpTransport(local_addr=addr), TcpSipTransport(local_addr=addr)):
-            uas = SipUAS(transport, user_agent=USER_AGENT, advertised_addr=(self.advertise, addr[1]))
+        if not log.isEnabledFor(logging.DEBUG):
+            # aiosipua warns of every bad message it meets; omnivox counts them (refusals by status,
+            # malformed messages) instead: hostile traffic must not flood the log
+            logging.getLogger("aiosipua").setLevel(logging.ERROR)
+        s = self.settings
+        assert s.sip_port is not None
+        addr = (self.host, s.sip_port)
+        transports: list[tuple[SipTransport, int]] = [
+            (UdpTransport(local_addr=addr), s.sip_port),
+            (TcpTransport(local_addr=addr), s.sip_port),
+        ]
+        if s.sip_tls_port is not None and s.sip_tls_cert and s.sip_tls_key:
+            context = tls_context(s.sip_tls_cert, s.sip_tls_key)
+            transports.append(
+                (TlsTransport(local_addr=(self.host, s.sip_tls_port), ssl_context=context), s.sip_tls_port)
+            )
+        for transport, port in transports:
+            transport.on_malformed = lambda: self.metrics.refused.labels("malformed").inc()  # type: ignore[attr-defined]
+            uac = (
+                Uac(transport, advertised_addr=(self.advertise, port))
+                if isinstance(transport, UdpTransport)
+                else None
+            )
+            uas = SipUAS(transport, user_agent=USER_AGENT, advertised_addr=(self.advertise, port), uac=uac)
             uas.on_invite = self._on_invite
             uas.on_bye = self._on_bye
             uas.on_cancel = self._on_cancel
             uas.on_reinvite = self._on_reinvite
             await uas.start()
             self._uas.append(uas)
-        log.info("SIP listening on %s:%s (UDP, TCP)", *addr)
+            if uac is not None:
+                self.dialer = Dialer(
+                    self.ctx, self.protocol, self.legs, uac, self.advertise, self.metrics, self._ended
+                )
+        tls = f", TLS on {s.sip_tls_port}" if len(transports) > 2 else ""
+        log.info("SIP listening on %s:%s (UDP, TCP%s)", *addr, tls)
 
     async def stop(self) -> None:
-        for leg in list(self.legs.values()):
+        for leg in list(self.legs.by_sip.values()):
             leg.call.end("the gateway is shutting down")
+        if self.dialer is not None:
+            await self.dialer.stop()
         for uas in self._uas:
             with contextlib.suppress(Exception):
                 await uas.stop()
@@ -160,17 +157,30 @@ class SipEdge:
     # ---- INVITE
 
     def _on_invite(self, incoming: IncomingCall) -> None:
+        first = self._setting_up.get(incoming.call_id)
+        leg = self.legs.by_sip.get(incoming.call_id)
+        if first is not None or leg is not None:
+            # the same INVITE again (UDP retransmits it): aiosipua took it for a new call; the
+            # dialog stays the first one's
+            original = first or (leg.incoming if isinstance(leg, InboundLeg) else None)
+            for uas in self._uas:
+                if original is not None and uas.transport is original.transport:
+                    uas._calls[incoming.call_id] = original
+            return
         refusal = self._admit(incoming)
         if refusal is not None:
             status, headers = refusal
-            if status in (401, 403):
-                self.refused += 1
-                self.ctx.metrics.error("sip_forbidden" if status == 403 else "sip_challenged")
+            if status == 403:
+                self.ctx.metrics.error("sip_forbidden")
             self._reply(incoming, status, headers)
             return
+        self._setting_up[incoming.call_id] = incoming
         self._spawn(self._offered(incoming))
 
     def _reply(self, incoming: IncomingCall, status: int, headers: dict[str, str] | None = None) -> None:
+        """A final refusal of an INVITE (counted by status)."""
+        if status >= 400:
+            self.metrics.refused.labels(str(status)).inc()
         with contextlib.suppress(Exception):
             incoming._send_response(status, _REASONS.get(status, "Error"), extra_headers=headers or None)
             incoming.dialog.terminate()
@@ -179,47 +189,48 @@ class SipEdge:
 
     async def _offered(self, incoming: IncomingCall) -> None:
         try:
-            port = self.ports.take()
-        except NoPortFree:
-            self._reply(incoming, 503)
-            return
+            await self._set_up(incoming)
+        finally:
+            self._setting_up.pop(incoming.call_id, None)
+
+    async def _set_up(self, incoming: IncomingCall) -> None:
+        profile = profile_for(self.settings, incoming.callee and _user(incoming.callee))
+        assert self.protocol.phone is not None
         try:
-            plan, answer = sdp.answer(incoming.invite.text or "", self.advertise, port)
+            plan, answer = sdp.answer(incoming.invite.text or "", self.advertise, 0)
         except UnusableSdp as err:
-            self.ports.give(port)
             self.ctx.metrics.error(err.code)
             self._reply(incoming, 488)
             return
-        to_user = incoming.callee
-        profile = profile_for(self.settings, to_user)
-        call = PhoneCall("sip", self.protocol.phone, plan.encoding, idle_timeout_s=profile.idle_timeout_s)  # type: ignore[arg-type]
-        endpoint = RtpEndpoint(
-            PacedPlayout(call.on_playback, plan.encoding), call.caller_audio, call.caller_dtmf
-        )
+        call = PhoneCall("sip", self.protocol.phone, plan.encoding, idle_timeout_s=profile.idle_timeout_s)
         try:
-            await endpoint.open(self.host, port)
-        except OSError:
-            self.ports.give(port)
+            endpoint = await self.legs.open_media(call, plan.encoding)
+        except NoPortFree:
             self._reply(incoming, 503)
             return
-        leg = SipLeg(incoming, call, endpoint, plan, answer, profile)
+        if incoming.dialog.state is DialogState.TERMINATED:
+            self.legs.drop_port(endpoint)  # cancelled while its media was being opened
+            return
+        plan, answer = sdp.answer(incoming.invite.text or "", self.advertise, endpoint.port)
+        leg = InboundLeg(incoming, call, endpoint, profile, plan, answer)
         call.on_end = lambda reason: self._ended(leg, reason)
         call.info = {
+            "direction": "inbound",
             "from": incoming.caller,
             "to": incoming.callee,
             "sip_call_id": incoming.call_id,
             "sip_headers": _headers(incoming),
         }
-        self.legs[incoming.call_id] = leg
-        self.by_call[call.id] = leg
+        self.legs.add(leg)
         if self.settings.sip_webhook_url:
             with contextlib.suppress(Exception):
                 incoming.ringing()
             self._spawn(self._ring(leg))
         else:
-            self.accept(call.id, None)
+            with contextlib.suppress(NotFound):  # the caller went while its media was set up
+                self.accept(call.id, None)
 
-    async def _ring(self, leg: SipLeg) -> None:
+    async def _ring(self, leg: InboundLeg) -> None:
         """Tell the application (the webhook), then wait for its decision."""
         s = self.settings
         body = json.dumps(
@@ -248,10 +259,10 @@ class SipEdge:
 
     # ---- the application's decisions
 
-    def _ringing(self, call_id: str) -> SipLeg:
-        leg = self.by_call.get(call_id)
-        if leg is None or leg.call.ended:
-            raise NotFound(f"no call {call_id!r} is in progress", param="call_id")
+    def _ringing(self, call_id: str) -> InboundLeg:
+        leg = self.legs.find(call_id)
+        if not isinstance(leg, InboundLeg):
+            raise NotFound(f"no incoming call {call_id!r} is in progress", param="call_id")
         if leg.decided.is_set():
             raise CallNotRinging(f"call {call_id!r} was already answered or refused")
         return leg
@@ -261,56 +272,56 @@ class SipEdge:
         else the profile's)."""
         leg = self._ringing(call_id)
         leg.decided.set()
-        assert self.protocol.phone is not None
+        assert self.protocol.phone is not None and leg.plan is not None
         preamble = opening(self.protocol.phone, leg.profile, leg.plan.encoding, session)
-        leg.incoming.accept(parse_sdp(leg.answer_sdp))
+        try:
+            leg.incoming.accept(parse_sdp(leg.answer_sdp))
+        except (RuntimeError, OSError) as exc:  # a TCP caller whose connection is gone
+            leg.remote_hung_up = True
+            leg.call.end(f"the answer could not be sent: {exc}")
+            raise NotFound(
+                f"call {call_id!r} is gone: its caller's connection closed", param="call_id"
+            ) from None
         leg.endpoint.start(leg.plan)
         leg.call.answered(leg.endpoint.playout)
-        host = leg.incoming.source_addr[0]
-
-        async def run_session(c: PhoneCall) -> None:
-            await serve_session(c, self.protocol, self.ctx, c.id, {}, {}, preamble, host)
-
-        self.ctx.calls.start(leg.call, run_session)
+        start_call(self.ctx, self.protocol, leg.call, lambda: preamble, leg.incoming.source_addr[0])
 
     def reject(self, call_id: str, status: int) -> None:
-        leg = self._ringing(call_id)
-        self._refuse(leg, status)
+        self._refuse(self._ringing(call_id), status)
 
-    def _refuse(self, leg: SipLeg, status: int) -> None:
+    def _refuse(self, leg: InboundLeg, status: int) -> None:
         leg.decided.set()
         self._reply(leg.incoming, status)
         leg.call.end(f"refused ({status})")
 
     def refer(self, call_id: str, target: str) -> None:
         """Transfer a call: a REFER to ``target`` (an answered call), or 302 to it (a ringing one)."""
-        leg = self.by_call.get(call_id)
-        if leg is None or leg.call.ended:
-            raise NotFound(f"no call {call_id!r} is in progress", param="call_id")
-        if not leg.decided.is_set():
+        leg = self.legs.find(call_id)
+        if isinstance(leg, InboundLeg) and not leg.decided.is_set():
             leg.decided.set()
             self._reply(leg.incoming, 302, {"Contact": f"<{target}>"})
             leg.call.end(f"redirected to {target}")
             return
-        incoming = leg.incoming
-        local = incoming._signaling_addr()
-        refer = incoming.dialog.create_request("REFER", via_host=local[0], via_port=local[1])
-        refer.headers.set_single("Refer-To", f"<{target}>")
-        refer.headers.set_single("Referred-By", f"<{incoming.dialog.local_uri}>")
-        refer.headers.set_single("Contact", f"<sip:{local[0]}:{local[1]}>")
-        incoming.transport.send(refer, incoming.source_addr)  # type: ignore[union-attr]
+        if leg.call.state is not PhoneState.ACTIVE:
+            raise CallNotRinging(f"call {call_id!r} is not answered yet: it cannot be transferred")
+        leg.refer(target)
         leg.call.info["referred_to"] = target
 
-    # ---- the caller's side
+    async def dial(self, body: dict[str, Any]) -> PhoneCall:
+        """Place a call (``dial.DialRequest``); raises ``InvalidMessage``, ``DialFailed``."""
+        assert self.dialer is not None
+        return await self.dialer.dial(DialRequest.parse(body, self.settings, self.protocol))
+
+    # ---- the far end's requests
 
     def _on_bye(self, incoming: IncomingCall, request: Any) -> None:
-        leg = self.legs.get(incoming.call_id)
+        leg = self.legs.by_sip.get(incoming.call_id)
         if leg is not None:
             leg.remote_hung_up = True
-            leg.call.end("the caller hung up (BYE)")
+            leg.call.end("the far end hung up (BYE)")
 
     def _on_cancel(self, request: Any, addr: tuple[str, int]) -> None:
-        leg = self.legs.get(request.call_id or "")
+        leg = self.legs.by_sip.get(request.call_id or "")
         if leg is not None and not leg.decided.is_set():
             leg.decided.set()
             leg.remote_hung_up = True
@@ -319,32 +330,40 @@ class SipEdge:
     def _on_reinvite(self, incoming: IncomingCall) -> None:
         """A re-INVITE (a hold, a refresh): answered with the same media; a new address or codec
         is taken if the offer has one we can use, else refused with 488 and the call goes on."""
-        leg = self.legs.get(incoming.call_id)
-        if leg is None:
+        leg = self.legs.by_sip.get(incoming.call_id)
+        if leg is None or leg.plan is None:
             return
         try:
             plan, answer = sdp.answer(incoming.invite.text or "", self.advertise, leg.endpoint.port)
         except UnusableSdp:
+            self.metrics.refused.labels("488").inc()
             incoming._send_response(488, "Not Acceptable Here")
             return
         if plan.codec == leg.plan.codec:
-            leg.plan, leg.answer_sdp = plan, answer
+            leg.plan = plan
+            if isinstance(leg, InboundLeg):
+                leg.answer_sdp = answer
             leg.endpoint.start(plan)
-        incoming._send_response(200, "OK", body=leg.answer_sdp, content_type="application/sdp")
+        else:  # keep the codec the session speaks: answer with it
+            answer = sdp.render(
+                self.advertise,
+                leg.endpoint.port,
+                [(leg.plan.payload_type, leg.plan.codec)],
+                leg.plan.dtmf_payload_type,
+                "sendrecv",
+            )
+        leg.call.info["hold"] = plan.direction in ("sendonly", "inactive")
+        incoming._send_response(200, "OK", body=answer, content_type="application/sdp")
 
     # ---- ending
 
     def _ended(self, leg: SipLeg, reason: str) -> None:
         leg.decided.set()
         if not leg.remote_hung_up:
-            with contextlib.suppress(Exception):
-                leg.incoming.hangup()  # a BYE (None before the answer: refused by then)
-        leg.endpoint.close()
-        self.ports.give(leg.endpoint.port)
-        self.legs.pop(leg.incoming.call_id, None)
-        self.by_call.pop(leg.call.id, None)
+            leg.hang_up()
+        self.legs.release(leg)
         for uas in self._uas:
-            uas._calls.pop(leg.incoming.call_id, None)
+            uas._calls.pop(leg.sip_call_id, None)
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.ensure_future(coro)

@@ -9,9 +9,10 @@ The carrier's messages never get error replies (it has no use for them): bad one
 and dropped. The socket is closed by us only to hang up (end_call, the idle timeout, the API, the
 session's end); otherwise the carrier's ``stop`` ends the call.
 
-Who may open one: with no client key configured, anyone who reaches the gateway (it then listens
-on loopback only); otherwise a Twilio stream signed with ``twilio_auth_token``, or a request with
-the client key (``Authorization: Bearer``).
+Who may open one: a carrier whose secret is configured must sign the handshake (Twilio with
+``twilio_auth_token``, Telnyx with ``telnyx_public_key``, Plivo with ``plivo_auth_token``); else
+a request with the client key (``Authorization: Bearer``), or anyone who reaches the gateway when
+no client key is configured (it then listens on loopback only).
 """
 
 from __future__ import annotations
@@ -32,11 +33,10 @@ from omnivox.core.errors import WS_POLICY, OmnivoxError
 from omnivox.gateway.auth import allowed, offered_key
 from omnivox.gateway.bodies import read_body
 from omnivox.gateway.context import GatewayContext
-from omnivox.gateway.edges.client import serve_session
-from omnivox.gateway.telephony.call import PhoneCall
+from omnivox.gateway.telephony.call import PhoneCall, start_call
 from omnivox.gateway.telephony.profiles import opening, profile_for
 from omnivox.protocol.spec import WireProtocol
-from omnivox.telephony.carriers import CARRIERS, Carrier, twilio
+from omnivox.telephony.carriers import CARRIERS, Carrier, plivo, telnyx, twilio
 from omnivox.telephony.carriers.base import (
     StreamDtmf,
     StreamMark,
@@ -64,10 +64,26 @@ def public_url(settings: Settings, url: str) -> str:
     return f"{scheme}://{base.netloc}{own.path}{query}"
 
 
+def carrier_signs(settings: Settings, carrier: Carrier) -> bool:
+    """Whether the carrier's requests must be signed (its token or key is configured)."""
+    secrets = {
+        "twilio": settings.twilio_auth_token,
+        "telnyx": settings.telnyx_public_key,
+        "plivo": settings.plivo_auth_token,
+    }
+    return bool(secrets.get(carrier.name))
+
+
 def stream_allowed(settings: Settings, carrier: Carrier, url: str, headers: Any) -> bool:
+    """A stream handshake is the carrier's when it carries the carrier's signature (where its secret
+    is configured), else when it has the client key (or no key is configured)."""
+    url = public_url(settings, url)
     if carrier.name == "twilio" and settings.twilio_auth_token:
-        offered = headers.get("x-twilio-signature")
-        return twilio.signature_ok(settings.twilio_auth_token, public_url(settings, url), {}, offered)
+        return twilio.signature_ok(settings.twilio_auth_token, url, {}, headers.get("x-twilio-signature"))
+    if carrier.name == "telnyx" and settings.telnyx_public_key:
+        return telnyx.signature_ok(settings.telnyx_public_key, headers)
+    if carrier.name == "plivo" and settings.plivo_auth_token:
+        return plivo.signature_ok(settings.plivo_auth_token, "GET", url, headers)
     return allowed(settings, "client", offered_key(headers))
 
 
@@ -122,7 +138,7 @@ async def serve_stream(ws: WebSocket, carrier: Carrier, protocol: WireProtocol, 
     settings = ctx.settings
     assert protocol.phone is not None
     if not stream_allowed(settings, carrier, str(ws.url), ws.headers):
-        ctx.metrics.error("invalid_signature" if settings.twilio_auth_token else "unauthorized")
+        ctx.metrics.error("invalid_signature" if carrier_signs(settings, carrier) else "unauthorized")
         await ws.close(WS_POLICY)  # before the handshake: the carrier sees 403
         return
     if ctx.calls.count(carrier.name) >= settings.phone_max_streams:
@@ -163,12 +179,7 @@ async def serve_stream(ws: WebSocket, carrier: Carrier, protocol: WireProtocol, 
     playout = MarkedPlayout(call.on_playback, to_carrier)
     call.answered(playout)
     preamble = opening(protocol.phone, profile, encoding)
-    host = ws.client.host if ws.client else None
-
-    async def run_session(c: PhoneCall) -> None:
-        await serve_session(c, protocol, ctx, c.id, {}, {}, preamble, host)
-
-    ctx.calls.start(call, run_session)
+    start_call(ctx, protocol, call, lambda: preamble, ws.client.host if ws.client else None)
 
     async def write() -> None:
         while (frame := await outbox.get()) is not None:

@@ -8,7 +8,7 @@ for the gateway's metrics and tells the gateway that a turn is over, whatever th
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, TypeGuard
 
 from pydantic import Field, TypeAdapter, ValidationError
 
@@ -46,7 +46,7 @@ class Metrics(Msg):
     tts_audio_s: float = 0.0
 
 
-class TurnEnd(Msg):
+class TurnEndReport(Msg):
     """A turn of a turn-scoped protocol is over: the gateway may release the worker."""
 
     type: Literal["omnivox.internal.turn_end"] = "omnivox.internal.turn_end"
@@ -60,15 +60,15 @@ class PauseReport(Msg):
     paused: bool
 
 
-Internal = Annotated[Metrics | TurnEnd | PauseReport, Field(discriminator="type")]
+Internal = Annotated[Metrics | TurnEndReport | PauseReport, Field(discriminator="type")]
 _ADAPTER: TypeAdapter[Internal] = TypeAdapter(Internal)
 
 
-def is_internal(frame: str | bytes) -> bool:
+def is_internal(frame: str | bytes) -> TypeGuard[str]:
     return isinstance(frame, str) and frame.startswith(PREFIX)
 
 
-def parse_internal(frame: str) -> Metrics | TurnEnd | PauseReport | None:
+def parse_internal(frame: str) -> Metrics | TurnEndReport | PauseReport | None:
     """The internal frame, or None if it is not one this gateway knows (a newer worker's)."""
     try:
         return _ADAPTER.validate_json(frame)

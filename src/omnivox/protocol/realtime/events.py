@@ -158,15 +158,6 @@ class TranscriptionCompleted(ServerEvent):
     usage: dict[str, Any] = Field(default_factory=lambda: {"type": "duration", "seconds": 0.0})
 
 
-class TranscriptionFailed(ServerEvent):
-    type: Literal["conversation.item.input_audio_transcription.failed"] = (
-        "conversation.item.input_audio_transcription.failed"
-    )
-    item_id: str
-    content_index: int = 0
-    error: dict[str, Any]
-
-
 class ResponseCreated(ServerEvent):
     type: Literal["response.created"] = "response.created"
     response: dict[str, Any]

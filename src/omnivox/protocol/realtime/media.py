@@ -11,30 +11,14 @@ begins to play, ``.stopped`` when it has all played, and ``.cleared`` when it wa
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 from typing import Any
 
 from omnivox.protocol.media import MediaBridge, Route
-from omnivox.protocol.realtime import events as ev
+from omnivox.protocol.realtime import calls
 
 RATE = 24000
 PCM = {"type": "audio/pcm", "rate": RATE}
-_AUDIO_DELTAS = {"response.output_audio.delta", "response.audio.delta"}
-_FORMAT_FIELDS = ("input_audio_format", "output_audio_format")
-
-
-def _fixed_formats(session: dict[str, Any]) -> dict[str, Any]:
-    """``session`` with both audio formats set to what the call carries (PCM16 24 kHz)."""
-    out = {k: v for k, v in session.items() if k not in _FORMAT_FIELDS}
-    audio = dict(out.get("audio") or {})
-    for side in ("input", "output"):
-        part = dict(audio.get(side) or {})
-        part["format"] = PCM
-        audio[side] = part
-    out["audio"] = audio
-    return out
 
 
 class RealtimeMedia(MediaBridge):
@@ -43,25 +27,14 @@ class RealtimeMedia(MediaBridge):
     output_rate = RATE
 
     def preamble(self, session: dict[str, Any] | None) -> list[str]:
-        patch = _fixed_formats({"type": "realtime", **(session or {})})
+        patch = calls.fixed_formats({"type": "realtime", **(session or {})}, PCM)
         return [json.dumps({"type": "session.update", "event_id": "omnivox_call", "session": patch})]
 
     def audio_in(self, pcm16: bytes) -> str:
-        return json.dumps({"type": "input_audio_buffer.append", "audio": base64.b64encode(pcm16).decode()})
+        return calls.append(pcm16)
 
     def client_frame(self, frame: str) -> str | None:
-        try:
-            event = json.loads(frame)
-        except ValueError:
-            return frame  # the worker says what is wrong with it
-        if (
-            isinstance(event, dict)
-            and event.get("type") in ("session.update", "transcription_session.update")
-            and isinstance(event.get("session"), dict)
-        ):
-            event["session"] = _fixed_formats(event["session"])
-            return json.dumps(event)
-        return frame
+        return calls.with_fixed_formats(frame, PCM)
 
     def route(self, frame: str) -> Route:
         try:
@@ -69,12 +42,8 @@ class RealtimeMedia(MediaBridge):
         except ValueError:
             return Route(event=frame)
         kind = event.get("type") if isinstance(event, dict) else None
-        if kind in _AUDIO_DELTAS:
-            try:
-                audio = base64.b64decode(event.get("delta") or "", validate=True)
-            except (binascii.Error, ValueError):
-                audio = b""
-            return Route(audio=audio, response_id=event.get("response_id"))
+        if kind in calls.AUDIO_DELTAS:
+            return Route(audio=calls.delta_audio(event), response_id=event.get("response_id"))
         if kind == "response.done":
             response = event.get("response") or {}
             rid = response.get("id")
@@ -88,12 +57,7 @@ class RealtimeMedia(MediaBridge):
         return Route(event=frame)
 
     def playback(self, kind: str, response_id: str) -> str:
-        events = {
-            "started": ev.OutputAudioStarted,
-            "stopped": ev.OutputAudioStopped,
-            "cleared": ev.OutputAudioCleared,
-        }
-        return events[kind](response_id=response_id).model_dump_json()
+        return calls.playback(kind, response_id)
 
 
 REALTIME_MEDIA = RealtimeMedia()

@@ -10,14 +10,14 @@ and what the caller heard of a cut reply is told to the session as a client's
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import time
 from typing import Any
 
+from omnivox.core.errors import OmnivoxError
 from omnivox.protocol.phone import PhoneBridge, PhoneRoute
-from omnivox.protocol.realtime import events as ev
+from omnivox.protocol.realtime import calls
+from omnivox.protocol.realtime.events import error_event
 
 END_CALL = "end_call"
 END_CALL_TOOL = {
@@ -26,24 +26,11 @@ END_CALL_TOOL = {
     "description": "Hang up the phone call. Call it once the conversation is over and you have said goodbye.",
     "parameters": {"type": "object", "properties": {"reason": {"type": "string"}}},
 }
-_AUDIO_DELTAS = {"response.output_audio.delta", "response.audio.delta"}
-_FORMAT_FIELDS = ("input_audio_format", "output_audio_format")
-
-
-def _formats(session: dict[str, Any], encoding: str) -> dict[str, Any]:
-    out = {k: v for k, v in session.items() if k not in _FORMAT_FIELDS}
-    audio = dict(out.get("audio") or {})
-    for side in ("input", "output"):
-        part = dict(audio.get(side) or {})
-        part["format"] = {"type": encoding}
-        audio[side] = part
-    out["audio"] = audio
-    return out
 
 
 class RealtimePhone(PhoneBridge):
     def preamble(self, session: dict[str, Any] | None, encoding: str, end_call: bool) -> list[str]:
-        patch = _formats({"type": "realtime", **(session or {})}, encoding)
+        patch = calls.fixed_formats({"type": "realtime", **(session or {})}, {"type": encoding})
         if end_call:
             tools = [
                 t for t in patch.get("tools") or [] if not (isinstance(t, dict) and t.get("name") == END_CALL)
@@ -73,21 +60,10 @@ class RealtimePhone(PhoneBridge):
         return session
 
     def audio_in(self, payload: bytes) -> str:
-        return json.dumps({"type": "input_audio_buffer.append", "audio": base64.b64encode(payload).decode()})
+        return calls.append(payload)
 
     def client_frame(self, frame: str, encoding: str) -> str | None:
-        try:
-            event = json.loads(frame)
-        except ValueError:
-            return frame  # the worker says what is wrong with it
-        if (
-            isinstance(event, dict)
-            and event.get("type") in ("session.update", "transcription_session.update")
-            and isinstance(event.get("session"), dict)
-        ):
-            event["session"] = _formats(event["session"], encoding)
-            return json.dumps(event)
-        return frame
+        return calls.with_fixed_formats(frame, {"type": encoding})
 
     def route(self, frame: str) -> PhoneRoute:
         try:
@@ -95,12 +71,8 @@ class RealtimePhone(PhoneBridge):
         except ValueError:
             return PhoneRoute(event=frame)
         kind = event.get("type") if isinstance(event, dict) else None
-        if kind in _AUDIO_DELTAS:
-            try:
-                audio = base64.b64decode(event.get("delta") or "", validate=True)
-            except (binascii.Error, ValueError):
-                audio = b""
-            return PhoneRoute(audio=audio, response_id=event.get("response_id"))
+        if kind in calls.AUDIO_DELTAS:
+            return PhoneRoute(audio=calls.delta_audio(event), response_id=event.get("response_id"))
         if kind == "response.done":
             response = event.get("response") or {}
             cancelled = response.get("status") == "cancelled"
@@ -128,12 +100,7 @@ class RealtimePhone(PhoneBridge):
         return PhoneRoute(event=frame)
 
     def playback(self, kind: str, response_id: str) -> str:
-        events = {
-            "started": ev.OutputAudioStarted,
-            "stopped": ev.OutputAudioStopped,
-            "cleared": ev.OutputAudioCleared,
-        }
-        return events[kind](response_id=response_id).model_dump_json()
+        return calls.playback(kind, response_id)
 
     def heard(self, item_id: str, audio_end_ms: int) -> str:
         truncate = {"type": "conversation.item.truncate", "event_id": "omnivox_heard"}
@@ -162,6 +129,11 @@ class RealtimePhone(PhoneBridge):
                 "response": {"instructions": instructions},
             }
         )
+
+    def failure(self, err: OmnivoxError) -> str:
+        event = error_event(err).model_dump(mode="json")
+        event["error"].update({k: v for k, v in err.details.items() if k != "param"})  # outcome, sip_status
+        return json.dumps(event)
 
 
 REALTIME_PHONE = RealtimePhone()

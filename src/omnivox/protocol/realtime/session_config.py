@@ -87,7 +87,7 @@ class AudioOutput(_Strict):
     speed: float = Field(1.0, ge=0.25, le=1.5)
 
 
-class Audio(_Strict):
+class AudioConfig(_Strict):
     input: AudioInput = Field(default_factory=AudioInput)
     output: AudioOutput = Field(default_factory=AudioOutput)
 
@@ -156,6 +156,13 @@ class OmnivoxOptions(_Strict):
     backchannel_max_ms: int = Field(1500, ge=0, le=5000)
 
 
+Modality = Literal["text", "audio"]
+
+
+def _audio_only() -> list[Modality]:
+    return ["audio"]
+
+
 class SessionConfig(_Strict):
     """A session's effective configuration. ``type: "transcription"`` sessions only hear: audio in,
     transcripts out per turn, never a response."""
@@ -165,9 +172,9 @@ class SessionConfig(_Strict):
     id: str = Field(default_factory=lambda: new_id("sess"))
     model: str = "omnivox"
     instructions: str = ""
-    output_modalities: list[Literal["text", "audio"]] = Field(default_factory=lambda: ["audio"], min_length=1)
+    output_modalities: list[Modality] = Field(default_factory=_audio_only, min_length=1)
     max_output_tokens: int | Literal["inf"] = "inf"
-    audio: Audio = Field(default_factory=Audio)
+    audio: AudioConfig = Field(default_factory=AudioConfig)
     tools: list[FunctionTool] = Field(default_factory=list, max_length=128)
     tool_choice: ToolChoice = "auto"
     parallel_tool_calls: bool = True

@@ -13,18 +13,19 @@ from __future__ import annotations
 from typing import Any
 
 from omnivox.protocol.timelines.reader import (
+    AssistantCutOff,
     Audio,
-    BargeIn,
     Config,
     Event,
-    Figures,
     Image,
     Marker,
     Text,
     TimelineReader,
     TurnEnd,
+    TurnFigures,
     TurnStart,
     b64,
+    dict_field,
     error_event,
     record_choice,
 )
@@ -47,7 +48,7 @@ class DuplexTimeline(TimelineReader):
                 events.append(Image(b64(frame), "frame"))
             return events
         if kind == "prepare":
-            config = msg.get("config") if isinstance(msg.get("config"), dict) else {}
+            config = dict_field(msg, "config")
             rate = config.get("sample_rate", 16000)
             self._rate = rate if isinstance(rate, int) and 8000 <= rate <= 48000 else 16000
             values = {"config": config, "system_prompt": str(msg.get("system_prompt") or "")}
@@ -74,12 +75,12 @@ class DuplexTimeline(TimelineReader):
         if msg.get("is_listen", True):
             if msg.get("end_of_turn") and self._speaking:
                 self._speaking = False
-                events += [BargeIn("yielded"), TurnEnd("assistant", status="interrupted")]
+                events += [AssistantCutOff("yielded"), TurnEnd("assistant", status="interrupted")]
             return events
         if not self._speaking:
             self._speaking = True
             events.append(TurnStart("assistant"))
-            events.append(Figures(_unit_figures(msg)))
+            events.append(TurnFigures(_unit_figures(msg)))
         if msg.get("text"):
             events.append(Text("assistant", str(msg["text"]), final=False))
         if msg.get("audio_data"):

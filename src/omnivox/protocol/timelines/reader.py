@@ -73,7 +73,7 @@ class TurnEnd:
 
 
 @dataclass(frozen=True)
-class BargeIn:
+class AssistantCutOff:
     """The user cut the assistant off: what the assistant had queued beyond this moment was not heard."""
 
     reason: str = "turn_detected"
@@ -86,7 +86,7 @@ class ErrorEvent:
 
 
 @dataclass(frozen=True)
-class Figures:
+class TurnFigures:
     """Latency and cost figures of the current turn (seconds, counts, flags)."""
 
     values: dict[str, float | int | bool]
@@ -115,7 +115,9 @@ class Config:
     values: dict[str, Any]
 
 
-TimelineEvent = Audio | Image | Text | TurnStart | TurnEnd | BargeIn | ErrorEvent | Figures | Marker
+TimelineEvent = (
+    Audio | Image | Text | TurnStart | TurnEnd | AssistantCutOff | ErrorEvent | TurnFigures | Marker
+)
 Event = TimelineEvent | RecordChoice | Config
 
 # what an internal metrics frame says about the current turn, under the names the timeline uses
@@ -158,7 +160,7 @@ def _internal(frame: str) -> list[Event]:
     values: dict[str, float | int | bool] = {
         name: value for name in _FIGURES if (value := getattr(report, name)) is not None
     }
-    return [Figures(values)] if values else []
+    return [TurnFigures(values)] if values else []
 
 
 def b64(text: object) -> bytes:
@@ -180,8 +182,14 @@ def data_url_bytes(url: object) -> bytes | None:
     return b64(url.split(";base64,", 1)[1])
 
 
+def dict_field(msg: dict[str, Any], key: str) -> dict[str, Any]:
+    """``msg[key]`` when it is an object, else an empty one (a frame may carry anything there)."""
+    value = msg.get(key)
+    return value if isinstance(value, dict) else {}
+
+
 def error_event(msg: dict[str, Any]) -> list[Event]:
     """An ``error`` message in either shape: ``{code, message}`` or OpenAI's ``{error: {code, message}}``."""
-    body = msg.get("error") if isinstance(msg.get("error"), dict) else msg
+    body = dict_field(msg, "error") or msg
     code = body.get("code") or body.get("type") or "error"
     return [ErrorEvent(str(code), str(body.get("message") or ""))]

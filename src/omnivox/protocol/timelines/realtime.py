@@ -17,9 +17,9 @@ from typing import Any
 
 from omnivox.protocol.realtime.events import ga_type
 from omnivox.protocol.timelines.reader import (
+    AssistantCutOff,
     Audio,
     AudioEncoding,
-    BargeIn,
     Config,
     Event,
     Image,
@@ -30,6 +30,7 @@ from omnivox.protocol.timelines.reader import (
     TurnStart,
     b64,
     data_url_bytes,
+    dict_field,
     error_event,
     record_choice,
 )
@@ -137,18 +138,17 @@ class RealtimeTimeline(TimelineReader):
 
     def _done(self, response: dict[str, Any]) -> list[Event]:
         status = str(response.get("status") or "completed")
-        details = response.get("status_details") if isinstance(response.get("status_details"), dict) else {}
+        details = dict_field(response, "status_details")
         events: list[Event] = []
         if status == "cancelled" and details.get("reason") == "turn_detected":
-            events.append(BargeIn("turn_detected"))
+            events.append(AssistantCutOff("turn_detected"))
         elif status == "cancelled":
-            events.append(BargeIn(str(details.get("reason") or "cancelled")))
+            events.append(AssistantCutOff(str(details.get("reason") or "cancelled")))
         return [*events, TurnEnd("assistant", status=status)]
 
     def _session(self, session: dict[str, Any]) -> list[Event]:
-        audio = session.get("audio") if isinstance(session.get("audio"), dict) else {}
-        inp = audio.get("input") if isinstance(audio.get("input"), dict) else {}
-        out = audio.get("output") if isinstance(audio.get("output"), dict) else {}
+        audio = dict_field(session, "audio")
+        inp, out = dict_field(audio, "input"), dict_field(audio, "output")
         new_in = _format(inp.get("format"))
         if new_in != self._in:
             self._in, self._input_stream = new_in, self._input_stream + 1

@@ -14,16 +14,16 @@ import json
 from typing import Any
 
 from omnivox.protocol.timelines.reader import (
+    AssistantCutOff,
     Audio,
-    BargeIn,
     Config,
     Event,
-    Figures,
     Image,
     Marker,
     Text,
     TimelineReader,
     TurnEnd,
+    TurnFigures,
     TurnStart,
     b64,
     error_event,
@@ -51,7 +51,7 @@ class StreamingTimeline(TimelineReader):
         if kind == "generate":
             return [Marker("generate", {"generate_audio": bool(msg.get("generate_audio"))})]
         if kind == "stop":
-            return [BargeIn("client_stopped")] if self._speaking else [Marker("stop")]
+            return [AssistantCutOff("client_stopped")] if self._speaking else [Marker("stop")]
         return []
 
     def _prefill(self, msg: dict[str, Any]) -> list[Event]:
@@ -105,8 +105,10 @@ class StreamingTimeline(TimelineReader):
             events: list[Event] = []
             if isinstance(msg.get("transcript"), str) and msg["transcript"]:
                 events.append(Text("user", msg["transcript"], final=True, source="asr"))
-            figures = {k: msg[k] for k in ("cache_hit", "cached_tokens", "input_tokens") if k in msg}
-            return [*events, Figures(figures, next_turn=True)] if figures else events
+            figures: dict[str, float | int | bool] = {
+                k: msg[k] for k in ("cache_hit", "cached_tokens", "input_tokens") if k in msg
+            }
+            return [*events, TurnFigures(figures, next_turn=True)] if figures else events
         if kind == "chunk":
             return self._chunk(msg)
         if kind == "done":
@@ -136,7 +138,7 @@ class StreamingTimeline(TimelineReader):
         if isinstance(msg.get("elapsed_ms"), int | float):
             figures["elapsed_s"] = msg["elapsed_ms"] / 1000
         if figures:
-            events.append(Figures(figures))
+            events.append(TurnFigures(figures))
         status = "failed" if msg.get("error") else "stopped" if msg.get("stopped") else "completed"
         events.append(TurnEnd("assistant", status=status))
         return events

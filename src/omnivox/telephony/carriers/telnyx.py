@@ -1,13 +1,23 @@
 """Telnyx media streaming (``stream_bidirectional_mode: rtp``): ``connected``, ``start``
 (stream_id, call_control_id, media_format), ``media``, ``dtmf``, ``mark``, ``stop`` in; ``media``,
-``mark`` and ``clear`` out (each with the ``stream_id``)."""
+``mark`` and ``clear`` out (each with the ``stream_id``).
+
+Telnyx signs its requests with Ed25519: ``telnyx-signature-ed25519`` is the base64 signature of
+``{telnyx-timestamp}|{body}`` under the account's key pair, whose public key (base64, 32 bytes)
+the portal shows; a timestamp more than ``SIGNATURE_TOLERANCE_S`` away is refused (a replay).
+"""
 
 from __future__ import annotations
 
 import base64
+import binascii
 import json
+import time
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from pydantic import Field, TypeAdapter
 
 from omnivox.telephony.carriers.base import (
@@ -117,3 +127,26 @@ class Telnyx(Carrier):
 
 
 TELNYX = Telnyx()
+
+
+SIGNATURE_HEADER = "telnyx-signature-ed25519"
+TIMESTAMP_HEADER = "telnyx-timestamp"
+SIGNATURE_TOLERANCE_S = 300
+
+
+def signature_ok(
+    public_key: str, headers: Mapping[str, str], body: bytes = b"", now: float | None = None
+) -> bool:
+    """Whether ``headers`` carry Telnyx's valid, fresh signature of ``body`` (a WebSocket
+    handshake has none: the signature covers ``{timestamp}|``)."""
+    signature, timestamp = headers.get(SIGNATURE_HEADER), headers.get(TIMESTAMP_HEADER)
+    if not signature or not timestamp or not timestamp.isdigit():
+        return False
+    if abs((time.time() if now is None else now) - int(timestamp)) > SIGNATURE_TOLERANCE_S:
+        return False
+    try:
+        key = Ed25519PublicKey.from_public_bytes(base64.b64decode(public_key, validate=True))
+        key.verify(base64.b64decode(signature, validate=True), timestamp.encode() + b"|" + body)
+    except (binascii.Error, ValueError, InvalidSignature):
+        return False
+    return True

@@ -25,7 +25,7 @@ from omnivox.audio.pcm import as_float32
 
 
 @dataclass(frozen=True)
-class Word:
+class TimedWord:
     text: str
     start_ms: float  # stream time since reset
     end_ms: float
@@ -34,7 +34,7 @@ class Word:
 @dataclass(frozen=True)
 class Transcript:
     text: str  # words joined by single spaces (no fillers or silence markers)
-    words: tuple[Word, ...] = ()  # empty when the backend gives no timings
+    words: tuple[TimedWord, ...] = ()  # empty when the backend gives no timings
     final: bool = False  # True from flush(); partials may still change
     start_ms: float = 0.0  # stream time at which this utterance began
 
@@ -123,7 +123,7 @@ class StreamingAsr(ABC):
     def _transcript(self, hyp: Hypothesis, *, final: bool) -> Transcript:
         assert self._utterance_start is not None
         offset = self._utterance_start * 1000.0 / self.sample_rate
-        words = tuple(Word(w, offset + s, offset + e) for w, s, e in hyp[1])
+        words = tuple(TimedWord(w, offset + s, offset + e) for w, s, e in hyp[1])
         return Transcript(hyp[0], words, final, offset)
 
     def _begin(self) -> None:  # noqa: B027 - optional hook

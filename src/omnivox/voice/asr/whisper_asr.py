@@ -5,9 +5,9 @@ Whisper is not a streaming recogniser: it transcribes a clip. ``flush`` transcri
 utterance so far again while it grows, at a bounded rate.
 
 What a call costs. Whisper's encoder is built for 30 s windows and faster-whisper pads every clip to
-30 s, so 1 s of speech costs as much as 30 s (about 330 ms on one core for tiny.en, int8). CTranslate2
-also encodes a shorter window, and the cost falls faster than the length (attention is quadratic): a
-10 s window encodes about 10x faster, and a whole call on a clip of up to 8.5 s takes about 75 ms.
+30 s, so 1 s of speech costs as much as 30 s. CTranslate2 also encodes a shorter window, and the cost
+falls faster than the length (attention is quadratic), so a short clip in a short window is several
+times cheaper (figures: docs/benchmarks.md).
 Whisper must hear the speech end, so a short window leaves at least ``_TAIL_S`` of room after the
 audio (with less, tiny.en starts repeating itself). Each decode takes the smallest window in
 ``windows_s`` that fits the clip plus that room; a clip that fits none (or a final transcript with word
@@ -17,16 +17,14 @@ as the 30 s path (``windows_s=(30.0,)`` restores it everywhere).
 
 Partials cost one decode each. The next one waits for ``partial_interval_ms`` of new audio, and also
 until the last decode's time is at most ``partial_budget`` of the audio since, so partials never take
-more than that share of a core while the user speaks, whatever the window costs (with the short
-windows a partial decode takes about 70 ms: every 300 ms that is about a fifth of a core, every 500 ms
-an eighth). Past the largest window less ``_TAIL_S`` (28.5 s) partials stop; the final transcript is
-still whole.
+more than that share of a core while the user speaks, whatever the window costs. Past the largest
+window less ``_TAIL_S`` (28.5 s) partials stop; the final transcript is still whole.
 
 Partials run in a thread of their own (``background_partials``, the default): ``feed`` hands a copy
 of the utterance so far to it and returns at once, with the newest partial that has finished since
 the last call. So the caller (the listener, which also runs the VAD that decides when the turn
-ends) never waits for a partial decode; measured on the realtime path, partials decoded inline held
-the VAD back by a decode's length at the end of each sentence (pauses noticed 100-250 ms late).
+ends) never waits for a partial decode; decoded inline, partials held the VAD back by a decode's
+length at the end of each sentence, so pauses were noticed late (docs/benchmarks.md).
 A partial still running when the utterance ends is dropped unread.
 """
 

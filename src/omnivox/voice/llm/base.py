@@ -88,6 +88,10 @@ class ChatLlm(ABC):
         """Compute ``messages`` ahead of a reply that will start with them (a local model keeps
         their keys and values); a remote or stateless backend does nothing."""
 
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release what the model holds (a runtime process, sockets); a remote or stateless backend
+        holds nothing."""
+
     def complete(
         self,
         messages: Sequence[ChatMessage],

@@ -34,9 +34,10 @@ from typing import Any
 
 import xllamacpp
 
-from omnivox.core.errors import EngineFailure, UnsupportedContent
+from omnivox.core.errors import EngineFailure
 from omnivox.protocol.chat import ChatMessage
 from omnivox.voice.llm.base import ChatLlm, LlmParams
+from omnivox.voice.llm.chat_codec import message_text
 from omnivox.voice.packaged import SMOLLM2_135M_GGUF
 
 DEFAULT_MAX_TOKENS = 128
@@ -101,8 +102,8 @@ class LlamaCppLlm(ChatLlm):
     ends a reply after that many sentences (None: no limit); ``temperature`` is used when the call
     gives none (0: greedy); ``seed`` fixes sampling; ``exact`` computes the prompt one token per
     pass, so a reply does not depend on how much of the conversation was reused (batched prompt
-    processing is about 1.5x faster on one thread, 2x on two, but greedy replies then part from a full
-    recompute's at the first near-tie: in 5 of 12 60-token replies measured); ``request_options`` adds
+    processing is faster, but greedy replies then part from a full recompute's at the first near-tie;
+    figures: docs/benchmarks.md); ``request_options`` adds
     llama.cpp server request fields to every call (``repeat_penalty``, ``min_p``...);
     ``ram_cache_mib`` lets llama.cpp keep other conversations' states in RAM (0: off: the slot only);
     ``parallel`` gives the server that many slots (each ``context_tokens`` long) and lets that many
@@ -229,7 +230,7 @@ class LlamaCppLlm(ChatLlm):
         """The llama.cpp chat-completions request for ``messages`` (public for tests and logging)."""
         p = params or LlmParams()
         body: dict[str, Any] = {
-            "messages": [{"role": m.role, "content": _message_text(m)} for m in messages],
+            "messages": [{"role": m.role, "content": message_text(m)} for m in messages],
             "max_tokens": p.max_tokens or self.max_tokens,
             "temperature": self.temperature if p.temperature is None else p.temperature,
             "seed": self.seed,
@@ -343,11 +344,3 @@ class LlamaCppLlm(ChatLlm):
                 ttft_ms=ttft,
                 finish_reason=finish,
             )
-
-
-def _message_text(message: ChatMessage) -> str:
-    content = message.canonical()
-    if not isinstance(content, str):
-        kinds = sorted({p["type"] for p in content if p.get("type") != "text"})
-        raise UnsupportedContent(f"this model takes text only, not {', '.join(kinds)}", parts=kinds)
-    return content

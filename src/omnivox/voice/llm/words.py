@@ -8,7 +8,7 @@ time with the whitespace that preceded it, so ``"".join(output) == "".join(input
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 _WORD = re.compile(r"\s*\S+(?=\s)")
 
@@ -40,13 +40,3 @@ def rechunk_to_words(deltas: Iterable[str]) -> Iterator[str]:
     for delta in deltas:
         yield from chunker.push(delta)
     yield from chunker.flush()
-
-
-async def arechunk_to_words(deltas: AsyncIterable[str]) -> AsyncIterator[str]:
-    """``rechunk_to_words`` for an async stream."""
-    chunker = WordChunker()
-    async for delta in deltas:
-        for word in chunker.push(delta):
-            yield word
-    for word in chunker.flush():
-        yield word

@@ -1,4 +1,4 @@
-"""hibari-tts: a small neural English TTS (ONNX, 24 kHz, ~100x real time on one core), no torch.
+"""hibari-tts: a small neural English TTS (ONNX, 24 kHz, many times real time on one core), no torch.
 
 Only the voice shipped inside the wheel ("heart", American English) is always there; hibari's
 other voices are separate downloads, which omnivox never triggers: they are offered only when a user

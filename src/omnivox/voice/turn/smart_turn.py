@@ -39,7 +39,7 @@ N_MELS = 80
 N_FRAMES = N_SAMPLES // HOP  # 800
 
 
-def _hz_to_mel(hz: np.ndarray) -> np.ndarray:
+def _hz_to_mel(hz: float | np.ndarray) -> np.ndarray:
     """Slaney's mel scale: linear (3 mels per 200 Hz) below 1 kHz, logarithmic above."""
     hz = np.asarray(hz, dtype=np.float64)
     log_part = 15.0 + np.log(np.maximum(hz, 1e-12) / 1000.0) * (27.0 / np.log(6.4))

@@ -27,10 +27,7 @@ import enum
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-import numpy as np
-
 from omnivox.core.errors import IllegalTransition
-from omnivox.voice.vad.base import VoiceActivityDetector
 
 
 @dataclass(frozen=True)
@@ -168,33 +165,3 @@ class TurnDetector:
             if event is not None:
                 events.append(event)
         return events
-
-
-class VadTurnDetector:
-    """A ``VoiceActivityDetector`` and a ``TurnDetector`` together: audio in, turn events out."""
-
-    def __init__(self, vad: VoiceActivityDetector, params: TurnParams | None = None) -> None:
-        self.vad = vad
-        self.turns = TurnDetector(params, vad.window_ms)
-        self.last_probability = 0.0
-
-    def feed(self, audio: np.ndarray) -> list[TurnEvent]:
-        """Score ``audio`` (at ``vad.sample_rate``) and return the turn events it caused."""
-        probs = self.vad.process(audio)
-        if len(probs):
-            self.last_probability = float(probs[-1])
-        return self.turns.push_many(probs)
-
-    @property
-    def speaking(self) -> bool:
-        return self.turns.state is TurnState.SPEECH
-
-    @property
-    def pause_prediction(self) -> float:
-        return self.turns.pause_prediction
-
-    def reset(self) -> None:
-        """New stream: VAD state and turn state both start over (the model stays loaded)."""
-        self.vad.reset()
-        self.turns.reset()
-        self.last_probability = 0.0

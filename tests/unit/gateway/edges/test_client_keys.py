@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 
 from omnivox.core.errors import TooManySessions, Unauthorized
-from omnivox.gateway.edges.client_keys import ClientKeys, is_ephemeral
+from omnivox.gateway.edges.client_keys import PREFIX, ClientKeys, Grant, is_ephemeral
 
 
 class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
+    def __init__(self, now: float = 1000.0) -> None:
+        self.now = now
 
     def __call__(self) -> float:
         return self.now
@@ -61,3 +63,115 @@ def test_a_call_keeps_only_the_candidates_on_its_addresses() -> None:
     )
     kept = keep_candidates(offer, ["127.0.0.1"]).split("\r\n")
     assert kept == ["v=0", "a=candidate:1 1 udp 2130706431 127.0.0.1 5000 typ host", "a=end-of-candidates"]
+
+
+def test_is_ephemeral():
+    assert is_ephemeral("ek_abc")
+    assert is_ephemeral(PREFIX)
+    assert not is_ephemeral(None)
+    assert not is_ephemeral("")
+    assert not is_ephemeral("sk_abc")
+    assert not is_ephemeral("EK_abc")
+
+
+def test_minted_keys_are_long_random_and_distinct():
+    keys = ClientKeys(100, clock=Clock())
+    minted = {keys.mint(60)[0] for _ in range(20)}
+    assert len(minted) == 20
+    for key in minted:
+        assert key.startswith(PREFIX) and len(key) >= len(PREFIX) + 43
+        assert all(c.isalnum() or c in "-_" for c in key[len(PREFIX) :])
+    assert len(keys) == 20
+
+
+def test_keys_are_held_by_their_sha256_only():
+    keys = ClientKeys(10, clock=Clock())
+    key, grant = keys.mint(60)
+    assert list(keys._keys) == [hashlib.sha256(key.encode()).digest()]
+    assert keys._keys[hashlib.sha256(key.encode()).digest()] is grant
+
+
+def test_expiry_is_truncated_to_whole_seconds():
+    keys = ClientKeys(10, clock=Clock(1000.9))
+    _, grant = keys.mint(30.5)
+    assert grant.expires_at == 1031.0 and isinstance(grant.expires_at, float)
+
+
+def test_a_grant_without_defaults_carries_none():
+    _, grant = ClientKeys(10, clock=Clock()).mint(60)
+    assert grant == Grant(expires_at=1060.0, session=None)
+
+
+def test_a_grant_is_frozen():
+    _, grant = ClientKeys(10, clock=Clock()).mint(60)
+    with pytest.raises(AttributeError):
+        grant.expires_at = 0  # type: ignore[misc]
+
+
+def test_a_key_is_good_until_just_before_it_expires():
+    clock = Clock()
+    keys = ClientKeys(10, clock=clock)
+    key, _ = keys.mint(10)
+    clock.now = 1009.999
+    keys.check(key)
+    clock.now = 1010.0
+    with pytest.raises(Unauthorized, match="expired"):
+        keys.check(key)
+
+
+def test_an_expired_take_spends_the_key_all_the_same():
+    clock = Clock()
+    keys = ClientKeys(10, clock=clock)
+    key, _ = keys.mint(1)
+    clock.now += 5
+    with pytest.raises(Unauthorized, match="expired"):
+        keys.take(key)
+    with pytest.raises(Unauthorized, match="already used"):
+        keys.take(key)
+    assert len(keys) == 0
+
+
+def test_a_failed_check_keeps_an_expired_key_until_the_next_mint():
+    clock = Clock()
+    keys = ClientKeys(10, clock=clock)
+    key, _ = keys.mint(1)
+    clock.now += 5
+    with pytest.raises(Unauthorized):
+        keys.check(key)
+    assert len(keys) == 1
+    keys.mint(60)
+    assert len(keys) == 1  # the expired one was forgotten, the new one counted
+
+
+def test_a_zero_ttl_key_is_born_expired():
+    keys = ClientKeys(10, clock=Clock())
+    key, _ = keys.mint(0)
+    with pytest.raises(Unauthorized, match="expired"):
+        keys.take(key)
+
+
+def test_a_limit_of_zero_mints_nothing():
+    with pytest.raises(TooManySessions, match="0 ephemeral keys"):
+        ClientKeys(0, clock=Clock()).mint(60)
+
+
+def test_spending_a_key_makes_room():
+    keys = ClientKeys(1, clock=Clock())
+    key, _ = keys.mint(60)
+    with pytest.raises(TooManySessions):
+        keys.mint(60)
+    keys.take(key)
+    keys.mint(60)
+
+
+def test_a_key_of_another_store_is_unknown():
+    a, b = ClientKeys(10, clock=Clock()), ClientKeys(10, clock=Clock())
+    key, _ = a.mint(60)
+    with pytest.raises(Unauthorized, match="unknown"):
+        b.take(key)
+    a.take(key)
+
+
+def test_the_errors_have_their_http_statuses():
+    assert Unauthorized("x").http_status == 401
+    assert TooManySessions("x").http_status == 429

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from omnivox.protocol.control import internal
-from omnivox.protocol.control.internal import PREFIX, Metrics, TurnEnd, is_internal, parse_internal
+from omnivox.protocol.control.internal import PREFIX, Metrics, TurnEndReport, is_internal, parse_internal
 from omnivox.protocol.control.queue import QueueNotice, queue_message
 from omnivox.protocol.realtime import events as ev
 
@@ -23,7 +23,12 @@ def test_internal_metrics_are_recognisable_without_parsing() -> None:
 
 @pytest.mark.parametrize(
     "frame",
-    [Metrics(), Metrics(error_code="x", ttft_s=0.2, ttft_cache="hit"), TurnEnd(), TurnEnd(cached_hash="ab")],
+    [
+        Metrics(),
+        Metrics(error_code="x", ttft_s=0.2, ttft_cache="hit"),
+        TurnEndReport(),
+        TurnEndReport(cached_hash="ab"),
+    ],
     ids=repr,
 )
 def test_every_internal_frame_starts_with_the_prefix_and_round_trips(frame):
@@ -73,4 +78,4 @@ def test_what_the_gateway_does_not_know_parses_to_none(frame):
 
 def test_unknown_fields_of_known_frames_are_ignored():
     got = parse_internal('{"type":"omnivox.internal.turn_end","cached_hash":"h","future":1}')
-    assert got == TurnEnd(cached_hash="h")
+    assert got == TurnEndReport(cached_hash="h")

@@ -11,16 +11,16 @@ from omnivox.audio.pcm import float32_to_b64, pcm16_to_b64
 from omnivox.protocol.control.internal import Metrics
 from omnivox.protocol.registry import PROTOCOLS, by_name
 from omnivox.protocol.timelines.reader import (
+    AssistantCutOff,
     Audio,
-    BargeIn,
     Config,
     ErrorEvent,
-    Figures,
     Image,
     Marker,
     RecordChoice,
     Text,
     TurnEnd,
+    TurnFigures,
     TurnStart,
 )
 
@@ -76,7 +76,7 @@ def test_internal_metrics_are_figures_of_the_turn():
     reader = by_name("realtime").timeline_reader()
     frame = Metrics(voice_to_voice_s=0.4, llm_ttft_s=0.1, response_done=True).model_dump_json()
     (figures,) = reader.read(False, frame)
-    assert isinstance(figures, Figures) and figures.values == {"voice_to_voice_s": 0.4, "llm_ttft_s": 0.1}
+    assert isinstance(figures, TurnFigures) and figures.values == {"voice_to_voice_s": 0.4, "llm_ttft_s": 0.1}
     assert reader.read(False, Metrics(asr_busy_s=1.0).model_dump_json()) == []
     assert reader.read(True, frame) == []  # the client never sends internal frames
 
@@ -145,8 +145,8 @@ def test_streaming_reply_stop_and_done():
         (False, {"type": "error", "code": "worker_lost", "message": "gone"}),
     )
     assert kinds(events) == [
-        "Text", "Figures", "TurnStart", "Text", "Audio", "Text", "BargeIn",
-        "Text", "Figures", "TurnEnd", "ErrorEvent",
+        "Text", "TurnFigures", "TurnStart", "Text", "Audio", "Text", "AssistantCutOff",
+        "Text", "TurnFigures", "TurnEnd", "ErrorEvent",
     ]  # fmt: skip
     assert events[0] == Text("user", "hello", final=True, source="asr")
     assert events[1].next_turn and events[1].values["cache_hit"] is True
@@ -224,8 +224,8 @@ def test_duplex_user_audio_frames_and_the_assistants_turns():
     )
     assert kinds(events) == [
         "RecordChoice", "Config", "Audio", "Image", "Audio",
-        "TurnStart", "Figures", "Text", "Audio", "Text", "TurnEnd",
-        "Marker", "TurnStart", "Figures", "Text", "BargeIn", "TurnEnd", "Marker", "Marker",
+        "TurnStart", "TurnFigures", "Text", "Audio", "Text", "TurnEnd",
+        "Marker", "TurnStart", "TurnFigures", "Text", "AssistantCutOff", "TurnEnd", "Marker", "Marker",
     ]  # fmt: skip
     assert events[0] == RecordChoice(False) and isinstance(events[1], Config)
     user = events[2]
@@ -234,7 +234,9 @@ def test_duplex_user_audio_frames_and_the_assistants_turns():
     assert events[6].values == {"unit_wall_clock_s": 0.035, "unit_prefill_s": 0.01, "unit_generate_s": 0.02}
     assert events[8] == Audio("assistant", base64.b64decode(speech), "pcm16", 24000)
     assert events[11] == Marker("lagging", {"merged_chunks": 2})
-    assert events[15] == BargeIn("yielded") and events[16] == TurnEnd("assistant", status="interrupted")
+    assert events[15] == AssistantCutOff("yielded") and events[16] == TurnEnd(
+        "assistant", status="interrupted"
+    )
     assert events[17] == Marker("pause", {"timeout": 5})
 
 
@@ -345,7 +347,7 @@ def test_realtime_turns_transcripts_barge_in_and_the_record_choice():
         Text("user", "hello", final=True, source="asr"),
         TurnStart("assistant", ref="r1"),
         Text("assistant", "You", final=False),
-        BargeIn("turn_detected"),
+        AssistantCutOff("turn_detected"),
         TurnEnd("assistant", status="cancelled"),
         Marker("truncated", {"item_id": "b", "audio_end_ms": 640}),
         TurnStart("user"),

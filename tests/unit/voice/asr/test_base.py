@@ -13,8 +13,8 @@ from omnivox.core.errors import InvalidAudio
 from omnivox.voice.asr.base import (
     Hypothesis,
     StreamingAsr,
+    TimedWord,
     Transcript,
-    Word,
     normalize_words,
     word_error_rate,
 )
@@ -109,7 +109,7 @@ def test_transcript_and_word_defaults() -> None:
     assert t.words == () and not t.final and t.start_ms == 0.0
     with pytest.raises(AttributeError):
         t.text = "changed"  # type: ignore[misc]
-    assert Word("a", 1.0, 2.0) == Word("a", 1.0, 2.0)
+    assert TimedWord("a", 1.0, 2.0) == TimedWord("a", 1.0, 2.0)
     assert StreamingAsr.streaming and StreamingAsr.sample_rate == 16000
 
 
@@ -129,7 +129,7 @@ def test_partials_carry_the_words_so_far_and_are_not_final() -> None:
     asr = _Recorder()
     assert asr.feed(ms(50)) is None  # no words yet
     p = asr.feed(ms(150))
-    assert p == Transcript("w0 w1", (Word("w0", 0.0, 100.0), Word("w1", 100.0, 200.0)), final=False)
+    assert p == Transcript("w0 w1", (TimedWord("w0", 0.0, 100.0), TimedWord("w1", 100.0, 200.0)), final=False)
     assert asr.feed(ms(50)) is None  # still two words: no new partial
 
 
@@ -137,10 +137,10 @@ def test_word_times_are_on_the_session_clock_not_the_utterance_clock() -> None:
     asr = _Recorder()
     asr.feed(ms(1000))
     first = asr.flush()
-    assert first.start_ms == 0.0 and first.words[0] == Word("w0", 0.0, 100.0)
+    assert first.start_ms == 0.0 and first.words[0] == TimedWord("w0", 0.0, 100.0)
     partial = asr.feed(ms(200))
     assert partial is not None and partial.start_ms == 1000.0
-    assert partial.words[0] == Word("w0", 1000.0, 1100.0)
+    assert partial.words[0] == TimedWord("w0", 1000.0, 1100.0)
     final = asr.flush()
     assert final.final and final.start_ms == 1000.0 and final.words[-1].start_ms == 1200.0
     assert asr.audio_ms == 1200.0

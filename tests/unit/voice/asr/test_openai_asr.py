@@ -13,7 +13,7 @@ import pytest
 from fake_openai_service import _parse_multipart
 from omnivox.audio.wav import read_wav
 from omnivox.core.errors import EngineFailure
-from omnivox.voice.asr.base import Word
+from omnivox.voice.asr.base import TimedWord
 from omnivox.voice.asr.openai_asr import SERVICE, OpenAIAsr
 
 RATE = 16000
@@ -204,7 +204,7 @@ def test_word_texts_are_stripped_and_times_converted_to_ms(canned_client) -> Non
     asr = OpenAIAsr("http://unused", client=canned_client(json_answer(body)))
     asr.transcribe(seconds(0.1))  # the second utterance starts at 100 ms of stream time
     final = asr.transcribe(seconds(0.1))
-    assert final.text == "Hello there." and final.words == (Word("Hello", 350.0, 600.0),)
+    assert final.text == "Hello there." and final.words == (TimedWord("Hello", 350.0, 600.0),)
 
 
 def test_a_null_words_field_means_no_timings(canned_client) -> None:

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import hypothesis.strategies as st
 import pytest
 from hypothesis import given, settings
 
-from omnivox.voice.llm.words import WordChunker, arechunk_to_words, rechunk_to_words
+from omnivox.voice.llm.words import WordChunker, rechunk_to_words
 
 
 def test_split_words_are_joined_before_they_are_emitted() -> None:
@@ -85,31 +83,3 @@ def test_the_words_do_not_depend_on_the_delta_boundaries(a: list[str], b: list[s
     if "".join(a) == "".join(b):
         assert list(rechunk_to_words(a)) == list(rechunk_to_words(b))
     assert list(rechunk_to_words(a)) == list(rechunk_to_words(["".join(a)]))
-
-
-async def _agen(items: list[str]) -> AsyncIterator[str]:
-    for item in items:
-        yield item
-
-
-async def test_the_async_version_gives_the_same_words() -> None:
-    deltas = ["Par", "is is", " the", " capital ", "of", " Fra", "nce."]
-    got = [w async for w in arechunk_to_words(_agen(deltas))]
-    assert got == list(rechunk_to_words(deltas))
-    assert [w async for w in arechunk_to_words(_agen([]))] == []
-    assert [w async for w in arechunk_to_words(_agen(["a b", " "]))] == ["a", " b", " "]
-
-
-async def test_the_async_version_emits_words_as_deltas_arrive() -> None:
-    seen: list[str] = []
-
-    async def deltas() -> AsyncIterator[str]:
-        for d in ["one ", "two ", "three"]:
-            seen.append(d)
-            yield d
-
-    got = []
-    async for word in arechunk_to_words(deltas()):
-        got.append((word, len(seen)))
-    # each word comes out as soon as the delta that completes it arrives, not at the end
-    assert got == [("one", 1), (" two", 2), (" three", 3)]

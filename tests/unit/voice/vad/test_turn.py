@@ -15,7 +15,6 @@ from omnivox.voice.vad.turn import (
     TurnEventType,
     TurnParams,
     TurnState,
-    VadTurnDetector,
 )
 
 W = 32.0  # window ms, as Silero at 16 kHz
@@ -132,11 +131,12 @@ def test_vad_windows_are_cut_from_any_chunking() -> None:
     vad = _LoudnessVad()
     chunks = [vad.process(audio[i : i + 300]) for i in range(0, len(audio), 300)]
     assert np.array_equal(np.concatenate(chunks), ref) and vad.windows == len(ref) == 64
-    turn = VadTurnDetector(_LoudnessVad(), TurnParams(silence_duration_ms=320))
-    events = [e for i in range(0, len(audio), 320) for e in turn.feed(audio[i : i + 320])]
+    vad = _LoudnessVad()
+    turn = TurnDetector(TurnParams(silence_duration_ms=320), vad.window_ms)
+    events = [e for i in range(0, len(audio), 320) for e in turn.push_many(vad.process(audio[i : i + 320]))]
     assert [(e.type, e.speech_ms) for e in events] == [(STARTED, 512.0), (STOPPED, 1024.0)]
-    turn.reset()
-    assert turn.vad.resets == 1 and turn.vad.windows == 0 and turn.turns.audio_ms == 0
+    vad.reset()
+    assert vad.resets == 1 and vad.windows == 0
 
 
 def test_event_names_are_openais() -> None:
@@ -242,43 +242,6 @@ def test_the_clock_is_windows_times_window_ms() -> None:
     assert d.audio_ms == 70.0
     d.push_many(np.array([0.0, 1.0], np.float32))  # numpy scalars are accepted
     assert d.audio_ms == 90.0 and d.state is TurnState.SPEECH
-
-
-class _ScriptedVad(VoiceActivityDetector):
-    """Returns scripted probabilities, one per 4-sample window."""
-
-    sample_rate = 8000
-    window_samples = 4
-
-    def __init__(self, script: list[float]) -> None:
-        super().__init__()
-        self.script = list(script)
-
-    def _score(self, window: np.ndarray) -> float:
-        return self.script.pop(0)
-
-    def _reset_state(self) -> None:
-        pass
-
-
-def test_vad_turn_detector_plumbing() -> None:
-    vad = _ScriptedVad([0.1, 0.9, 0.8, 0.0, 0.0])
-    turn = VadTurnDetector(vad, TurnParams(silence_duration_ms=1, prefix_padding_ms=0))
-    assert turn.turns.window_ms == 0.5 and not turn.speaking and turn.pause_prediction == 1.0
-    assert turn.feed(np.zeros(3, np.float32)) == [] and turn.last_probability == 0.0  # no whole window
-    events = turn.feed(np.zeros(5, np.float32))  # windows 1 and 2
-    assert [(e.type, e.speech_ms) for e in events] == [(STARTED, 0.5)]
-    assert turn.speaking and turn.last_probability == pytest.approx(0.9) and turn.pause_prediction == 0.0
-    assert turn.feed(np.zeros(2, np.float32)) == [] and turn.last_probability == pytest.approx(0.9)
-    assert turn.feed(np.zeros(2, np.float32)) == []  # window 3: 0.8, still speaking
-    assert turn.speaking and turn.last_probability == pytest.approx(0.8)
-    assert turn.feed(np.zeros(4, np.float32)) == []  # window 4: silence, half the 1 ms needed
-    assert turn.pause_prediction == pytest.approx(0.5) and turn.last_probability == 0.0
-    events = turn.feed(np.zeros(4, np.float32))
-    assert [(e.type, e.speech_ms, e.detected_ms) for e in events] == [(STOPPED, 1.5, 2.5)]
-    assert not turn.speaking and turn.last_probability == 0.0
-    turn.reset()
-    assert turn.last_probability == 0.0 and turn.turns.audio_ms == 0.0 and vad.windows == 0
 
 
 PARAMS = st.builds(

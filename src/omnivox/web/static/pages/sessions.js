@@ -6,6 +6,7 @@ import { renderNav } from "../shared/nav.js";
 const PAGE = 50;
 let cursor = null;
 let loading = false;
+let stale = false; // the filters changed while a load was in flight: its answer is for the old ones
 
 function query(next) {
   const params = new URLSearchParams({ limit: String(PAGE) });
@@ -40,13 +41,21 @@ function row(r) {
 }
 
 async function load(next = null) {
-  if (loading) return;
+  if (loading) {
+    stale = true;
+    return;
+  }
   loading = true;
   const status = document.getElementById("list-status");
   const tbody = document.getElementById("recordings");
   status.textContent = "Loading…";
   const resp = await getJson(query(next));
   loading = false;
+  if (stale) {
+    stale = false;
+    load(); // again, from the top, with the filters as they are now
+    return;
+  }
   const locked = resp.status === 401;
   document.getElementById("key-form").hidden = !locked;
   const alert = document.getElementById("list-error");

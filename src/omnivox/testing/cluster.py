@@ -1,0 +1,167 @@
+"""Real gateway and worker processes on free loopback ports, for benchmarks and integration tests."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+FAST = {
+    "OMNIVOX_HEALTH_INTERVAL_S": "0.3",
+    "OMNIVOX_HEARTBEAT_INTERVAL_S": "0.3",
+    "OMNIVOX_QUEUE_UPDATE_INTERVAL_S": "1.0",
+    "OMNIVOX_LOG_LEVEL": "WARNING",
+}
+
+
+@dataclass
+class Cluster:
+    """A gateway process plus worker processes that register with it."""
+
+    env: dict[str, str] = field(default_factory=dict)
+    log_dir: Path | None = None
+    port: int = field(default_factory=free_port)
+    gateway: subprocess.Popen[bytes] | None = None
+    coordinator: subprocess.Popen[bytes] | None = None  # a staged pipeline's (it starts its stages)
+    coordinator_url: str | None = None
+    workers: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    worker_urls: list[str] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def ws(self) -> str:
+        return f"ws://127.0.0.1:{self.port}"
+
+    def _spawn(self, args: list[str], name: str, extra_env: dict[str, str]) -> subprocess.Popen[bytes]:
+        env = {**os.environ, **FAST, **self.env, **extra_env}
+        out = open(self.log_dir / f"{name}.log", "wb") if self.log_dir else subprocess.DEVNULL
+        return subprocess.Popen(
+            [sys.executable, "-m", "omnivox", *args], env=env, stdout=out, stderr=subprocess.STDOUT
+        )
+
+    def spawn(self, args: list[str], name: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        """``omnivox ARGS`` with this cluster's settings (and ``env``), its output in ``{name}.log``
+        (a process started again gets a log of its own name: the first one's is kept)."""
+        return self._spawn(args, name, env or {})
+
+    def start_gateway(self, **env: str) -> None:
+        self.gateway = self._spawn(["gateway", "--port", str(self.port)], "gateway", env)
+        self.wait(lambda h: h["status"] in ("ok", "degraded"))
+
+    def start_pipeline(self, spec: str, timeout: float = 120.0, **env: str) -> None:
+        """The coordinator of ``spec`` with its local stages, reporting to this gateway; workers
+        added after this use it (engine ``pipeline``)."""
+        port = free_port()
+        self.coordinator_url = f"tcp://127.0.0.1:{port}"
+        args = ["coordinator", "--pipeline", spec, "--port", str(port), "--gateway", self.url]
+        self.coordinator = self._spawn(args, "coordinator", env)
+        self.wait(
+            lambda h: (p := h.get("pipeline")) is not None and p["stages_alive"] == p["stages"], timeout
+        )
+
+    def pipeline_view(self) -> dict:
+        key = self.env.get("OMNIVOX_ADMIN_KEY") or self.env.get("OMNIVOX_API_KEY")
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        try:
+            return httpx.get(self.url + "/api/stages", headers=headers, timeout=2).json()
+        except (httpx.HTTPError, ValueError):
+            return {}
+
+    def add_worker(self, engine: str = "echo", **env: str) -> subprocess.Popen[bytes]:
+        if self.coordinator_url is not None:
+            engine, env = "pipeline", {"OMNIVOX_COORDINATOR": self.coordinator_url, **env}
+        port = free_port()
+        proc = self._spawn(
+            ["worker", "--gateway", self.url, "--port", str(port), "--engine", engine],
+            f"worker{len(self.workers)}",
+            env,
+        )
+        self.workers.append(proc)
+        self.worker_urls.append(f"http://127.0.0.1:{port}")
+        return proc
+
+    def metric(self, name: str, **labels: str) -> float:
+        """One sample of the gateway's ``/metrics`` (0 when it has none yet)."""
+        key = self.env.get("OMNIVOX_ADMIN_KEY") or self.env.get("OMNIVOX_API_KEY")
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        want = name + ("{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}" if labels else "")
+        for line in httpx.get(self.url + "/metrics", headers=headers, timeout=5).text.splitlines():
+            if line.startswith(want + " "):
+                return float(line.split()[-1])
+        return 0.0
+
+    def health(self) -> dict:
+        return httpx.get(self.url + "/health", timeout=2).json()
+
+    def workers_view(self) -> list[dict]:
+        return httpx.get(self.url + "/api/workers", timeout=2).json()["workers"]
+
+    def wait(self, predicate: Callable[[dict], bool], timeout: float = 60.0) -> dict:
+        deadline = time.monotonic() + timeout
+        last: object = None
+        while time.monotonic() < deadline:
+            with contextlib.suppress(httpx.HTTPError, ValueError):
+                last = self.health()
+                if predicate(last):
+                    return last
+            time.sleep(0.1)
+        raise TimeoutError(f"cluster did not get ready: {last}")
+
+    def wait_idle(self, n: int, timeout: float = 60.0) -> dict:
+        return self.wait(lambda h: h["workers_idle"] >= n, timeout)
+
+    def stop(self) -> None:
+        for proc in [*self.workers, self.coordinator, self.gateway]:
+            if proc is not None and proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in [*self.workers, self.coordinator, self.gateway]:
+            if proc is not None:
+                try:
+                    proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+
+
+@contextlib.contextmanager
+def cluster(
+    workers: int = 1,
+    engine: str = "echo",
+    log_dir: Path | None = None,
+    pipeline: str | None = None,
+    env: dict[str, str] | None = None,
+    **more_env: str,
+) -> Iterator[Cluster]:
+    """A gateway and ``workers`` workers; with ``pipeline`` (a spec), its coordinator and stages too,
+    and the workers are light session hosts on them. ``env`` and ``more_env`` (OMNIVOX_* settings)
+    go to every process."""
+    c = Cluster(env={**(env or {}), **more_env}, log_dir=log_dir)
+    try:
+        c.start_gateway()
+        if pipeline:
+            c.start_pipeline(pipeline)
+        for _ in range(workers):
+            c.add_worker(engine)
+        if workers:
+            c.wait_idle(workers)
+        yield c
+    finally:
+        c.stop()

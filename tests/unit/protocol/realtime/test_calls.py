@@ -1,0 +1,48 @@
+"""What WebRTC and phone calls share of a realtime session: fixed formats, appends, deltas."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+from omnivox.protocol.realtime import calls
+from omnivox.protocol.realtime.media import REALTIME_MEDIA
+from omnivox.protocol.realtime.phone import REALTIME_PHONE
+
+
+def test_a_session_update_keeps_its_fields_but_not_its_formats() -> None:
+    frame = json.dumps(
+        {
+            "type": "session.update",
+            "session": {
+                "instructions": "hi",
+                "input_audio_format": "pcm16",
+                "audio": {"input": {"format": {"type": "audio/pcm", "rate": 24000}, "noise_reduction": None}},
+            },
+        }
+    )
+    phone = json.loads(REALTIME_PHONE.client_frame(frame, "audio/pcmu") or "")["session"]
+    webrtc = json.loads(REALTIME_MEDIA.client_frame(frame) or "")["session"]
+    assert phone["instructions"] == webrtc["instructions"] == "hi"
+    assert "input_audio_format" not in phone and "input_audio_format" not in webrtc
+    assert phone["audio"]["input"] == {"format": {"type": "audio/pcmu"}, "noise_reduction": None}
+    assert phone["audio"]["output"]["format"] == {"type": "audio/pcmu"}
+    assert webrtc["audio"]["output"]["format"] == {"type": "audio/pcm", "rate": 24000}
+
+
+def test_other_frames_and_non_json_pass_as_they_are() -> None:
+    for frame in ("not json", '{"type": "response.create"}', "[1, 2]"):
+        assert calls.with_fixed_formats(frame, {"type": "audio/pcma"}) == frame
+
+
+def test_deltas_and_appends_carry_the_audio_and_bad_base64_is_nothing() -> None:
+    assert json.loads(calls.append(b"\x01\x02"))["audio"] == base64.b64encode(b"\x01\x02").decode()
+    assert calls.delta_audio({"delta": base64.b64encode(b"abc").decode()}) == b"abc"
+    assert calls.delta_audio({"delta": "%%%"}) == b""
+    assert calls.delta_audio({}) == b""
+    route = REALTIME_PHONE.route(
+        json.dumps({"type": "response.audio.delta", "delta": "%%", "response_id": "r"})
+    )
+    assert route.audio == b"" and route.response_id == "r"
+    cleared = json.loads(calls.playback("cleared", "r1"))
+    assert (cleared["type"], cleared["response_id"]) == ("output_audio_buffer.cleared", "r1")

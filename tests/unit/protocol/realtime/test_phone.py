@@ -1,0 +1,48 @@
+"""The realtime session over a phone call: what the call does with each session frame, and the
+frames it makes (set-up, key presses, a greeting, a failed dial)."""
+
+from __future__ import annotations
+
+import json
+
+from omnivox.core.errors import DialFailed
+from omnivox.protocol.realtime.phone import END_CALL
+from omnivox.protocol.realtime.phone import REALTIME_PHONE as phone
+
+
+def test_the_preamble_fixes_g711_and_offers_end_call_once() -> None:
+    mine = {"type": "function", "name": END_CALL, "description": "an old one", "parameters": {}}
+    (frame,) = phone.preamble({"instructions": "hi", "tools": [mine]}, "audio/pcma", end_call=True)
+    session = json.loads(frame)["session"]
+    assert session["audio"]["input"]["format"] == {"type": "audio/pcma"}
+    assert [t["name"] for t in session["tools"]] == [END_CALL]
+    assert session["tools"][0]["description"] != "an old one"
+    (plain,) = phone.preamble(None, "audio/pcmu", end_call=False)
+    assert "tools" not in json.loads(plain)["session"]
+
+
+def test_session_frames_become_call_actions() -> None:
+    hang = phone.route(json.dumps({"type": "response.function_call_arguments.done", "name": END_CALL}))
+    assert hang.hang_up and hang.event is not None
+    other = phone.route(json.dumps({"type": "response.function_call_arguments.done", "name": "get_weather"}))
+    assert not other.hang_up
+    cut = phone.route(
+        json.dumps({"type": "conversation.item.truncated", "item_id": "i1", "audio_end_ms": 640})
+    )
+    assert cut.clear and cut.truncated == ("i1", 640)
+    assert phone.route(json.dumps({"type": "input_audio_buffer.speech_started"})).caller_spoke
+    assert phone.route("not json").event == "not json"
+
+
+def test_key_presses_greetings_and_failed_dials() -> None:
+    frames, event = phone.dtmf("#")
+    assert json.loads(frames[0])["item"]["content"][0]["text"] == "[DTMF #]"
+    assert json.loads(event)["event"] == "#"
+    assert json.loads(phone.greeting("Say hello"))["response"]["instructions"] == "Say hello"
+    failed = json.loads(phone.failure(DialFailed("busy here", outcome="busy", sip_status=486)))
+    assert failed["type"] == "error"
+    assert (failed["error"]["code"], failed["error"]["outcome"], failed["error"]["sip_status"]) == (
+        "dial_failed",
+        "busy",
+        486,
+    )
