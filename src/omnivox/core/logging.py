@@ -63,24 +63,6 @@ class QuietRoutine(logging.Filter):
         return True
 
 
-# Libraries that log a peer's malformed input with a traceback (aiosipua: a SIP datagram it cannot
-# parse). A stranger's bad bytes are not our fault: one line says what came from whom.
-_PEER_INPUT_LOGGERS = ("aiosipua.transport",)
-
-
-class OneLineForPeerInput(logging.Filter):
-    """A warning about what a peer sent keeps its exception's message, not its traceback."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno <= logging.WARNING and record.exc_info and record.exc_info[1] is not None:
-            exc = record.exc_info[1]
-            record.msg = f"{record.getMessage()}: {type(exc).__name__}: {exc}"
-            record.args = None
-            record.exc_info = None
-            record.exc_text = None
-        return True
-
-
 class JsonLines(logging.Formatter):
     """One JSON object per record, with the session and trace it belongs to."""
 
@@ -113,10 +95,6 @@ def configure(level: str = "INFO", log_format: LogFormat = "text") -> None:
             handler.setFormatter(JsonLines())
     # one line per health check and heartbeat would drown everything else
     logging.getLogger("httpx").setLevel(logging.WARNING)
-    for name in _PEER_INPUT_LOGGERS:
-        logger = logging.getLogger(name)
-        if not any(isinstance(f, OneLineForPeerInput) for f in logger.filters):
-            logger.addFilter(OneLineForPeerInput())
     for name in ("uvicorn.access", "uvicorn.error", "omnivox"):
         logger = logging.getLogger(name)
         if not any(isinstance(f, RedactSecrets) for f in logger.filters):

@@ -49,35 +49,6 @@ def test_health_polls_and_heartbeats_are_not_logged_at_info_but_sessions_are() -
     logging.getLogger("uvicorn.access").setLevel(logging.NOTSET)
 
 
-def test_a_library_s_warning_about_a_peer_s_bad_input_is_one_line() -> None:
-    from omnivox.core.logging import OneLineForPeerInput
-
-    try:
-        raise ValueError("Missing start line")
-    except ValueError:
-        import sys
-
-        exc_info = sys.exc_info()
-    record = logging.LogRecord(
-        "aiosipua.transport",
-        logging.WARNING,
-        "",
-        0,
-        "Failed to parse SIP message from %s",
-        (("1.2.3.4", 5),),
-        exc_info,
-    )
-    assert OneLineForPeerInput().filter(record)
-    assert record.exc_info is None
-    assert (
-        record.getMessage()
-        == "Failed to parse SIP message from ('1.2.3.4', 5): ValueError: Missing start line"
-    )
-    error = logging.LogRecord("aiosipua.transport", logging.ERROR, "", 0, "callback failed", None, exc_info)
-    OneLineForPeerInput().filter(error)
-    assert error.exc_info is exc_info  # our own fault keeps its traceback
-
-
 def test_json_lines_carry_the_session_and_the_trace_they_belong_to() -> None:
     import json
 
