@@ -5,7 +5,7 @@ Two layers, so no route can forget:
 - ``read_body(request, limit)``: what a route calls for its body. A ``Content-Length`` over the
   limit is refused before any byte is read; a body without one (chunked) is read chunk by chunk
   and refused as soon as it passes the limit. Either way ``MessageTooLarge`` (413), and the rest
-  is never read (the server closes the connection after the answer). The body it read is kept on
+  is never buffered (the server discards what still comes). The body it read is kept on
   the request, so ``request.form()`` / ``request.json()`` parse it afterwards without reading more.
 - ``BodyLimit``: ASGI middleware with one ceiling for every HTTP request (the largest body any
   route takes), for what a route does not read itself: FastAPI reads a pydantic body (worker
