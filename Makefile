@@ -32,9 +32,10 @@ test: lint sysdeps
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 # What the tests need from Debian: Chromium (browser tests), espeak-ng (a second synthetic voice) and
-# baresip (a real SIP user agent: the phone-call tests; its package is baresip-core).
-# Installed when missing and we may (root); otherwise say what to install.
-SYSDEPS := chromium espeak-ng
+# baresip (a real SIP user agent: the phone-call tests; its package is baresip-core) and
+# redis-server (the shared scheduler store). Installed when missing and we may (root); otherwise
+# say what to install.
+SYSDEPS := chromium espeak-ng redis-server
 sysdeps:
 	@missing=""; for p in $(SYSDEPS); do command -v $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	command -v baresip >/dev/null 2>&1 || missing="$$missing baresip-core"; \

@@ -1,5 +1,18 @@
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 # tests/cluster.py and other shared helpers import as plain modules
 sys.path.insert(0, str(Path(__file__).parent))
+
+from redis_server import RedisServer, redis_server
+
+
+@pytest.fixture(scope="session")
+def redis_db() -> Iterator[RedisServer]:
+    """One real redis-server for the whole run, started on first use (tests keep apart by key
+    prefix)."""
+    with redis_server() as server:
+        yield server

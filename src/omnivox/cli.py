@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from omnivox.bench import BENCHES
 from omnivox.core.config import Settings, load_settings
 from omnivox.core.logging import configure
+from omnivox.core.memory import return_large_frees
 from omnivox.core.tracing import configure_tracing
 
 if TYPE_CHECKING:  # the commands import what they run only when they run it
@@ -67,6 +68,12 @@ def _engine_flags(p: argparse.ArgumentParser) -> None:
 
 def _gateway_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", help="address to listen on (default 127.0.0.1)")
+    p.add_argument(
+        "--store",
+        dest="store_url",
+        help="scheduler store: memory (default) or redis://host:6379 (also rediss://, "
+        "redis+sentinel://; OMNIVOX_STORE_URL): gateways sharing it serve one queue",
+    )
     p.add_argument("--port", type=int, help="port to listen on (default 8000)")
     p.add_argument("--max-queue-size", dest="max_queue_size", type=int)
     p.add_argument("--worker-url", dest="worker_urls", action="append", help="a worker to use (repeatable)")
@@ -132,7 +139,11 @@ def build_parser() -> argparse.ArgumentParser:
     worker = sub.add_parser("worker", help="one worker hosting one engine")
     _common(worker)
     _engine_flags(worker)
-    worker.add_argument("--gateway", dest="gateway_url", help="gateway URL to register with")
+    worker.add_argument(
+        "--gateway",
+        dest="gateway_url",
+        help="gateway URL to register with (several, comma-separated: the next one when one fails)",
+    )
     worker.add_argument("--host", dest="worker_host", help="address to listen on (default 127.0.0.1)")
     worker.add_argument("--port", dest="worker_port", type=int, help="port to listen on (0 = any free)")
     worker.add_argument("--public-url", dest="worker_public_url", help="URL the gateway should use")
@@ -226,6 +237,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     settings = settings_from_args(args)
     configure(settings.log_level, settings.log_format)
+    return_large_frees()  # long-running servers: freed frames and audio go back to the system
     role = f"stage-{args.stage_name}" if args.command == "stage" else args.command
     stop_tracing = configure_tracing("gateway" if role == "serve" else role, settings.otlp_endpoint)
     try:

@@ -283,3 +283,37 @@ async def test_an_expired_ephemeral_key_is_refused(rtc_cluster):
         events = Events(conn)
         refused = await events.wait_for("error")
     assert refused.error.code == "unauthorized" and "expired" in refused.error.message
+
+
+async def test_only_the_key_that_opened_a_call_or_the_client_key_controls_it(rtc_cluster):
+    """Issue 25 finding 1: any ephemeral key attached a sideband to anyone's call (heard its
+    transcripts, spoke into it)."""
+    opener = mint(rtc_cluster)
+    call = await WebRtcCall.open(rtc_cluster.url, opener["value"])
+    try:
+        await call.wait_for("session.created")
+        url = f"{rtc_cluster.ws}/v1/realtime?call_id={call.call_id}"
+        stranger = mint(rtc_cluster)
+        bearer = {"Authorization": f"Bearer {stranger['value']}"}
+        async with websockets.connect(url, additional_headers=bearer) as spy:
+            refused = json.loads(await asyncio.wait_for(spy.recv(), 10))
+            await asyncio.wait_for(spy.wait_closed(), 10)
+        assert refused["type"] == "error" and refused["error"]["code"] == "unauthorized"
+        assert spy.close_code == 1008
+        hangup = f"{rtc_cluster.url}/v1/realtime/calls/{call.call_id}/hangup"
+        assert httpx.post(hangup, headers=bearer).status_code == 401
+        # the opener's own key, and the client key, do control it
+        mine = {"Authorization": f"Bearer {opener['value']}"}
+        async with websockets.connect(url, additional_headers=mine) as side:
+            await side.send(json.dumps({"type": "session.update", "session": {"instructions": "Hi."}}))
+            while (event := json.loads(await asyncio.wait_for(side.recv(), 10)))["type"] != "session.updated":
+                assert event["type"] != "error", event
+        assert httpx.post(hangup, headers=mine).status_code == 200
+    finally:
+        await call.close()
+    rtc_cluster.wait_idle(1, timeout=15)
+    # the stranger's key was not spent on the refused sideband: it still opens a session of its own
+    async with client(rtc_cluster.ws, api_key=stranger["value"]).realtime.connect(model="omnivox") as conn:
+        own = Events(conn)
+        await own.wait_for("session.created", timeout=20)
+        await own.stop()

@@ -73,6 +73,11 @@ class ServerSettings(BaseModel):
         description="/docs, /redoc and /openapi.json open to all (default: only while no key is set; "
         "with keys, /openapi.json needs the admin key and the doc pages are off)",
     )
+    ws_compression: bool = Field(
+        False,
+        description="per-message deflate on client WebSockets (smaller frames, but about 49 KiB of "
+        "zlib state per open socket)",
+    )
     allowed_origins: list[str] = Field(
         default_factory=list,
         description="browser origins besides the gateway's own that may open sessions and post forms",
@@ -128,11 +133,20 @@ class GatewaySettings(BaseModel):
     duplex_queued_bytes: int = Field(
         4 * MiB, ge=0, description="client messages held while a duplex session waits (more are dropped)"
     )
+    queued_bytes_total: int = Field(
+        256 * MiB, ge=0, description="all waiting sessions' held messages together (more are dropped)"
+    )
     # reference audio uploads (POST /api/assets/ref_audio)
     client_secret_max_s: int = Field(
         7200, ge=10, description="longest life of an ephemeral client key (POST /v1/realtime/client_secrets)"
     )
     client_secrets_max: int = Field(10000, ge=1, description="ephemeral keys outstanding at once (more: 429)")
+    client_secrets_per_client: int = Field(
+        1000, ge=1, description="ephemeral keys one client address may hold outstanding (more: 429)"
+    )
+    client_secret_session_bytes: int = Field(
+        64 * 1024, ge=1024, description="largest session a key is minted with (JSON bytes; more: 413)"
+    )
     webrtc_connect_timeout_s: float = Field(
         15.0, gt=0, description="a WebRTC call whose media never connects is ended (and its worker freed)"
     )
@@ -159,6 +173,24 @@ class GatewaySettings(BaseModel):
     )
     ref_audio_min_s: float = Field(1.0, ge=0, description="shortest clip accepted")
     ref_audio_max_s: float = Field(30.0, gt=0, description="longest clip accepted")
+    # past one gateway (omnivox[redis]): gateways sharing a store share one queue, workers and keys
+    store_url: str = Field(
+        "memory",
+        description="the scheduler store: memory (this process, the default) or redis://, rediss://, "
+        "unix://, redis+sentinel://host:26379/service (gateways sharing it share one queue)",
+    )
+    store_prefix: str = Field("{ovx}", description="key prefix in the store (its {hash tag}: one slot)")
+    gateway_lease_s: float = Field(
+        3.0, gt=0, description="a gateway that stops renewing its lease this long is reaped by the others"
+    )
+    advertise_url: str | None = Field(
+        None, description="how other gateways reach this one (sidebands of its calls, its sessions)"
+    )
+    media_secret: str | None = Field(
+        None,
+        description="signs recordings' media links; gateways sharing a store share one (default: kept "
+        "in the store, or random per process)",
+    )
 
 
 class PhoneProfile(BaseModel):

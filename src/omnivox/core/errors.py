@@ -345,6 +345,30 @@ class WorkerBusy(OmnivoxError):
     close_code = WS_POLICY
 
 
+class StaleAssignment(WorkerBusy):
+    """A session older than one the worker has seen (its gateway paused past its lease and the worker
+    went to someone else), or a second one for the assignment it serves: refused at once."""
+
+    code = "stale_assignment"
+
+
+class StoreUnavailable(OmnivoxError):
+    """The scheduler store (Redis) cannot be reached: no new session is admitted until it is back
+    (sessions already running go on)."""
+
+    code = "service_unavailable"
+    http_status = 503
+    close_code = WS_POLICY
+
+
+class GatewayDraining(OmnivoxError):
+    """The gateway is stopping (a rolling update): new sessions go to another gateway."""
+
+    code = "gateway_draining"
+    http_status = 503
+    close_code = WS_POLICY
+
+
 class EngineFailure(OmnivoxError):
     code = "engine_error"
 
@@ -426,17 +450,8 @@ class BadPipelineMessage(PipelineError):
     code = "bad_message"
 
 
-PIPELINE_ERRORS: dict[str, type[PipelineError]] = {
-    cls.code: cls
-    for cls in (
-        PipelineError,
-        StageLost,
-        StageUnavailable,
-        PayloadTooLarge,
-        RelayFull,
-        PayloadLost,
-        BadPipelineMessage,
-    )
+PIPELINE_ERRORS: dict[str, type[PipelineError]] = {PipelineError.code: PipelineError} | {
+    cls.code: cls for cls in PipelineError.__subclasses__()
 }
 
 

@@ -101,6 +101,14 @@ class GatewayMetrics:
         )
         self.errors = Counter("omnivox_errors", "Errors reported to clients", ["code"], registry=r)
         self.workers = Gauge("omnivox_workers", "Workers by state", ["state"], registry=r)
+        self.stages_alive = Gauge(
+            "omnivox_pipeline_stages_alive", "Pipeline stages alive, as the coordinator last said", registry=r
+        )
+        self.stages = Gauge("omnivox_pipeline_stages", "Pipeline stages the coordinator runs", registry=r)
+        self.slots_used = Gauge(
+            "omnivox_pipeline_session_slots_used", "Voice sessions holding a pipeline slot", registry=r
+        )
+        self.slots = Gauge("omnivox_pipeline_session_slots", "Voice sessions the pipeline takes", registry=r)
 
     def error(self, code: str) -> None:
         self.errors.labels(code).inc()

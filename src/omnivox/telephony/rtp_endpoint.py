@@ -107,7 +107,7 @@ class RtpEndpoint(asyncio.DatagramProtocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]  # uvloop's is no asyncio.DatagramTransport
 
-    def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:  # type: ignore[override]
+    def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
         plan = self.plan
         if plan is None:
             return

@@ -30,6 +30,17 @@ FAST = {
 }
 
 
+def spawn(args: list[str], env: dict[str, str], log: Path | None = None) -> subprocess.Popen[bytes]:
+    """``python -m omnivox ARGS`` with the fast test timings and ``env``; its output to ``log``."""
+    out = open(log, "ab") if log else subprocess.DEVNULL
+    return subprocess.Popen(
+        [sys.executable, "-m", "omnivox", *args],
+        env={**os.environ, **FAST, **env},
+        stdout=out,
+        stderr=subprocess.STDOUT,
+    )
+
+
 @dataclass
 class Cluster:
     """A gateway process plus worker processes that register with it."""
@@ -52,11 +63,7 @@ class Cluster:
         return f"ws://127.0.0.1:{self.port}"
 
     def _spawn(self, args: list[str], name: str, extra_env: dict[str, str]) -> subprocess.Popen[bytes]:
-        env = {**os.environ, **FAST, **self.env, **extra_env}
-        out = open(self.log_dir / f"{name}.log", "wb") if self.log_dir else subprocess.DEVNULL
-        return subprocess.Popen(
-            [sys.executable, "-m", "omnivox", *args], env=env, stdout=out, stderr=subprocess.STDOUT
-        )
+        return spawn(args, {**self.env, **extra_env}, self.log_dir / f"{name}.log" if self.log_dir else None)
 
     def spawn(self, args: list[str], name: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
         """``omnivox ARGS`` with this cluster's settings (and ``env``), its output in ``{name}.log``

@@ -2,6 +2,12 @@
 
 All engine calls go through one single-thread executor, so they are serialised (engines are not
 thread-safe) and never block the event loop. One session holds the host at a time.
+
+Fencing: a gateway's session comes with the epoch of its assignment (bumped by the scheduler for
+every assignment of this worker). The host takes only epochs newer than any it has seen: an older
+one comes from a gateway that paused past its lease while the worker went to someone else, an equal
+one is a second session for the same assignment; both are refused at once. The highest epoch is in
+the health report, so a scheduler that lost its state (a restarted store) assigns newer ones.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from omnivox.core import transitions
-from omnivox.core.errors import WorkerBusy, as_omnivox_error
+from omnivox.core.errors import StaleAssignment, WorkerBusy, as_omnivox_error
 from omnivox.engines.base import Engine, GenChunk, GenerateParams, GenResult, PrefillStats
 from omnivox.protocol.chat import ChatMessage, history_hash
 from omnivox.protocol.control.workers import WorkerHealth, WorkerState
@@ -42,6 +48,7 @@ class EngineHost:
         self.error: str | None = None
         self.sessions_served = 0
         self.session_wait_s = session_wait_s
+        self.epoch = 0  # the highest fencing epoch of a session offered to this worker
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine")
         self._session = asyncio.Lock()
 
@@ -73,9 +80,23 @@ class EngineHost:
             sessions_served=self.sessions_served,
             error=self.error,
             voices=list(self.engine.voices),
+            epoch=self.epoch,
         )
 
     # ---- sessions
+
+    def fence(self, epoch: int | None) -> None:
+        """Take a session's assignment epoch, or raise ``StaleAssignment`` (``None``: the session
+        named none, as a client connecting directly does)."""
+        if epoch is None:
+            return
+        if epoch <= self.epoch:
+            raise StaleAssignment(
+                f"assignment {epoch} is not newer than {self.epoch}, which this worker has seen",
+                epoch=epoch,
+                seen=self.epoch,
+            )
+        self.epoch = epoch
 
     async def acquire(self) -> None:
         """Take the host for one session; waits briefly for the previous one to wind down."""

@@ -10,6 +10,8 @@ protocol's words; when the gateway is the peer, each is also counted in an inter
 from __future__ import annotations
 
 import contextlib
+import logging
+import time
 from collections.abc import Awaitable, Callable
 
 from fastapi import FastAPI, WebSocket
@@ -24,11 +26,13 @@ from omnivox.core.keys import key_matches, offered_key
 from omnivox.core.logging import SESSION_ID
 from omnivox.core.tracing import TRACEPARENT, context_from, tracer
 from omnivox.protocol.control.internal import GATEWAY_HEADER, Metrics
-from omnivox.protocol.control.workers import TASKS, WorkerState
+from omnivox.protocol.control.workers import TASKS, WorkerState, assignment_epoch
 from omnivox.protocol.registry import PROTOCOLS
 from omnivox.protocol.spec import WireProtocol
 from omnivox.worker.handler import SessionHandler, SessionInfo
 from omnivox.worker.host import EngineHost
+
+log = logging.getLogger(__name__)
 
 HandlerFactory = Callable[[Connection, EngineHost, Settings, SessionInfo], SessionHandler]
 
@@ -62,18 +66,24 @@ async def host_session(
         slow_peer_s=settings.slow_client_timeout_s,
     )
     task_type = protocol.task_type(info.session_id, query)
+    epoch = assignment_epoch(query)
     try:
         if info.session_id:
             check_session_id(info.session_id)
         loaded = host.state not in (WorkerState.LOADING, WorkerState.ERROR)
         if loaded and not host.engine.capabilities.serves(task_type):
             raise WorkerUnavailable(f"engine {host.engine.name} cannot serve {task_type} sessions")
+        host.fence(epoch)  # before waiting: a stale gateway is refused at once
         await host.acquire()
     except OmnivoxError as err:
+        log.info("session refused (%s): epoch=%s ticket=%s", err.code, epoch, query.get("ticket"))
         with contextlib.suppress(Exception):
             await socket.send(protocol.error_frame(err))
         await socket.close(err.close_code)
         return
+    # one line at each end, with the system-wide monotonic clock: the fault tests check from these
+    # that no two sessions overlap on a worker
+    log.info("session start: epoch=%s ticket=%s t=%.6f", epoch, query.get("ticket"), time.monotonic())
     handler: SessionHandler | None = None
     SESSION_ID.set(info.session_id or None)  # this connection's task logs with its session
     span = tracer().start_as_current_span(
@@ -95,6 +105,7 @@ async def host_session(
     finally:
         if handler is not None:
             await handler.close()
+        log.info("session end: epoch=%s ticket=%s t=%.6f", epoch, query.get("ticket"), time.monotonic())
         await host.release()  # the engine is reset before the next session can take the worker
 
 

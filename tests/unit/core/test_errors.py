@@ -30,6 +30,9 @@ POLICY = [
     E.TooManyWorkers,
     E.SessionIdle,
     E.InvalidSignature,
+    E.StaleAssignment,
+    E.StoreUnavailable,
+    E.GatewayDraining,
 ]
 SERVER = [
     E.WorkerLost,

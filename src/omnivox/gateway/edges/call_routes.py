@@ -7,7 +7,8 @@ For each protocol that serves them (``client_secrets``, ``media``), under its pa
 - ``POST {path}/calls``: an SDP offer (``application/sdp``, or multipart ``sdp`` + optional
   ``session`` JSON, as the openai SDK sends it) -> 201 with the SDP answer and ``Location`` naming
   the call; the call's session runs like a WebSocket's (``edges.calls``);
-- ``POST {path}/calls/{call_id}/hangup``: end a call.
+- ``POST {path}/calls/{call_id}/hangup``: end a call (passed on to the gateway holding it, when
+  that is another one on the same store).
 
 Errors are JSON ``{"error": {type, code, message, param}}``, as OpenAI's HTTP API words them.
 """
@@ -15,18 +16,27 @@ Errors are JSON ``{"error": {type, code, message, param}}``, as OpenAI's HTTP AP
 from __future__ import annotations
 
 import contextlib
+import json
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
-from omnivox.core.errors import InvalidJson, InvalidMessage, OmnivoxError, TooManySessions, Unauthorized
+from omnivox.core.errors import (
+    GatewayDraining,
+    InvalidJson,
+    InvalidMessage,
+    MessageTooLarge,
+    OmnivoxError,
+    Unauthorized,
+)
 from omnivox.gateway.auth import allowed, offered_key, origin_allowed
 from omnivox.gateway.bodies import read_body
 from omnivox.gateway.context import GatewayContext
 from omnivox.gateway.edges.calls import Call
-from omnivox.gateway.edges.client import authorize, serve_session
-from omnivox.gateway.edges.client_keys import is_ephemeral
+from omnivox.gateway.edges.client import authorize, authorize_control, serve_session
+from omnivox.gateway.edges.client_keys import digest, is_ephemeral
+from omnivox.gateway.edges.elsewhere import pass_on
 from omnivox.protocol.spec import WireProtocol
 from omnivox.protocol.wire import load_json
 
@@ -65,16 +75,28 @@ def mount_http(app: FastAPI, protocol: WireProtocol, ctx: GatewayContext) -> Non
 
         async def hangup(call_id: str, request: Request) -> Response:
             try:
-                check_client(request, ctx)
-                call = ctx.calls.find(call_id)
+                if not origin_allowed(ctx.settings, request.headers):
+                    raise Unauthorized("this origin may not use this gateway")
+                authorize_control(ctx, offered_key(request.headers), call_id)
+                owner = None if ctx.calls.held(call_id) else await ctx.peers.call_owner(call_id)
+                call = None if owner is not None else ctx.calls.find(call_id)
             except OmnivoxError as err:
                 return http_error(err)
+            if owner is not None:  # another gateway holds the call: it hangs up there
+                passed = await pass_on(owner, "POST", request.url.path, _forwarded(request))
+                return Response(passed.content, status_code=passed.status_code)
             assert call is not None
             call.end("hung up")
             return Response(status_code=200)
 
         app.add_api_route(f"{protocol.path}/calls", calls, methods=["POST"])
         app.add_api_route(f"{protocol.path}/calls/{{call_id}}/hangup", hangup, methods=["POST"])
+
+
+def _forwarded(request: Request) -> dict[str, str]:
+    """What a request passed on to another gateway keeps of this one's headers: its key (the origin
+    was checked here; gateway to gateway is no browser's request)."""
+    return {k: v for k, v in request.headers.items() if k.lower() == "authorization"}
 
 
 def check_client(request: Request, ctx: GatewayContext) -> None:
@@ -113,8 +135,12 @@ async def _mint(request: Request, protocol: WireProtocol, ctx: GatewayContext) -
     session = body.get("session")
     if session is not None and not isinstance(session, dict):
         raise InvalidMessage("session must be an object", param="session")
+    largest = ctx.settings.client_secret_session_bytes
+    if session is not None and len(json.dumps(session)) > largest:
+        raise MessageTooLarge(f"a key's session is at most {largest} bytes of JSON", param="session")
     effective = protocol.session_defaults(session or {})
-    key, grant = ctx.client_keys.mint(seconds, session or None)
+    owner = request.client.host if request.client else "unknown"
+    key, grant = await ctx.client_keys.mint(seconds, session or None, owner)
     return {"value": key, "expires_at": int(grant.expires_at), "session": effective}
 
 
@@ -151,7 +177,7 @@ async def _call(request: Request, protocol: WireProtocol, ctx: GatewayContext) -
     key = offered_key(request.headers)
     if is_ephemeral(key):
         assert key is not None
-        ctx.client_keys.check(key)  # spent only once the offer is answered
+        await ctx.client_keys.check(key)  # spent only once the offer is answered
     elif not allowed(settings, "client", key):
         raise Unauthorized("a valid API key is required (Authorization: Bearer <key>)")
     sdp, session = await _offer(request, settings.http_body_max_bytes)
@@ -159,30 +185,32 @@ async def _call(request: Request, protocol: WireProtocol, ctx: GatewayContext) -
         raise InvalidMessage(f"the SDP offer is larger than {MAX_SDP_BYTES} bytes", param="sdp")
     if session is not None:
         protocol.session_defaults(session)
-    if ctx.calls.count("webrtc") >= settings.webrtc_max_calls:
-        raise TooManySessions(f"the gateway holds {ctx.calls.count('webrtc')} calls, its limit")
-    held = contextlib.ExitStack()
-    held.enter_context(ctx.limits.admit(request.client.host if request.client else "unknown"))
-    assert protocol.media is not None
-    call = Call(protocol.media, settings.webrtc_connect_timeout_s, settings.webrtc_host_addresses)
-    try:
-        answer = await call.answer(sdp)
-        grant = authorize(ctx, key)
-    except BaseException:
-        held.close()
-        await call.pc.close()
-        raise
-    defaults = {**((grant.session if grant else None) or {}), **(session or {})}
-    preamble = protocol.media.preamble(defaults)
-    headers = dict(request.headers)
-    host = request.client.host if request.client else None
+    if ctx.draining:
+        raise GatewayDraining("this gateway is stopping; call again (another one answers)")
+    with ctx.calls.reserve("webrtc", settings.webrtc_max_calls):  # a place, until the call holds it
+        held = contextlib.AsyncExitStack()
+        await held.enter_async_context(ctx.limits.hold(request.client.host if request.client else "unknown"))
+        assert protocol.media is not None
+        call = Call(protocol.media, settings.webrtc_connect_timeout_s, settings.webrtc_host_addresses)
+        try:
+            answer = await call.answer(sdp)
+            grant = await authorize(ctx, key)
+        except BaseException:
+            await held.aclose()
+            await call.pc.close()
+            raise
+        defaults = {**((grant.session if grant else None) or {}), **(session or {})}
+        preamble = protocol.media.preamble(defaults)
+        headers = dict(request.headers)
+        host = request.client.host if request.client else None
+        query = dict(request.query_params)  # e.g. omnivox_events, intent
 
-    query = dict(request.query_params)  # e.g. omnivox_events, intent
+        async def run_session(c: Call) -> None:
+            async with held:
+                await serve_session(c, protocol, ctx, c.id, query, headers, preamble, host, c.media_connected)
 
-    async def run_session(c: Call) -> None:
-        with held:
-            await serve_session(c, protocol, ctx, c.id, query, headers, preamble, host, c.media_connected)
-
-    ctx.calls.start(call, run_session)
+        # an ephemeral key controls the call it opened (a sideband, a hang-up), and no other
+        opened_with = digest(key) if key is not None and is_ephemeral(key) else None
+        ctx.calls.start(call, run_session, opened_with)
     location = f"{protocol.path}/calls/{call.id}"
     return Response(answer, status_code=201, media_type="application/sdp", headers={"Location": location})

@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import logging
-from collections.abc import Awaitable, Callable
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterator
 from enum import StrEnum
 from typing import Any, Protocol
 
@@ -33,7 +35,7 @@ from aiortc.jitterbuffer import JitterBuffer
 from aiortc.mediastreams import MediaStreamTrack
 
 from omnivox.connection.sockets import PeerGone, Socket
-from omnivox.core.errors import InvalidMessage, NotFound
+from omnivox.core.errors import InvalidMessage, NotFound, TooManySessions
 from omnivox.core.ids import new_id
 from omnivox.core.transitions import Machine
 from omnivox.gateway.edges.call_audio import WebRtcPlayout, hear
@@ -322,17 +324,44 @@ class HeldCall(Protocol):
 
 class CallRegistry:
     """The calls the gateway holds, by id (WebRTC and phone calls alike: sidebands and hang-ups
-    find either)."""
+    find either). ``on_change(call_id, held)`` hears each call start and end (gateways sharing a
+    store tell the others which gateway holds a call)."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_change: Callable[[str, bool], None] | None = None) -> None:
         self.calls: dict[str, HeldCall] = {}
+        self.on_change = on_change
         self._tasks: set[asyncio.Task[None]] = set()
+        self._reserved: Counter[str] = Counter()  # places held by calls being set up, by kind
+        self._opened_with: dict[str, bytes] = {}  # call id -> digest of the ephemeral key that opened it
 
     def __len__(self) -> int:
         return len(self.calls)
 
     def count(self, kind: str) -> int:
-        return sum(1 for call in self.calls.values() if call.kind == kind)
+        """Calls of ``kind`` held, and those being set up."""
+        return sum(1 for call in self.calls.values() if call.kind == kind) + self._reserved[kind]
+
+    @contextlib.contextmanager
+    def reserve(self, kind: str, limit: int) -> Iterator[None]:
+        """Hold one of ``limit`` places for a call of ``kind`` while it is set up (its offer answered):
+        checked and taken in one step, so concurrent offers cannot all pass the check. The place is
+        the call's once it ``start``s; given back if setting it up fails."""
+        if self.count(kind) >= limit:
+            raise TooManySessions(f"the gateway holds {self.count(kind)} {kind} calls, its limit")
+        self._reserved[kind] += 1
+        try:
+            yield
+        finally:
+            self._reserved[kind] -= 1
+
+    def opened_with(self, call_id: str, key_digest: bytes) -> bool:
+        """Whether the call was opened with the ephemeral key of this digest (it controls the call)."""
+        opened = self._opened_with.get(call_id)
+        return opened is not None and hmac.compare_digest(opened, key_digest)
+
+    def held(self, call_id: str | None) -> bool:
+        """Whether this gateway holds the call (None: a session that names no call)."""
+        return call_id is None or call_id in self.calls
 
     def find(self, call_id: str | None) -> HeldCall | None:
         """The call a sideband names (None when it names none); raises ``CallNotFound``."""
@@ -343,14 +372,25 @@ class CallRegistry:
             raise NotFound(f"no call {call_id!r} is in progress", param="call_id")
         return call
 
-    def start(self, call: HeldCall, session: Callable[[Any], Awaitable[None]]) -> None:
+    def start(
+        self, call: HeldCall, session: Callable[[Any], Awaitable[None]], opened_with: bytes | None = None
+    ) -> None:
+        """Hold ``call`` and run its ``session``; ``opened_with``: the digest of the ephemeral key that
+        opened it (that key may then control it: a sideband, a hang-up)."""
         self.calls[call.id] = call
+        if opened_with is not None:
+            self._opened_with[call.id] = opened_with
+        if self.on_change is not None:
+            self.on_change(call.id, True)
 
         async def run() -> None:
             try:
                 await call.run(session)
             finally:
                 self.calls.pop(call.id, None)
+                self._opened_with.pop(call.id, None)
+                if self.on_change is not None:
+                    self.on_change(call.id, False)
 
         task = asyncio.create_task(run(), name=f"call-{call.id}")
         self._tasks.add(task)

@@ -14,7 +14,8 @@ Either way a worker that vanishes is marked OFFLINE and the client hears ``worke
 session-scoped session ends with it (its state lived there), a turn-scoped one goes on.
 
 A session may also come over WebRTC (``edges.calls``: the call is a ``Socket`` like any other and
-runs through ``serve_session``), and a WebSocket may attach to such a call as its sideband.
+runs through ``serve_session``), and a WebSocket may attach to such a call as its sideband (relayed
+to the gateway holding the call when that is another one on the same store).
 A client key is the long-lived one or an ephemeral key (``edges.client_keys``), spent on one session.
 """
 
@@ -34,6 +35,7 @@ from omnivox.connection.sockets import AsgiSocket, Socket
 from omnivox.connection.taps import Taps
 from omnivox.core.errors import (
     WS_POLICY,
+    GatewayDraining,
     OmnivoxError,
     Unauthorized,
 )
@@ -42,7 +44,8 @@ from omnivox.core.logging import SESSION_ID
 from omnivox.core.tracing import TRACEPARENT, context_from, tracer
 from omnivox.gateway.auth import allowed, offered_key, origin_allowed
 from omnivox.gateway.context import GatewayContext
-from omnivox.gateway.edges.client_keys import Grant, is_ephemeral
+from omnivox.gateway.edges.client_keys import Grant, digest, is_ephemeral
+from omnivox.gateway.edges.elsewhere import proxy_sideband
 from omnivox.gateway.edges.scopes import ClientRequest, SessionEdge, TurnEdge
 from omnivox.gateway.edges.taps import MetricsTap
 from omnivox.protocol.spec import WireProtocol
@@ -63,16 +66,30 @@ async def serve_client(ws: WebSocket, protocol: WireProtocol, ctx: GatewayContex
     await ws.accept(subprotocol=protocol.subprotocol(offered))
     socket = AsgiSocket(ws)
     query = dict(ws.query_params)
-    with contextlib.ExitStack() as held:
+    async with contextlib.AsyncExitStack() as held:
+        owner: str | None = None
         try:
-            grant = authorize(ctx, offered_key(ws.headers, offered))
+            if ctx.draining:
+                raise GatewayDraining("this gateway is stopping; connect again (to another one)")
+            key = offered_key(ws.headers, offered)
+            call_id = protocol.call_id(query)
+            if call_id is None:
+                grant = await authorize(ctx, key)
+            else:  # a sideband: a say in someone's call, not a session of its own
+                grant = None
+                authorize_control(ctx, key, call_id)
             named = protocol.session_id(ws.path_params, query)
             session_id = check_session_id(named) if named is not None else new_id(protocol.name[:2])
-            held.enter_context(ctx.limits.admit(ws.client.host if ws.client else "unknown"))
-            call = ctx.calls.find(protocol.call_id(query))
+            await held.enter_async_context(ctx.limits.hold(ws.client.host if ws.client else "unknown"))
+            if not ctx.calls.held(call_id):
+                owner = await ctx.peers.call_owner(call_id)  # type: ignore[arg-type]
+            call = None if owner is not None else ctx.calls.find(call_id)
         except OmnivoxError as err:
             ctx.metrics.error(protocol.error_code(err))
             await refuse(socket, protocol, err)
+            return
+        if owner is not None:  # another gateway holds the call: its sideband is relayed there
+            await proxy_sideband(socket, owner, ws.url.path, ws.url.query, settings)
             return
         if call is not None:
             await call.attach(socket)  # a sideband: the call's events, and a say in it
@@ -82,15 +99,28 @@ async def serve_client(ws: WebSocket, protocol: WireProtocol, ctx: GatewayContex
         await serve_session(socket, protocol, ctx, session_id, query, ws.headers, preamble, host)
 
 
-def authorize(ctx: GatewayContext, key: str | None) -> Grant | None:
+async def authorize(ctx: GatewayContext, key: str | None) -> Grant | None:
     """Check a session's client key: an ephemeral one is spent (its grant returned), a long-lived
-    one compared. Raises ``Unauthorized``."""
+    one compared. Raises ``Unauthorized`` (or ``StoreUnavailable``: keys on an unreachable store)."""
     if is_ephemeral(key):
         assert key is not None
-        return ctx.client_keys.take(key)
+        return await ctx.client_keys.take(key)
     if not allowed(ctx.settings, "client", key):
         raise Unauthorized("a valid API key is required (Authorization: Bearer <key>)")
     return None
+
+
+def authorize_control(ctx: GatewayContext, key: str | None, call_id: str) -> None:
+    """Check a call's control (a sideband, a hang-up): the client or admin key, or the ephemeral key
+    that opened this very call, never any other ephemeral key. Raises ``Unauthorized``. (A call
+    another gateway holds is checked there, where it is relayed.)"""
+    settings = ctx.settings
+    if is_ephemeral(key):
+        assert key is not None
+        if ctx.calls.held(call_id) and not ctx.calls.opened_with(call_id, digest(key)):
+            raise Unauthorized("an ephemeral key controls only the call it opened")
+    elif not (allowed(settings, "client", key) or allowed(settings, "admin", key)):
+        raise Unauthorized("a call's sideband or hang-up needs the key that opened it or the client key")
 
 
 async def serve_session(

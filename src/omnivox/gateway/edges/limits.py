@@ -4,18 +4,39 @@ One client must not be able to fill the whole queue or starve the gateway: each 
 most ``max_sessions_per_client`` connections and open new ones at ``client_connect_rate`` per second
 (a token bucket holding ``client_connect_burst``). A refused connection gets ``too_many_sessions``
 and close 1008; it never takes a place in the queue.
+
+These are one gateway's counts; gateways sharing a store count together (``cluster.limits``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
+from typing import Protocol
 
 from omnivox.core.errors import TooManySessions
 
 _IDLE_BUCKETS = 10_000  # buckets kept before full ones are forgotten
+
+
+def count_down(open_: dict[str, int], client: str) -> None:
+    """One connection of ``client`` ended (a count reaching 0 is forgotten)."""
+    left = open_[client] - 1
+    if left:
+        open_[client] = left
+    else:
+        del open_[client]
+
+
+class Limits(Protocol):
+    """Per-client limits, one gateway's (``ClientLimits``) or every gateway's on a shared store."""
+
+    def hold(self, client: str) -> contextlib.AbstractAsyncContextManager[None]:
+        """Hold one connection of ``client`` for the block; raises ``TooManySessions`` (or
+        ``StoreUnavailable``) instead."""
+        ...
 
 
 @dataclass
@@ -39,6 +60,12 @@ class ClientLimits:
         self.open: dict[str, int] = {}
         self._buckets: dict[str, _Bucket] = {}
 
+    @contextlib.asynccontextmanager
+    async def hold(self, client: str) -> AsyncIterator[None]:
+        """``admit``, as every gateway's limits are held (the shared ones await the store)."""
+        with self.admit(client):
+            yield
+
     @contextlib.contextmanager
     def admit(self, client: str) -> Iterator[None]:
         """Hold one connection of ``client`` for the block; raises ``TooManySessions`` instead."""
@@ -53,11 +80,7 @@ class ClientLimits:
         try:
             yield
         finally:
-            left = self.open[client] - 1
-            if left:
-                self.open[client] = left
-            else:
-                del self.open[client]
+            count_down(self.open, client)
 
     def _take_token(self, client: str) -> None:
         if not self.rate:
@@ -82,3 +105,22 @@ class ClientLimits:
         full = [k for k, b in self._buckets.items() if b.tokens + (now - b.at) * self.rate >= self.burst]
         for k in full:
             del self._buckets[k]
+
+
+class HeldBytes:
+    """What clients waiting for a worker may have the gateway hold for them, all together: each
+    session holds up to its protocol's bound (``realtime_queued_bytes``...), and all of them at most
+    ``limit`` (``queued_bytes_total``), so a thousand waiting clients cannot each park megabytes."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.held = 0
+
+    def take(self, n: int) -> bool:
+        if self.held + n > self.limit:
+            return False
+        self.held += n
+        return True
+
+    def give(self, n: int) -> None:
+        self.held = max(0, self.held - n)

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -18,7 +19,7 @@ from typing import Any
 from omnivox.connection.inbox import Inbox
 from omnivox.connection.relay import Inbound, Relay, RelayEnd
 from omnivox.connection.runtime import Connection
-from omnivox.connection.sockets import Socket
+from omnivox.connection.sockets import PeerGone, Socket
 from omnivox.connection.taps import Direction, Frame, Taps
 from omnivox.core.config import Settings
 from omnivox.core.errors import (
@@ -33,9 +34,10 @@ from omnivox.gateway.context import GatewayContext
 from omnivox.gateway.edges.sessions import SessionRecord
 from omnivox.gateway.edges.worker_link import CONNECT_FAILURES, connect_worker
 from omnivox.gateway.scheduling.admission import ClientGone
-from omnivox.gateway.scheduling.pool import WorkerRecord
+from omnivox.gateway.scheduling.store import Assignment
 from omnivox.protocol.control.internal import PauseReport, TurnEndReport, parse_internal
 from omnivox.protocol.control.queue import QueueNotice
+from omnivox.protocol.control.workers import assignment_params
 from omnivox.protocol.spec import WireProtocol
 from omnivox.recording.service import SessionRecorder
 
@@ -88,7 +90,7 @@ class _Edge:
         if frame is not None and (self.withheld is None or not self.withheld(frame)):
             self.conn.send(frame)
 
-    async def admit(self, history_hash: str | None = None) -> WorkerRecord:
+    async def admit(self, history_hash: str | None = None) -> Assignment:
         with tracer().start_as_current_span(
             "queue", attributes={"omnivox.task_type": self.task_type}
         ) as span:
@@ -106,15 +108,16 @@ class _Edge:
             self.recorder.assigned(worker.worker_id, worker.engine)
         return worker
 
-    def release(self, worker: WorkerRecord, *, confirmed: bool = True, **cache: str | None) -> None:
+    async def release(self, worker: Assignment, *, confirmed: bool = True, **cache: str | None) -> None:
         """End this session's assignment of ``worker`` (never a later one's). Unconfirmed (the
         worker did not say it was done): it is handed out again once it says it is free."""
-        self.ctx.pool.release(worker, ticket_id=self.ticket_id, confirmed=confirmed, **cache)
+        await self.ctx.store.release(worker, confirmed=confirmed, **cache)
         if not confirmed:
-            self.ctx.health.confirm(worker)
+            self.ctx.health.confirm(worker.worker_id, worker.url)
 
-    async def open(self, worker: WorkerRecord) -> Socket:
-        params = {**self.worker_params, "worker_id": worker.worker_id}
+    async def open(self, worker: Assignment) -> Socket:
+        # the ticket and its fencing epoch: the worker refuses an assignment older than one it saw
+        params = {**self.worker_params, **assignment_params(worker.worker_id, worker.ticket_id, worker.epoch)}
         url = self.protocol.worker_url(worker.url, self.session_id, params)
         return await connect_worker(url, self.settings)
 
@@ -123,9 +126,9 @@ class _Edge:
             self.inbox, self.conn, socket, see=self.taps.see, control=control, withheld=self.withheld
         )
 
-    def lost(self, worker: WorkerRecord, why: object) -> WorkerLost:
+    async def lost(self, worker: Assignment, why: object) -> WorkerLost:
         log.warning("worker %s lost mid-%s: %s", worker.worker_id, self.protocol.scope, why)
-        self.ctx.pool.mark_offline(worker)
+        await self.ctx.store.worker_lost(worker)
         return WorkerLost(f"worker {worker.worker_id} was lost; " + self._after_loss)
 
     _after_loss = "start a new session"
@@ -138,6 +141,7 @@ class SessionEdge(_Edge):
         super().__init__(*args, **kwargs)
         self.connected = False
         self.dropped = 0
+        self.held = 0  # bytes held for it while it waits, counted in the gateway's total
         self.heard_at = time.monotonic()  # the client's last frame
 
     async def on_frame(self, raw: str | bytes) -> None:
@@ -147,15 +151,32 @@ class SessionEdge(_Edge):
             await self.inbox.put(item, item.size)
             return
         limit = self.protocol.held_bytes(self.settings)
-        if not self.inbox.offer(item, item.size, budget=limit):
-            self.dropped += 1
-            if self.dropped == 1:  # said once; the session starts without what was dropped
-                raise QueuedInputDropped(
-                    f"more than {limit} bytes of events arrived while waiting for a worker; "
-                    "later ones are dropped until the session starts"
-                )
+        total = self.ctx.held_bytes
+        if total.take(item.size):
+            if self.inbox.offer(item, item.size, budget=limit):
+                self.held += item.size
+                return
+            total.give(item.size)
+        self.dropped += 1
+        if self.dropped == 1:  # said once; the session starts without what was dropped
+            raise QueuedInputDropped(
+                f"more than {limit} bytes of events arrived while waiting for a worker (or the "
+                "gateway holds all it may for waiting sessions); later ones are dropped until "
+                "the session starts"
+            )
 
     async def main(self) -> None:
+        try:
+            await self._serve()
+        finally:
+            self._release_held()
+
+    def _release_held(self) -> None:
+        """What was held for it is relayed now (or never will be): out of the gateway's total."""
+        self.ctx.held_bytes.give(self.held)
+        self.held = 0
+
+    async def _serve(self) -> None:
         if self.ready is not None and not await self.ready():
             return  # gone before it could be served (a call whose media never connected): no worker
         try:
@@ -173,6 +194,7 @@ class SessionEdge(_Edge):
             socket = await self.open(worker)
             try:
                 self.connected = True
+                self._release_held()
                 self.heard_at = time.monotonic()
                 await self.conn.units.start("idle", self._watch_idle())
                 end = await self.relay(socket, lambda frame: self._control(worker, frame)).run()
@@ -184,10 +206,10 @@ class SessionEdge(_Edge):
             if failure is None and end is not None and end.worker_dropped:
                 failure = "its connection dropped"
             if failure is not None:
-                self.conn.error(self.lost(worker, failure))
+                self.conn.error(await self.lost(worker, failure))
                 self.conn.end(WS_SERVER_ERROR)
             # no-op once marked offline; when the client went first, the worker is still winding down
-            self.release(worker, confirmed=end is not None and end.side == "worker")
+            await self.release(worker, confirmed=end is not None and end.side == "worker")
             self.record.idle()
         if end is not None and end.side == "worker":  # the worker ended the session: so does the client
             code = end.worker_code or 1000
@@ -206,11 +228,11 @@ class SessionEdge(_Edge):
                 self.conn.error(SessionIdle(f"nothing was heard from the client for {limit:g} s"))
                 return
 
-    def _control(self, worker: WorkerRecord, frame: str) -> bool:
-        """The worker's state changed within the session (a duplex pause): the pool follows."""
+    def _control(self, worker: Assignment, frame: str) -> bool:
+        """The worker's state changed within the session (a duplex pause): the store follows."""
         report = parse_internal(frame)
         if isinstance(report, PauseReport):
-            self.ctx.pool.set_paused(worker, report.paused)
+            self.ctx.store.note_paused(worker, report.paused)
             self.record.paused = report.paused
         return False
 
@@ -251,7 +273,7 @@ class TurnEdge(_Edge):
                 continue
             await self.turn(worker, item)
 
-    async def turn(self, worker: WorkerRecord, opening: Inbound) -> None:
+    async def turn(self, worker: Assignment, opening: Inbound) -> None:
         self._turn_end = None
         end: RelayEnd | None = None
         failure: object = None
@@ -260,7 +282,10 @@ class TurnEdge(_Edge):
             try:
                 # the turn's opening message goes to the worker outside the relay: taps see it here
                 self.taps.see(Frame(Direction.TO_WORKER, time.monotonic(), opening.raw))
-                await socket.send(opening.raw)
+                with contextlib.suppress(PeerGone):
+                    # the worker refused the session at once (a stale assignment): it said why
+                    # before it closed, and the relay passes that on
+                    await socket.send(opening.raw)
                 end = await self.relay(socket, self._control).run()
             finally:
                 await socket.close()
@@ -270,13 +295,13 @@ class TurnEdge(_Edge):
             if failure is None and end is not None and end.worker_dropped and not end.held:
                 failure = "its connection dropped"
             if failure is not None:
-                self.conn.error(self.lost(worker, failure))  # marked offline: nothing to release
+                self.conn.error(await self.lost(worker, failure))  # marked offline: nothing to release
             elif self._turn_end is not None:
-                self.release(worker, cached_hash=self._turn_end.cached_hash)
+                await self.release(worker, cached_hash=self._turn_end.cached_hash)
             else:
                 # the turn did not end (its client left mid-turn): the worker is interrupted and
                 # winds down; it takes the next turn once it says it is free (the cache is kept)
-                self.release(worker, confirmed=False)
+                await self.release(worker, confirmed=False)
             self.record.idle()
 
     def _control(self, frame: str) -> bool:

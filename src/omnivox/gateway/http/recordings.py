@@ -3,7 +3,8 @@
 
 Media links: a browser's ``<audio>``/``<video>`` cannot send an ``Authorization`` header, so the
 detail answer carries links with a short-lived token (``?token=``, an HMAC of the recording id and
-an expiry under a secret this gateway makes at startup; never a key). A token opens that one
+an expiry under a secret this gateway makes at startup, or that gateways sharing a store share;
+never a key). A token opens that one
 recording's files for an hour, nothing else; the admin key opens them too.
 
 A file being sent is opened before the answer starts: deleting a recording while it is replayed
@@ -59,11 +60,16 @@ _TOKEN = re.compile(r"(?P<expires>[0-9]{1,12})\.(?P<sig>[0-9a-f]{64})", re.ASCII
 
 
 class MediaTokens:
-    """Short-lived links to one recording's files."""
+    """Short-lived links to one recording's files. The secret is random per process unless given
+    (``media_secret``, or the one gateways on a shared store keep there): then a link made by one
+    gateway opens on any."""
 
-    def __init__(self, ttl_s: float = 3600.0) -> None:
-        self._secret = secrets.token_bytes(32)
+    def __init__(self, ttl_s: float = 3600.0, secret: bytes | None = None) -> None:
+        self._secret = secret or secrets.token_bytes(32)
         self.ttl_s = ttl_s
+
+    def use_secret(self, secret: bytes) -> None:
+        self._secret = secret
 
     def make(self, recording_id: str, now: float | None = None) -> str:
         expires = int((time.time() if now is None else now) + self.ttl_s)
@@ -170,9 +176,15 @@ async def list_recordings(
     kind: str | None = Query(None, max_length=40),
     q: str | None = Query(None, max_length=200, description="text the transcripts contain"),
 ) -> dict[str, Any]:
-    """Recordings, newest first: ``{recordings: [...], next_cursor}`` (pass it back as ``cursor``)."""
+    """Recordings, newest first: ``{recordings: [...], next_cursor}`` (pass it back as ``cursor``).
+
+    ``listed_by`` says whose: each gateway lists the recordings under its own ``data_dir`` (gateways
+    sharing a store share recordings only when their ``data_dir`` is shared storage)."""
+    ctx = request.app.state.ctx
     with _as_http():
-        return await asyncio.to_thread(_list, _store(request), _live(request), kind, q, limit, cursor)
+        listed = await asyncio.to_thread(_list, _store(request), _live(request), kind, q, limit, cursor)
+    listed["listed_by"] = {"gateway_id": ctx.store.gateway_id, "store": ctx.store.kind}
+    return listed
 
 
 # ---- one recording

@@ -1,7 +1,7 @@
 """``GET /v1/voices``: the TTS voices the pool can speak with, for a web page's voice picker.
 
 The gateway has no TTS of its own; each worker reports the voices of its backend in its ``/health``
-(default voice first), and the health loop copies them into the pool. Workers that cannot serve
+(default voice first), and the health loop copies them into the scheduler store. Workers that cannot serve
 (OFFLINE, ERROR) are left out, so a picker never offers a voice nobody can speak right now.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 
 from omnivox.gateway.context import GatewayContext
-from omnivox.gateway.scheduling.pool import WorkerRecord
+from omnivox.gateway.scheduling.store import WorkerView
 from omnivox.protocol.control.workers import WorkerState
 
 router = APIRouter(tags=["voices"])
@@ -21,7 +21,7 @@ router = APIRouter(tags=["voices"])
 _UNUSABLE = (WorkerState.OFFLINE, WorkerState.ERROR)
 
 
-def gather_voices(workers: Iterable[WorkerRecord]) -> dict[str, Any]:
+def gather_voices(workers: Iterable[WorkerView]) -> dict[str, Any]:
     """The union of the usable workers' voices, in worker then voice order.
 
     The default is the first voice of the first worker that reports any (workers list their default
@@ -41,4 +41,4 @@ def gather_voices(workers: Iterable[WorkerRecord]) -> dict[str, Any]:
 async def list_voices(request: Request) -> dict[str, Any]:
     """``{"voices": [{"id", "default"}, ...], "default": id | null}``."""
     ctx: GatewayContext = request.app.state.ctx
-    return gather_voices(ctx.pool.workers.values())
+    return gather_voices(await ctx.store.workers())

@@ -1,4 +1,5 @@
-"""Admission: a session gets a worker through the pool, and hears where it stands while it waits.
+"""Admission: a session gets a worker through the scheduler store, and hears where it stands while
+it waits.
 
 One notifier task per gateway tells every waiting client its position and ETA: after a change of the
 queue (a burst of changes is coalesced into one round), and at least every ``interval_s``. A round
@@ -12,6 +13,12 @@ Sessions differ only in how they word the notices (the streaming protocol's ``qu
 
 A waiter cancelled in the very step its ticket was assigned gives the worker back: a worker is never
 left busy for a session that is no longer there.
+
+With thousands waiting every dispatch moves everyone, so a round would tell thousands: a waiter near
+the head (``HEAD``) hears each move at once, one further back at most every ``interval_s / 3`` (and
+every ``interval_s`` anyway). A round sends its notices in slices, yielding between them, and the
+notifier rests at least four times as long as its last round took: it never holds the event loop
+while a worker freed meanwhile waits to be handed to the head of the queue.
 """
 
 from __future__ import annotations
@@ -19,14 +26,16 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
-from omnivox.core.errors import SessionLimitReached
+from omnivox.core.errors import OmnivoxError, SessionLimitReached
 from omnivox.gateway.metrics import GatewayMetrics
-from omnivox.gateway.scheduling.pool import Ticket, WorkerPool, WorkerRecord
+from omnivox.gateway.scheduling.store import Assignment, SchedulerStore, Ticket
 from omnivox.protocol.control.queue import NoticeKind, QueueNotice
 
 Notify = Callable[[QueueNotice], None]
+_SLICE = 200  # notices sent in a round before it yields to the event loop
+HEAD = 10  # waiters this close to the head hear every move of theirs at once
 
 
 class Tracked(Protocol):
@@ -52,9 +61,13 @@ class _Watch:
 
 class Admission:
     def __init__(
-        self, pool: WorkerPool, metrics: GatewayMetrics, interval_s: float = 3.0, coalesce_s: float = 0.05
+        self,
+        store: SchedulerStore,
+        metrics: GatewayMetrics,
+        interval_s: float = 3.0,
+        coalesce_s: float = 0.05,
     ) -> None:
-        self.pool = pool
+        self.store = store
         self.metrics = metrics
         self.interval_s = interval_s
         self.coalesce_s = coalesce_s
@@ -69,14 +82,17 @@ class Admission:
         history_hash: str | None = None,
         record: Tracked | None = None,
         max_wait_s: float | None = None,
-    ) -> tuple[WorkerRecord, Ticket]:
+    ) -> tuple[Assignment, Ticket]:
         """Enqueue and wait for a worker. Raises QueueFull, WorkerUnavailable, TicketCancelled,
-        ClientGone (``gone`` was set), or SessionLimitReached (waited ``max_wait_s`` in vain).
+        ClientGone (``gone`` was set), SessionLimitReached (waited ``max_wait_s`` in vain) or
+        StoreUnavailable.
 
         ``record`` (the session's entry in the session registry) follows along: queued while the
         ticket waits, active once a worker is assigned, idle again if admission fails."""
+        if gone.is_set():  # its client left before its turn was read: it never takes a worker
+            raise ClientGone()
         try:
-            ticket = self.pool.enqueue(task_type, history_hash)
+            ticket = await self.store.enqueue(task_type, history_hash)
             if record is not None:
                 record.queued(ticket.ticket_id)
             was_queued = not ticket.future.done()
@@ -87,7 +103,7 @@ class Admission:
             raise
         if record is not None:
             record.active(worker.worker_id, ticket.ticket_id)
-        waited = self.pool.clock() - ticket.enqueued_at
+        waited = self.store.clock() - ticket.enqueued_at
         self.metrics.queue_wait.labels(task_type).observe(waited)
         notify(
             QueueNotice(
@@ -102,20 +118,22 @@ class Admission:
 
     async def _wait(
         self, ticket: Ticket, gone: asyncio.Event, notify: Notify, max_wait_s: float | None
-    ) -> WorkerRecord:
-        if ticket.future.done():
+    ) -> Assignment:
+        if ticket.future.done() and not gone.is_set():
             return ticket.future.result()
-        position, wait = self.pool.position(ticket.ticket_id) or (0, 0.0)
-        notify(self._notice("queued", ticket.ticket_id, position, wait))
-        loop = asyncio.get_running_loop()
-        self._watching[ticket.ticket_id] = _Watch(notify, position, loop.time())
         leaving = asyncio.ensure_future(gone.wait())
         try:
-            await asyncio.wait(
-                {ticket.future, leaving}, timeout=max_wait_s, return_when=asyncio.FIRST_COMPLETED
-            )
-            if not ticket.future.done():
-                self.pool.cancel(ticket.ticket_id)
+            where = await self.store.place(ticket)
+            if not ticket.future.done():  # (a store that awaits may have assigned it meanwhile)
+                position, wait = where.places.get(ticket.ticket_id, (0, 0.0))
+                notify(QueueNotice("queued", ticket.ticket_id, position, where.queue_length, wait))
+                loop = asyncio.get_running_loop()
+                self._watching[ticket.ticket_id] = _Watch(notify, position, loop.time())
+            waits: set[asyncio.Future[Any]] = {ticket.future, leaving}
+            await asyncio.wait(waits, timeout=max_wait_s, return_when=asyncio.FIRST_COMPLETED)
+            if leaving.done() or not ticket.future.done():
+                # (assigned meanwhile, or as its client left: the worker goes back, never handed on)
+                await self.store.withdraw(ticket)
                 if leaving.done():
                     raise ClientGone()
                 raise SessionLimitReached(
@@ -124,33 +142,50 @@ class Admission:
             return ticket.future.result()  # raises TicketCancelled if it was cancelled
         except asyncio.CancelledError:
             # the waiter is going (its connection ended, or shutdown): give back what it holds
-            if not ticket.future.done():
-                self.pool.cancel(ticket.ticket_id)
-            elif not ticket.future.cancelled() and ticket.future.exception() is None:
-                self.pool.release(ticket.future.result(), ticket_id=ticket.ticket_id)
+            await self.store.withdraw(ticket)
             raise
         finally:
-            del self._watching[ticket.ticket_id]
+            self._watching.pop(ticket.ticket_id, None)
             leaving.cancel()
 
-    def _notice(self, kind: NoticeKind, ticket_id: str, position: int, wait: float) -> QueueNotice:
-        return QueueNotice(kind, ticket_id, position, self.pool.queue_length, wait)
-
     async def run(self) -> None:
-        """The notifier: a round after each (coalesced) change, and a check every half interval."""
+        """The notifier: a round after each (coalesced) change, and a check every half interval.
+        A round that fails (the store is unreachable) is skipped: notices are a courtesy."""
+        loop = asyncio.get_running_loop()
+        took = 0.0
         while True:
-            await self.pool.wait_changed(self.interval_s / 2)
-            await asyncio.sleep(self.coalesce_s)
-            self.notify_round()
+            await self.store.wait_changed(self.interval_s / 2)
+            await asyncio.sleep(max(self.coalesce_s, 4 * took))
+            started = loop.time()
+            try:
+                await self.notify_round()
+            except OmnivoxError:
+                continue
+            finally:
+                took = loop.time() - started
 
-    def notify_round(self) -> None:
-        """Tell each waiting client its place if it moved, or if it last heard ``interval_s`` ago."""
+    async def notify_round(self) -> None:
+        """Tell each waiting client its place if it moved (at once near the head, at most every
+        third of ``interval_s`` further back), or if it last heard ``interval_s`` ago."""
+        if not self._watching:
+            return
+        where = await self.store.positions(list(self._watching))
         now = asyncio.get_running_loop().time()
+        sent = 0
         for ticket_id, watch in list(self._watching.items()):
-            entry = self.pool.position(ticket_id)
+            entry = where.places.get(ticket_id)
             if entry is None:
                 continue  # assigned or cancelled: its waiter takes over
             position, wait = entry
-            if position != watch.position or now - watch.sent_at >= self.interval_s:
-                watch.notify(self._notice("queue_update", ticket_id, position, wait))
+            quiet = now - watch.sent_at
+            moved = position != watch.position and (position <= HEAD or quiet >= self.interval_s / 3)
+            if moved or quiet >= self.interval_s:
+                watch.notify(self._notice("queue_update", ticket_id, position, where.queue_length, wait))
                 watch.position, watch.sent_at = position, now
+                sent += 1
+                if sent % _SLICE == 0:
+                    await asyncio.sleep(0)
+
+    @staticmethod
+    def _notice(kind: NoticeKind, ticket_id: str, position: int, length: int, wait: float) -> QueueNotice:
+        return QueueNotice(kind, ticket_id, position, length, wait)

@@ -4,7 +4,8 @@ What a worker says in its registration is not trusted for anything: its state, c
 cache come only from these checks (a new worker is checked at once). The loop survives anything a
 check can raise (a bad URL, a hung worker, garbage in the reply): a failure counts against that
 worker only, and is logged once per worker until it recovers. A worker offline for longer than
-``forget_offline_after_s`` is removed from the pool.
+``forget_offline_after_s`` is removed from the store. With several gateways each checks the workers
+it holds the monitor lease of (``SchedulerStore.monitored``).
 
 A worker whose session ended without the worker saying it was done (its client left mid-turn) is
 ``confirm``-ed: checked every ``confirm_interval_s`` until it reports itself free, and only then
@@ -15,35 +16,23 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Coroutine, Mapping
+from typing import Any, TypeVar
 
 import httpx
 
-from omnivox.gateway.scheduling.pool import WorkerPool, WorkerRecord
-from omnivox.protocol.control.workers import WorkerHealth, WorkerState
+from omnivox.core.errors import OmnivoxError
+from omnivox.gateway.scheduling.store import SchedulerStore, WorkerView
+from omnivox.protocol.control.workers import WorkerHealth
 
 log = logging.getLogger(__name__)
-
-
-def apply_health(pool: WorkerPool, worker: WorkerRecord, health: WorkerHealth) -> None:
-    """Copy what a worker says about itself into the pool (state changes go through the pool)."""
-    worker.engine = health.engine
-    worker.capabilities = health.capabilities
-    worker.voices = health.voices
-    worker.problems = health.problems
-    serving = worker.state.busy and worker.ticket_id is not None
-    if not serving and not health.state.busy:
-        # The worker's own hash is the truth about its cache (it may have restarted empty). Not while
-        # it serves one of our sessions, nor while it says busy: a busy worker reports no hash.
-        worker.kv_length = health.kv_length
-        worker.cached_hash = health.cached_hash
-    pool.report_health(worker, health.state, health.error)
+T = TypeVar("T")
 
 
 class HealthMonitor:
     def __init__(
         self,
-        pool: WorkerPool,
+        store: SchedulerStore,
         *,
         interval_s: float,
         timeout_s: float,
@@ -53,7 +42,7 @@ class HealthMonitor:
         confirm_interval_s: float = 0.1,
         confirm_for_s: float = 10.0,
     ) -> None:
-        self.pool = pool
+        self.store = store
         self.interval_s = interval_s
         self.timeout_s = timeout_s
         self.offline_after = offline_after
@@ -65,14 +54,22 @@ class HealthMonitor:
         self._failing: set[str] = set()  # workers whose failure was logged (once until they recover)
         self._tasks: set[asyncio.Task[None]] = set()
         self._confirming: set[str] = set()  # workers being polled until they say they are free
+        self._store_down = False
 
     async def run(self) -> None:
         async with httpx.AsyncClient(timeout=self.timeout_s, headers=self.headers) as client:
             self._client = client
             try:
                 while True:
-                    await self.check_all()
-                    self.forget_offline()
+                    try:
+                        await self.check_all()
+                        await self.forget_offline()
+                    except OmnivoxError as err:  # the store is unreachable: try again next round
+                        if not self._store_down:
+                            log.warning("health checks paused: %s", err.message)
+                        self._store_down = True
+                    else:
+                        self._store_down = False
                     await asyncio.sleep(self.interval_s)
             finally:
                 self._client = None
@@ -80,70 +77,78 @@ class HealthMonitor:
                     task.cancel()
 
     async def check_all(self) -> None:
-        workers = list(self.pool.workers.values())
-        await asyncio.gather(*(self.check(w) for w in workers))
+        """Check every worker this gateway monitors (with several gateways, each checks its share)."""
+        workers = await self.store.monitored()
+        await asyncio.gather(*(self.check(worker_id, url) for worker_id, url in workers))
 
-    async def check(self, worker: WorkerRecord) -> WorkerHealth | None:
-        """One check of ``worker``; never raises (but for cancellation)."""
+    async def check(self, worker_id: str, url: str) -> WorkerHealth | None:
+        """One check of the worker; never raises (but for cancellation)."""
+        seen = await self._check(worker_id, url)
+        return seen[0] if seen is not None else None
+
+    async def _check(self, worker_id: str, url: str) -> tuple[WorkerHealth, WorkerView | None] | None:
+        """What the worker said, and the store's view after it (None: unreachable)."""
         client = self._client
         if client is None:
             return None
         try:
-            resp = await client.get(worker.url.rstrip("/") + "/health")
+            resp = await client.get(url.rstrip("/") + "/health")
             resp.raise_for_status()
             health = WorkerHealth.model_validate(resp.json())
         except Exception as exc:  # whatever a check meets is the worker's failure, never the loop's
-            if worker.worker_id not in self._failing:
-                self._failing.add(worker.worker_id)
-                log.warning("health check of worker %s (%s) failed: %r", worker.worker_id, worker.url, exc)
-            self.pool.report_unreachable(worker, self.offline_after)
+            if worker_id not in self._failing:
+                self._failing.add(worker_id)
+                log.warning("health check of worker %s (%s) failed: %r", worker_id, url, exc)
+            await _quietly(self.store.report_unreachable(worker_id, self.offline_after))
             return None
-        self._failing.discard(worker.worker_id)
-        if worker.worker_id in self.pool.workers:  # not removed meanwhile
-            apply_health(self.pool, worker, health)
-            if worker.state.busy and worker.ticket_id is None and worker.worker_id not in self._confirming:
-                self.confirm(worker)  # busy on its own word only: look again soon, not next round
-        return health
+        self._failing.discard(worker_id)
+        view = await _quietly(self.store.report_health(worker_id, health))
+        if view is not None and _winding_down(view) and worker_id not in self._confirming:
+            self.confirm(worker_id, url)  # busy on its own word only: look again soon, not next round
+        return health, view
 
-    def check_soon(self, worker: WorkerRecord) -> None:
-        """Check ``worker`` now, not at the next round (a worker that just registered)."""
-        self._spawn(self.check(worker))
+    def check_soon(self, worker_id: str, url: str) -> None:
+        """Check the worker now, not at the next round (a worker that just registered)."""
+        self._spawn(self.check(worker_id, url))
 
-    def confirm(self, worker: WorkerRecord) -> None:
-        """Poll ``worker`` until it says it is free (the pool then dispatches it), or give up."""
-        self._spawn(self._confirm(worker))
+    def confirm(self, worker_id: str, url: str) -> None:
+        """Poll the worker until it says it is free (the store then dispatches it), or give up."""
+        self._spawn(self._confirm(worker_id, url))
 
-    async def _confirm(self, worker: WorkerRecord) -> None:
-        if worker.worker_id in self._confirming:
+    async def _confirm(self, worker_id: str, url: str) -> None:
+        if worker_id in self._confirming:
             return
-        self._confirming.add(worker.worker_id)
+        self._confirming.add(worker_id)
         try:
             loop = asyncio.get_running_loop()
             deadline = loop.time() + self.confirm_for_s
-            while loop.time() < deadline and worker.worker_id in self.pool.workers:
+            while loop.time() < deadline:
                 await asyncio.sleep(self.confirm_interval_s)
-                await self.check(worker)
-                if not worker.state.busy or worker.ticket_id is not None:
-                    return  # free (dispatched already), lost, or serving a new ticket
+                seen = await self._check(worker_id, url)
+                if seen is not None and (seen[1] is None or not _winding_down(seen[1])):
+                    return  # free (dispatched already), lost, removed, or serving a new ticket
         finally:
-            self._confirming.discard(worker.worker_id)
+            self._confirming.discard(worker_id)
 
-    def forget_offline(self) -> None:
-        now = self.pool.clock()
-        for worker in list(self.pool.workers.values()):
-            since = worker.offline_since
-            if (
-                worker.state is WorkerState.OFFLINE
-                and since is not None
-                and now - since > self.forget_after_s
-            ):
-                log.info(
-                    "forgetting worker %s (%s): offline for %.0f s", worker.worker_id, worker.url, now - since
-                )
-                self.pool.remove_worker(worker.worker_id)
-                self._failing.discard(worker.worker_id)
+    async def forget_offline(self) -> None:
+        for worker in await self.store.forget_offline(self.forget_after_s):
+            log.info("forgetting worker %s (%s): offline for too long", worker.worker_id, worker.url)
+            self._failing.discard(worker.worker_id)
 
-    def _spawn(self, work: object) -> None:
-        task = asyncio.ensure_future(work)  # type: ignore[arg-type]
+    def _spawn(self, work: Coroutine[Any, Any, Any]) -> None:
+        task = asyncio.ensure_future(work)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+
+async def _quietly(work: Awaitable[T]) -> T | None:
+    """A store call whose failure (the store is unreachable) only skips this step."""
+    try:
+        return await work
+    except OmnivoxError:
+        return None
+
+
+def _winding_down(view: WorkerView) -> bool:
+    """Busy on its own word: the session it served has ended, the worker has not said it is free."""
+    return view.state.busy and view.ticket_id is None

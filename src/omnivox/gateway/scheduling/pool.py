@@ -3,7 +3,9 @@
 Everything here runs on the gateway's event loop and never awaits, so no two coroutines can see a
 worker half-assigned. ``_dispatch`` is the only place a worker is assigned; it runs when a ticket is
 enqueued, a worker is released, a ticket is cancelled, or a worker comes (back) online. A worker is
-marked busy in the same step that resolves the ticket's future.
+marked busy, and its fencing epoch bumped, in the same step that resolves the ticket's future.
+
+The gateway reaches it through ``MemoryStore`` (``memory_store``), one of the two scheduler stores.
 """
 
 from __future__ import annotations
@@ -11,16 +13,17 @@ from __future__ import annotations
 import asyncio
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any
 
 from omnivox.core import clock as clocks
 from omnivox.core.errors import QueueFull, TicketCancelled, TooManyWorkers, WorkerUnavailable
 from omnivox.core.ids import new_id
 from omnivox.gateway.scheduling.eta import DurationModel, WaitPlan
 from omnivox.gateway.scheduling.states import WorkerState, check_transition
-from omnivox.protocol.control.workers import TASKS, Capabilities
+from omnivox.gateway.scheduling.store import KEEP, Assignment, Ticket, WorkerView
+from omnivox.protocol.control.workers import TASKS, Capabilities, WorkerHealth
 
-_KEEP: Any = object()  # release(): leave the cached hash as it is
+__all__ = ["PIPELINE_ENGINE", "SLOTTED_TASKS", "Ticket", "WorkerPool", "WorkerRecord"]
+
 # sessions that hold a pipeline's session slot (the ASR's) for their life, on `pipeline` workers
 SLOTTED_TASKS = frozenset({"realtime", "audio_duplex", "omni_duplex"})
 PIPELINE_ENGINE = "pipeline"
@@ -45,38 +48,30 @@ class WorkerRecord:
     error: str | None = None
     problems: list[str] = field(default_factory=list)  # what it says is wrong (e.g. its LLM server)
     offline_since: float | None = None  # when it went OFFLINE (it is forgotten after a while)
+    epoch: int = 0  # fencing counter: bumped by every assignment, never below what the worker saw
 
     def can_serve(self, task_type: str) -> bool:
         return self.capabilities.serves(task_type)
 
-    def view(self, now: float) -> dict[str, Any]:
-        return {
-            "worker_id": self.worker_id,
-            "url": self.url,
-            "state": self.state.value,
-            "engine": self.engine,
-            "capabilities": self.capabilities.model_dump(),
-            "cached_hash": self.cached_hash,
-            "cache_age_s": round(now - self.last_cache_used_at, 3) if self.cached_hash else None,
-            "ticket_id": self.ticket_id,
-            "task_type": self.task_type,
-            "busy_for_s": round(now - self.busy_since, 3) if self.busy_since is not None else None,
-            "sessions_served": self.sessions_served,
-            "kv_length": self.kv_length,
-            "error": self.error,
-            "problems": self.problems,
-        }
-
-
-@dataclass(eq=False)
-class Ticket:
-    ticket_id: str
-    task_type: str
-    history_hash: str | None
-    future: asyncio.Future[WorkerRecord]
-    enqueued_at: float
-    worker_id: str | None = None
-    cache_hit: bool = False  # assigned to a worker whose cache holds this history
+    def view(self, now: float) -> WorkerView:
+        return WorkerView(
+            worker_id=self.worker_id,
+            url=self.url,
+            state=self.state,
+            engine=self.engine,
+            capabilities=self.capabilities,
+            cached_hash=self.cached_hash,
+            cache_age_s=round(now - self.last_cache_used_at, 3) if self.cached_hash else None,
+            ticket_id=self.ticket_id,
+            task_type=self.task_type,
+            busy_for_s=round(now - self.busy_since, 3) if self.busy_since is not None else None,
+            sessions_served=self.sessions_served,
+            kv_length=self.kv_length,
+            voices=tuple(self.voices),
+            error=self.error,
+            problems=tuple(self.problems),
+            epoch=self.epoch,
+        )
 
 
 class WorkerPool:
@@ -132,6 +127,27 @@ class WorkerPool:
         worker.state = check_transition(worker.state, state)
         worker.offline_since = self.clock() if state is WorkerState.OFFLINE else None
         self._touch()
+
+    def apply_health(self, worker: WorkerRecord, health: WorkerHealth) -> None:
+        """Copy what a worker says about itself into the pool (state changes go through
+        ``report_health``)."""
+        worker.engine = health.engine
+        worker.capabilities = health.capabilities
+        worker.voices = health.voices
+        worker.problems = health.problems
+        serving = worker.state.busy and worker.ticket_id is not None
+        if serving and health.state is WorkerState.IDLE and health.epoch >= worker.epoch > 0:
+            # it took this assignment's session and is free again, yet no release came (the gateway
+            # relaying it lost track of it in a store failure): the session is over, free the worker
+            self.release(worker, ticket_id=worker.ticket_id)
+            serving = worker.state.busy and worker.ticket_id is not None  # (a new one, maybe)
+        worker.epoch = max(worker.epoch, health.epoch)  # the next assignment is newer than any it saw
+        if not serving and not health.state.busy:
+            # The worker's own hash is the truth about its cache (it may have restarted empty). Not
+            # while it serves one of our sessions, nor while it says busy: a busy worker reports no hash.
+            worker.kv_length = health.kv_length
+            worker.cached_hash = health.cached_hash
+        self.report_health(worker, health.state, health.error)
 
     def report_health(self, worker: WorkerRecord, reported: WorkerState, error: str | None = None) -> None:
         """Apply what a health check saw.
@@ -222,7 +238,7 @@ class WorkerPool:
         self,
         worker: WorkerRecord,
         *,
-        cached_hash: str | None = _KEEP,
+        cached_hash: str | None = KEEP,
         ticket_id: str | None = None,
         confirmed: bool = True,
     ) -> None:
@@ -240,7 +256,7 @@ class WorkerPool:
         if ticket is not None:
             started = worker.busy_since if worker.busy_since is not None else ticket.enqueued_at
             self.durations.observe(ticket.task_type, self.clock() - started)
-        if cached_hash is not _KEEP:
+        if cached_hash is not KEEP:
             worker.cached_hash = cached_hash
             worker.last_cache_used_at = self.clock()
         worker.busy_since = None
@@ -385,8 +401,19 @@ class WorkerPool:
         worker.ticket_id = ticket.ticket_id
         worker.task_type = ticket.task_type
         worker.busy_since = self.clock()
+        worker.epoch += 1
         ticket.worker_id = worker.worker_id
         ticket.cache_hit = ticket.history_hash is not None and worker.cached_hash == ticket.history_hash
         del self._queue[ticket.ticket_id]
         self._active[ticket.ticket_id] = ticket
-        ticket.future.set_result(worker)
+        ticket.future.set_result(
+            Assignment(
+                ticket_id=ticket.ticket_id,
+                worker_id=worker.worker_id,
+                url=worker.url,
+                engine=worker.engine,
+                task_type=ticket.task_type,
+                epoch=worker.epoch,
+                cache_hit=ticket.cache_hit,
+            )
+        )

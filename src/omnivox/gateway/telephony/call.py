@@ -59,7 +59,9 @@ class Playout(Protocol):
     """What a call plays its replies through (``telephony.playout``)."""
 
     playing: str | None
-    buffered: int
+
+    @property
+    def buffered(self) -> int: ...
 
     def push(self, response_id: str | None, audio: bytes) -> None: ...
     def audio_over(self, response_id: str) -> None: ...

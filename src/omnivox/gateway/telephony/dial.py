@@ -232,9 +232,8 @@ class Dialer:
         resend = asyncio.ensure_future(self._resend(leg))
         ended = asyncio.ensure_future(call.wait_ended())
         try:
-            await asyncio.wait(
-                {outcome, ended}, timeout=request.timeout_s, return_when=asyncio.FIRST_COMPLETED
-            )
+            waits: set[asyncio.Future[Any]] = {outcome, ended}
+            await asyncio.wait(waits, timeout=request.timeout_s, return_when=asyncio.FIRST_COMPLETED)
         finally:
             resend.cancel()
             ended.cancel()

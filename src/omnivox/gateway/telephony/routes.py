@@ -80,7 +80,7 @@ def mount_sip(app: FastAPI, ctx: GatewayContext, protocol: WireProtocol) -> None
             ctx.metrics.error(err.code)
             response = http_error(err)
             if err.details.get("outcome"):  # a dial that failed says how
-                body = json.loads(response.body)
+                body = json.loads(bytes(response.body))
                 body["error"].update({k: v for k, v in err.details.items() if k != "param"})
                 return JSONResponse(body, status_code=err.http_status)
             return response

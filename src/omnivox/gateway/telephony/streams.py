@@ -109,7 +109,7 @@ async def twilio_voice(request: Request, ctx: GatewayContext) -> Response:
     base = urlsplit(public_url(settings, str(request.url)))
     scheme = "wss" if base.scheme == "https" else "ws"
     stream = f"{scheme}://{base.netloc}/telephony/twilio/stream"
-    keep = {k: params[k] for k in ("CallSid", "From", "To", "AccountSid") if k in params}
+    keep: dict[str, str] = {k: params[k] for k in ("CallSid", "From", "To", "AccountSid") if k in params}
     return Response(twilio.connect_stream(stream, keep), media_type="application/xml")
 
 

@@ -58,7 +58,7 @@ class _Datagrams(asyncio.DatagramProtocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.owner._udp_transport = transport  # type: ignore[assignment]
 
-    def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:  # type: ignore[override]
+    def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
         self.owner._dispatch(data, (str(addr[0]), int(addr[1])))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
 from urllib.parse import urlsplit
 
@@ -59,6 +60,20 @@ class WorkerHealth(BaseModel):
     error: str | None = None
     voices: list[str] = Field(default_factory=list)
     problems: list[str] = Field(default_factory=list)  # e.g. the LLM server it uses cannot be reached
+    # the highest fencing epoch of a session the worker has seen: a scheduler assigns it newer ones
+    # only (it may have restarted empty, or another gateway assigned it)
+    epoch: int = Field(0, ge=0)
+
+
+def assignment_params(worker_id: str, ticket_id: str, epoch: int) -> dict[str, str]:
+    """What a gateway's session URL tells the worker of the assignment it comes with."""
+    return {"worker_id": worker_id, "ticket": ticket_id, "epoch": str(epoch)}
+
+
+def assignment_epoch(query: Mapping[str, str]) -> int | None:
+    """The fencing epoch a session URL carries (None: a client or an older gateway named none)."""
+    raw = query.get("epoch")
+    return int(raw) if raw is not None and raw.isdigit() else None
 
 
 class Registration(BaseModel):

@@ -18,34 +18,34 @@ class Clock:
         return self.now
 
 
-def test_a_key_opens_one_session_and_carries_its_defaults() -> None:
+async def test_a_key_opens_one_session_and_carries_its_defaults() -> None:
     keys = ClientKeys(10, clock=Clock())
-    key, grant = keys.mint(60, {"instructions": "hi"})
+    key, grant = await keys.mint(60, {"instructions": "hi"})
     assert is_ephemeral(key) and grant.expires_at == 1060
     assert key not in str(keys._keys)  # held by digest only
-    keys.check(key)  # checking spends nothing
-    assert keys.take(key).session == {"instructions": "hi"}
+    await keys.check(key)  # checking spends nothing
+    assert (await keys.take(key)).session == {"instructions": "hi"}
     with pytest.raises(Unauthorized, match="already used"):
-        keys.take(key)
+        await keys.take(key)
     with pytest.raises(Unauthorized):
-        keys.check("ek_never-minted")
+        await keys.check("ek_never-minted")
 
 
-def test_expired_keys_are_refused_and_forgotten() -> None:
+async def test_expired_keys_are_refused_and_forgotten() -> None:
     clock = Clock()
     keys = ClientKeys(2, clock=clock)
-    key, _ = keys.mint(10)
+    key, _ = await keys.mint(10)
     clock.now += 10
     with pytest.raises(Unauthorized, match="expired"):
-        keys.check(key)
+        await keys.check(key)
     with pytest.raises(Unauthorized, match="expired"):
-        keys.take(key)
-    keys.mint(10)
-    keys.mint(10)
+        await keys.take(key)
+    await keys.mint(10)
+    await keys.mint(10)
     with pytest.raises(TooManySessions):
-        keys.mint(10)
+        await keys.mint(10)
     clock.now += 11
-    keys.mint(10)  # the expired ones made room
+    await keys.mint(10)  # the expired ones made room
     assert len(keys) == 1
 
 
@@ -74,9 +74,9 @@ def test_is_ephemeral():
     assert not is_ephemeral("EK_abc")
 
 
-def test_minted_keys_are_long_random_and_distinct():
+async def test_minted_keys_are_long_random_and_distinct():
     keys = ClientKeys(100, clock=Clock())
-    minted = {keys.mint(60)[0] for _ in range(20)}
+    minted = {(await keys.mint(60))[0] for _ in range(20)}
     assert len(minted) == 20
     for key in minted:
         assert key.startswith(PREFIX) and len(key) >= len(PREFIX) + 43
@@ -84,94 +84,108 @@ def test_minted_keys_are_long_random_and_distinct():
     assert len(keys) == 20
 
 
-def test_keys_are_held_by_their_sha256_only():
+async def test_keys_are_held_by_their_sha256_only():
     keys = ClientKeys(10, clock=Clock())
-    key, grant = keys.mint(60)
+    key, grant = await keys.mint(60)
     assert list(keys._keys) == [hashlib.sha256(key.encode()).digest()]
     assert keys._keys[hashlib.sha256(key.encode()).digest()] is grant
 
 
-def test_expiry_is_truncated_to_whole_seconds():
+async def test_expiry_is_truncated_to_whole_seconds():
     keys = ClientKeys(10, clock=Clock(1000.9))
-    _, grant = keys.mint(30.5)
+    _, grant = await keys.mint(30.5)
     assert grant.expires_at == 1031.0 and isinstance(grant.expires_at, float)
 
 
-def test_a_grant_without_defaults_carries_none():
-    _, grant = ClientKeys(10, clock=Clock()).mint(60)
+async def test_a_grant_without_defaults_carries_none():
+    _, grant = await ClientKeys(10, clock=Clock()).mint(60)
     assert grant == Grant(expires_at=1060.0, session=None)
 
 
-def test_a_grant_is_frozen():
-    _, grant = ClientKeys(10, clock=Clock()).mint(60)
+async def test_a_grant_is_frozen():
+    _, grant = await ClientKeys(10, clock=Clock()).mint(60)
     with pytest.raises(AttributeError):
         grant.expires_at = 0  # type: ignore[misc]
 
 
-def test_a_key_is_good_until_just_before_it_expires():
+async def test_a_key_is_good_until_just_before_it_expires():
     clock = Clock()
     keys = ClientKeys(10, clock=clock)
-    key, _ = keys.mint(10)
+    key, _ = await keys.mint(10)
     clock.now = 1009.999
-    keys.check(key)
+    await keys.check(key)
     clock.now = 1010.0
     with pytest.raises(Unauthorized, match="expired"):
-        keys.check(key)
+        await keys.check(key)
 
 
-def test_an_expired_take_spends_the_key_all_the_same():
+async def test_an_expired_take_spends_the_key_all_the_same():
     clock = Clock()
     keys = ClientKeys(10, clock=clock)
-    key, _ = keys.mint(1)
+    key, _ = await keys.mint(1)
     clock.now += 5
     with pytest.raises(Unauthorized, match="expired"):
-        keys.take(key)
+        await keys.take(key)
     with pytest.raises(Unauthorized, match="already used"):
-        keys.take(key)
+        await keys.take(key)
     assert len(keys) == 0
 
 
-def test_a_failed_check_keeps_an_expired_key_until_the_next_mint():
+async def test_a_failed_check_keeps_an_expired_key_until_the_next_mint():
     clock = Clock()
     keys = ClientKeys(10, clock=clock)
-    key, _ = keys.mint(1)
+    key, _ = await keys.mint(1)
     clock.now += 5
     with pytest.raises(Unauthorized):
-        keys.check(key)
+        await keys.check(key)
     assert len(keys) == 1
-    keys.mint(60)
+    await keys.mint(60)
     assert len(keys) == 1  # the expired one was forgotten, the new one counted
 
 
-def test_a_zero_ttl_key_is_born_expired():
+async def test_a_zero_ttl_key_is_born_expired():
     keys = ClientKeys(10, clock=Clock())
-    key, _ = keys.mint(0)
+    key, _ = await keys.mint(0)
     with pytest.raises(Unauthorized, match="expired"):
-        keys.take(key)
+        await keys.take(key)
 
 
-def test_a_limit_of_zero_mints_nothing():
+async def test_a_limit_of_zero_mints_nothing():
     with pytest.raises(TooManySessions, match="0 ephemeral keys"):
-        ClientKeys(0, clock=Clock()).mint(60)
+        await ClientKeys(0, clock=Clock()).mint(60)
 
 
-def test_spending_a_key_makes_room():
+async def test_spending_a_key_makes_room():
     keys = ClientKeys(1, clock=Clock())
-    key, _ = keys.mint(60)
+    key, _ = await keys.mint(60)
     with pytest.raises(TooManySessions):
-        keys.mint(60)
-    keys.take(key)
-    keys.mint(60)
+        await keys.mint(60)
+    await keys.take(key)
+    await keys.mint(60)
 
 
-def test_a_key_of_another_store_is_unknown():
+async def test_a_key_of_another_store_is_unknown():
     a, b = ClientKeys(10, clock=Clock()), ClientKeys(10, clock=Clock())
-    key, _ = a.mint(60)
+    key, _ = await a.mint(60)
     with pytest.raises(Unauthorized, match="unknown"):
-        b.take(key)
-    a.take(key)
+        await b.take(key)
+    await a.take(key)
 
 
 def test_the_errors_have_their_http_statuses():
     assert Unauthorized("x").http_status == 401
     assert TooManySessions("x").http_status == 429
+
+
+async def test_one_owner_holds_at_most_its_share_and_spending_or_expiry_gives_it_back() -> None:
+    clock = [1000.0]
+    keys = ClientKeys(max_keys=10, per_owner=2, clock=lambda: clock[0])
+    a1, _ = await keys.mint(60, owner="10.0.0.1")
+    await keys.mint(30, owner="10.0.0.1")
+    with pytest.raises(TooManySessions):
+        await keys.mint(60, owner="10.0.0.1")
+    await keys.mint(60, owner="10.0.0.2")  # another client is not held up by the first
+    await keys.take(a1)
+    await keys.mint(60, owner="10.0.0.1")  # spending one gave its place back
+    clock[0] += 31  # one of the first owner's keys expired
+    await keys.mint(60, owner="10.0.0.1")

@@ -70,3 +70,14 @@ def test_buckets_of_idle_clients_are_forgotten() -> None:
     with limits.admit("new"):
         pass
     assert len(limits._buckets) == 1
+
+
+def test_waiting_sessions_hold_at_most_the_total_together() -> None:
+    from omnivox.gateway.edges.limits import HeldBytes
+
+    held = HeldBytes(10)
+    assert held.take(6) and not held.take(5) and held.take(4)
+    held.give(6)
+    assert held.held == 4 and held.take(6) and not held.take(1)
+    held.give(100)  # never below nothing
+    assert held.held == 0

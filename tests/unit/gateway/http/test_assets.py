@@ -24,7 +24,6 @@ from omnivox.gateway.http.assets import (
     decode_upload,
 )
 from omnivox.gateway.http.voices import gather_voices
-from omnivox.gateway.scheduling.health import apply_health
 from omnivox.protocol.control.workers import Capabilities, WorkerHealth, WorkerState
 
 URL = "/api/assets/ref_audio"
@@ -47,11 +46,11 @@ def _voices_client(workers: list[tuple[WorkerState, list[str]]]) -> TestClient:
     made-up URLs and mark every worker OFFLINE.
     """
     app = create_gateway_app(Settings())
-    pool = app.state.ctx.pool
+    pool = app.state.ctx.store.pool  # the in-memory store's
     for i, (state, voices) in enumerate(workers):
         worker = pool.add_worker(f"http://worker-{i}")
         reported = WorkerState.IDLE if state is WorkerState.OFFLINE else state
-        apply_health(pool, worker, _health(reported, voices))
+        pool.apply_health(worker, _health(reported, voices))
         if state is WorkerState.OFFLINE:
             pool.mark_offline(worker)
         assert worker.state is state

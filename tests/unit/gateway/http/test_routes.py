@@ -1,4 +1,6 @@
-"""GET /health (what is wrong, said) and GET /v1/models (what a client may name), on a real app."""
+"""The gateway's routes with one gateway: GET /health (what is wrong, said; which store it has),
+GET /v1/models (what a client may name), and a drain (a rolling update's pre-stop) that refuses new
+sessions with gateway_draining and answers /health with 503."""
 
 from __future__ import annotations
 
@@ -6,12 +8,32 @@ from fastapi.testclient import TestClient
 
 from omnivox.core.config import Settings
 from omnivox.gateway.app import create_gateway_app
-from omnivox.gateway.scheduling.health import apply_health
 from omnivox.protocol.control.workers import Capabilities, WorkerHealth, WorkerState
 
 
+def test_health_names_the_in_memory_store() -> None:
+    app = create_gateway_app(Settings())
+    http = TestClient(app)  # not entered: no health loop
+    store = http.get("/health").json()["store"]
+    assert store["kind"] == "memory" and store["up"] is True
+    assert store["gateways"] == [{"gateway_id": app.state.ctx.store.gateway_id, "self": True}]
+
+
+def test_a_draining_gateway_refuses_new_sessions_and_says_it_is_not_ready() -> None:
+    app = create_gateway_app(Settings(admin_key="ak"))
+    http = TestClient(app)
+    assert http.post("/api/drain").status_code == 401  # the admin key is needed
+    drained = http.post("/api/drain", headers={"Authorization": "Bearer ak"})
+    assert drained.json() == {"draining": True, "active_sessions": 0}
+    health = http.get("/health")
+    assert health.status_code == 503 and health.json()["draining"] is True
+    with http.websocket_connect("/ws/streaming/s1") as ws:
+        refusal = ws.receive_json()
+    assert refusal["code"] == "gateway_draining"
+
+
 def _worker(app, url: str, *, problems: list[str] | None = None, state=WorkerState.IDLE) -> None:
-    pool = app.state.ctx.pool
+    pool = app.state.ctx.store.pool  # the in-memory store's
     worker = pool.add_worker(url)
     health = WorkerHealth(
         state=state,
@@ -20,7 +42,7 @@ def _worker(app, url: str, *, problems: list[str] | None = None, state=WorkerSta
         problems=problems or [],
         status="degraded" if problems else "ok",
     )
-    apply_health(pool, worker, health)
+    pool.apply_health(worker, health)
 
 
 def test_health_is_degraded_with_the_reason_when_no_worker_can_serve_or_a_dependency_is_down() -> None:

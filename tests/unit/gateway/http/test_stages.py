@@ -45,9 +45,9 @@ def test_a_report_shows_in_stages_and_health_and_sets_the_slots() -> None:
         "session_slots": 8,
         "session_slots_used": 0,
     }
-    assert app.state.ctx.pool.session_slots == 8
+    assert app.state.ctx.store.pool.session_slots == 8
     # a coordinator that stops reporting: its last view is shown as stale, with no stage alive
-    app.state.ctx.pipeline_at -= 60
+    app.state.ctx.store._report_at -= 60
     health = http.get("/health").json()["pipeline"]
     assert health["stale"] is True and health["stages_alive"] == 0
     assert http.get("/api/stages", headers={"Authorization": "Bearer ak"}).json()["stale"] is True

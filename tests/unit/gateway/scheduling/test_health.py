@@ -8,20 +8,15 @@ import logging
 import httpx
 
 from omnivox.gateway.scheduling.health import HealthMonitor
+from omnivox.gateway.scheduling.memory_store import MemoryStore
 from omnivox.gateway.scheduling.pool import WorkerPool
+from omnivox.gateway.scheduling.store import SchedulerStore
 from omnivox.protocol.control.workers import WorkerState
+from stores import FakeClock, view
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def monitor_with(pool: WorkerPool, handler, **kw) -> HealthMonitor:
-    m = HealthMonitor(pool, interval_s=1, timeout_s=1, offline_after=1, forget_after_s=10, **kw)
+def monitor_with(store: SchedulerStore, handler, **kw) -> HealthMonitor:
+    m = HealthMonitor(store, interval_s=1, timeout_s=1, offline_after=1, forget_after_s=10, **kw)
     m._client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
     return m
 
@@ -35,73 +30,78 @@ def healthy(state: str = "IDLE", **caps):
     return handler
 
 
+async def one_worker(clock: FakeClock | None = None) -> tuple[MemoryStore, str]:
+    store = MemoryStore(WorkerPool(clock=clock) if clock else WorkerPool())
+    worker_id, _ = await store.register("http://w:1")
+    return store, worker_id
+
+
 async def test_the_gateway_s_own_check_sets_state_and_capabilities():
-    pool = WorkerPool()
-    w = pool.add_worker("http://w:1")
-    await monitor_with(pool, healthy(duplex=True)).check(w)
-    assert w.state is WorkerState.IDLE and w.capabilities.duplex and w.engine == "echo"
+    store, w = await one_worker()
+    await monitor_with(store, healthy(duplex=True)).check(w, "http://w:1")
+    shown = await view(store, w)
+    assert shown.state is WorkerState.IDLE and shown.capabilities.duplex and shown.engine == "echo"
 
 
 async def test_any_failure_is_the_worker_s_and_is_logged_once(caplog):
-    pool = WorkerPool()
-    w = pool.add_worker("http://w:1")
+    store, w = await one_worker()
 
     def explode(request: httpx.Request) -> httpx.Response:
         raise RuntimeError("something nobody expected")
 
-    m = monitor_with(pool, explode)
+    m = monitor_with(store, explode)
     with caplog.at_level(logging.WARNING):
         for _ in range(3):
-            assert await m.check(w) is None
-    assert w.state is WorkerState.OFFLINE
+            assert await m.check(w, "http://w:1") is None
+    assert (await view(store, w)).state is WorkerState.OFFLINE
     assert sum("health check" in r.message for r in caplog.records) == 1
 
 
 async def test_garbage_replies_count_as_failures():
-    pool = WorkerPool()
-    w = pool.add_worker("http://w:1")
+    store, w = await one_worker()
     for reply in (httpx.Response(200, text="not json"), httpx.Response(200, json={"state": "DANCING"})):
-        m = monitor_with(pool, lambda request, reply=reply: reply)
-        assert await m.check(w) is None
-    assert w.state is WorkerState.OFFLINE
+        m = monitor_with(store, lambda request, reply=reply: reply)
+        assert await m.check(w, "http://w:1") is None
+    assert (await view(store, w)).state is WorkerState.OFFLINE
 
 
 async def test_workers_offline_too_long_are_forgotten():
-    clock = Clock()
-    pool = WorkerPool(clock=clock)
-    w = pool.add_worker("http://w:1")
-    pool.mark_offline(w)
-    m = monitor_with(pool, healthy())
+    clock = FakeClock(0.0)
+    store, w = await one_worker(clock)
+    await store.report_unreachable(w, offline_after=1)
+    m = monitor_with(store, healthy())
     clock.now = 5
-    m.forget_offline()
-    assert w.worker_id in pool.workers
+    await m.forget_offline()
+    assert [x.worker_id for x in await store.workers()] == [w]
     clock.now = 11
-    m.forget_offline()
-    assert pool.workers == {}
+    await m.forget_offline()
+    assert await store.workers() == []
 
 
-async def test_a_busy_report_from_a_loading_worker_keeps_it_loading():
-    pool = WorkerPool()
-    w = pool.add_worker("http://w:1")
-    await monitor_with(pool, healthy("BUSY_STREAMING")).check(w)
-    assert w.state is WorkerState.LOADING  # not handed out either way; IDLE once it says so
+async def test_check_all_checks_every_monitored_worker():
+    store, w = await one_worker()
+    other, _ = await store.register("http://w:2")
+    await monitor_with(store, healthy()).check_all()
+    assert {x.worker_id: x.state for x in await store.workers()} == {
+        w: WorkerState.IDLE,
+        other: WorkerState.IDLE,
+    }
 
 
 async def test_a_worker_busy_on_its_own_word_is_watched_until_it_is_free():
-    pool = WorkerPool()
-    w = pool.add_worker("http://w:1")
-    pool.report_health(w, WorkerState.IDLE)
+    store, w = await one_worker()
+    await monitor_with(store, healthy()).check(w, "http://w:1")
     replies = iter(["BUSY_STREAMING", "BUSY_STREAMING", "IDLE"])
 
     def handler(request: httpx.Request) -> httpx.Response:
         state = next(replies, "IDLE")
         return httpx.Response(200, json={"state": state, "engine": "echo", "capabilities": {}})
 
-    m = monitor_with(pool, handler, confirm_interval_s=0.01)
-    await m.check(w)  # says busy: the monitor keeps looking, soon
-    assert w.state is WorkerState.BUSY_STREAMING
+    m = monitor_with(store, handler, confirm_interval_s=0.01)
+    await m.check(w, "http://w:1")  # says busy: the monitor keeps looking, soon
+    assert (await view(store, w)).state is WorkerState.BUSY_STREAMING
     for _ in range(100):
-        if w.state is WorkerState.IDLE:
+        if (await view(store, w)).state is WorkerState.IDLE:
             break
         await asyncio.sleep(0.01)
-    assert w.state is WorkerState.IDLE
+    assert (await view(store, w)).state is WorkerState.IDLE

@@ -1,4 +1,5 @@
-// Admin: workers, queue (with cancel), sessions and key metrics, polled about once a second.
+// Admin: the scheduler store and its gateways, workers, queue (with cancel), sessions and key
+// metrics, polled about once a second.
 import { capabilityBadges, el, seconds, shortId, stateBadge } from "../shared/format.js";
 import { apiKey, getJson, request, setApiKey } from "../shared/http.js";
 import { renderNav } from "../shared/nav.js";
@@ -37,6 +38,25 @@ function renderWorkers(workers) {
     ),
   );
   rows(document.getElementById("workers"), items, 7, "No workers registered.");
+}
+
+function renderStore(health) {
+  const store = health.store || { kind: "memory", up: true, gateways: [] };
+  const where = store.kind === "memory" ? "in this gateway's memory (one gateway)" : `${store.kind} at ${store.url}`;
+  const state = store.up ? "reachable" : "UNREACHABLE: new sessions are refused, running ones go on";
+  const pending = store.pending_operations ? `, ${store.pending_operations} operations waiting to be retried` : "";
+  const draining = health.draining ? "; this gateway is draining" : "";
+  document.getElementById("store-summary").textContent = `(${where}, ${state}${pending}${draining})`;
+  const items = (store.gateways || []).map((g) =>
+    el(
+      "tr",
+      { "data-gateway": g.gateway_id },
+      el("td", {}, el("code", { text: shortId(g.gateway_id) }), g.self ? el("span", { class: "muted", text: " (this one)" }) : null),
+      el("td", { text: g.url || "–" }),
+      el("td", { class: "num", text: g.lease_left_s !== undefined ? `${seconds(g.lease_left_s)} left` : "–" }),
+    ),
+  );
+  rows(document.getElementById("gateways"), items, 3, "No gateway holds a lease.");
 }
 
 function renderStages(data) {
@@ -118,6 +138,7 @@ function renderSessions(data) {
         "td",
         { title: s.session_key },
         el("a", { href: `/sessions/${encodeURIComponent(s.session_id)}`, title: "Its recording (when it is recorded)" }, el("code", { text: s.session_id })),
+        s.gateway ? el("div", { class: "muted", text: `on ${shortId(s.gateway)}` }) : null,
       ),
       el("td", { text: s.kind }),
       el("td", {}, stateBadge(s.state)),
@@ -158,7 +179,8 @@ function renderMetrics(text) {
 }
 
 async function refresh() {
-  const [workers, queue, sessions, metrics, stages] = await Promise.all([
+  const [health, workers, queue, sessions, metrics, stages] = await Promise.all([
+    getJson("/health"),
     getJson("/api/workers"),
     getJson("/api/queue"),
     getJson("/api/sessions"),
@@ -175,6 +197,7 @@ async function refresh() {
     : failed.length
       ? "Some of the gateway's figures could not be read; retrying."
       : "";
+  if (health.data) renderStore(health.data); // (a draining gateway answers 503 with its figures)
   if (workers.ok) renderWorkers(workers.data.workers);
   if (queue.ok) renderQueue(queue.data);
   if (sessions.ok) renderSessions(sessions.data);

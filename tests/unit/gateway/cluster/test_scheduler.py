@@ -1,0 +1,221 @@
+"""The Redis store with several gateways on one real redis-server: assignments reach the gateway
+holding the client whoever's operation made them, cancels reach their waiters, a gateway that stops
+renewing its lease is reaped (its waiters leave, its workers come back when their health says free,
+its health checks move), a paused gateway re-asserts what it holds, a store restarted empty is
+rebuilt by re-assertion before anything is dispatched, and an unreachable store refuses new tickets
+while releases wait to be retried."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+
+import pytest
+
+from omnivox.core.errors import StoreUnavailable, TicketCancelled
+from omnivox.gateway.cluster.connection import parse_store_url
+from omnivox.gateway.cluster.scheduler import RedisStore
+from omnivox.protocol.control.workers import WorkerState
+from redis_server import RedisServer
+from stores import FakeClock, health, prefix, redis_store, view
+
+Gateways = Callable[..., Awaitable[list[RedisStore]]]
+
+
+@pytest.fixture
+async def gateways(redis_db: RedisServer, clock: FakeClock) -> AsyncIterator[Gateways]:
+    """``await gateways(n, workers=k, url=)``: n gateways sharing one key prefix (and ``clock``),
+    with k idle streaming workers registered."""
+    made: list[RedisStore] = []
+    key = prefix()
+
+    async def make(
+        n: int, *, workers: int = 1, url: str | None = None, timeout_s: float = 2.0
+    ) -> list[RedisStore]:
+        stores = [
+            redis_store(
+                url or redis_db.unix_url, key, clock, gateway_id=f"g{i}", max_queue=50, timeout_s=timeout_s
+            )
+            for i in range(n)
+        ]
+        for s in stores:
+            await s.start()
+        made.extend(stores)
+        for i in range(workers):
+            wid, _ = await stores[0].register(f"http://w{i}")
+            await stores[0].report_health(wid, health())
+        return stores
+
+    yield make
+    for s in made:
+        s.background = False
+        await s.close()
+
+
+async def test_an_assignment_made_by_another_gateway_reaches_the_waiter_s_gateway(gateways):
+    a, b = await gateways(2)
+    held = await b.enqueue("streaming")
+    waiting = await a.enqueue("streaming")
+    assert not waiting.future.done()
+    await b.release(held.future.result())  # B's release dispatches A's ticket ...
+    assert not waiting.future.done()
+    assert await a.poll_inbox() == 1  # ... which A hears from its inbox
+    given = waiting.future.result()
+    assert given.worker_id == held.future.result().worker_id and given.epoch == 2
+    assert await a.poll_inbox() == 0  # read once, trimmed
+
+
+async def test_clients_alternating_between_gateways_are_served_in_arrival_order(gateways):
+    a, b = await gateways(2)
+    holder = await a.enqueue("streaming")
+    tickets = [await (a if i % 2 else b).enqueue("streaming") for i in range(6)]
+    order = []
+    current = holder
+    for _ in tickets:
+        await (a if current in [holder, *tickets[1::2]] else b).release(current.future.result())
+        await a.poll_inbox()
+        await b.poll_inbox()
+        served = [t for t in tickets if t.future.done() and t not in order]
+        assert len(served) == 1
+        order.append(served[0])
+        current = served[0]
+    assert order == tickets
+
+
+async def test_a_cancel_on_another_gateway_reaches_the_waiter(gateways):
+    a, b = await gateways(2)
+    await a.enqueue("streaming")
+    waiting = await a.enqueue("streaming")
+    assert await b.cancel(waiting.ticket_id) is True
+    await a.poll_inbox()
+    with pytest.raises(TicketCancelled):
+        waiting.future.result()
+
+
+async def test_an_assignment_nobody_waits_for_any_more_gives_the_worker_back(gateways):
+    a, b = await gateways(2)
+    held = await b.enqueue("streaming")
+    waiting = await a.enqueue("streaming")
+    a._waiting.clear()  # as if its waiter's event came after the waiter left
+    await b.release(held.future.result())
+    await a.poll_inbox()
+    for _ in range(50):
+        if (await view(a, held.future.result().worker_id)).state is WorkerState.IDLE:
+            break
+        await a.poll_inbox()
+    assert not waiting.future.done()
+    assert (await view(a, held.future.result().worker_id)).state is WorkerState.IDLE
+
+
+async def test_a_gateway_that_stops_renewing_its_lease_is_reaped(gateways, clock):
+    a, b = await gateways(2, workers=2)
+    busy = await a.enqueue("streaming")  # A relays a session on one worker
+    theirs = [await b.enqueue("streaming")]  # (the second worker serves it at once)
+    for _ in range(2):
+        await a.enqueue("streaming")  # A's waiters
+    theirs += [await b.enqueue("streaming") for _ in range(2)]
+    clock.now += 2
+    await b.membership.beat()
+    assert await b.membership.reap() == []  # A's lease has a second left
+    clock.now += 2
+    assert await b.membership.reap() == [a.gateway_id]
+    # A's waiters left; B's kept their order
+    assert [t.ticket_id for t in await b.queue()] == [t.ticket_id for t in theirs[1:]]
+    # the worker A relayed stays busy until its own health says it is free
+    worker = busy.future.result().worker_id
+    shown = await view(b, worker)
+    assert shown.state is WorkerState.BUSY_STREAMING and shown.ticket_id is None
+    await b.report_health(worker, health())
+    assert theirs[1].future.result().worker_id == worker and not theirs[2].future.done()
+    # A's health-check duties are B's now: B monitors every worker
+    assert {wid for wid, _ in await b.monitored()} == {w.worker_id for w in await b.workers()}
+    assert [g["gateway_id"] for g in (await b.status())["gateways"]] == [b.gateway_id]
+
+
+async def test_a_gateway_back_from_a_pause_past_its_lease_re_asserts_its_waiters_in_place(gateways, clock):
+    a, b = await gateways(2)
+    await b.enqueue("streaming")  # holds the worker
+    first = await b.enqueue("streaming")
+    mine = await a.enqueue("streaming")
+    last = await b.enqueue("streaming")
+    clock.now += 4
+    await b.membership.beat()
+    await b.membership.reap()  # A paused past its lease: reaped
+    assert [t.ticket_id for t in await b.queue()] == [first.ticket_id, last.ticket_id]
+    assert await a.membership.beat() == "reaped"  # A wakes: it puts its waiter back in its place
+    assert [t.ticket_id for t in await b.queue()] == [first.ticket_id, mine.ticket_id, last.ticket_id]
+
+
+async def test_health_checks_are_shared_out_and_taken_over(gateways, clock):
+    a, b = await gateways(2, workers=4)
+    await a.membership.beat()
+    await b.membership.beat()
+    mine_a = {w for w, _ in await a.monitored()}
+    mine_b = {w for w, _ in await b.monitored()}
+    assert len(mine_a) == 2 and len(mine_b) == 2 and not mine_a & mine_b
+    clock.now += 4
+    await b.membership.beat()
+    await b.membership.reap()
+    assert len(await b.monitored()) == 4
+
+
+@pytest.fixture
+async def own_server(tmp_path: Path) -> AsyncIterator[RedisServer]:
+    server = RedisServer(tmp_path)
+    server.start()
+    yield server
+    server.stop()
+
+
+async def test_a_store_restarted_empty_is_rebuilt_by_re_assertion_before_dispatch(
+    gateways, own_server, clock
+):
+    a, b = await gateways(2, url=own_server.url)
+    session = await a.enqueue("streaming")  # A relays a session
+    waiting = [await b.enqueue("streaming"), await a.enqueue("streaming")]
+    worker = session.future.result().worker_id
+    clock.now += 1
+    own_server.restart_empty()
+    assert await b.membership.beat() == "fresh"
+    late = await b.enqueue("streaming")  # a client arriving meanwhile queues behind the re-asserted
+    assert await a.membership.beat() == "fresh"
+    shown = {t.ticket_id: t.position for t in await a.queue()}
+    assert shown == {waiting[0].ticket_id: 1, waiting[1].ticket_id: 2, late.ticket_id: 3}
+    # the worker is the session's again (it re-registers on its own, and its health checks resume)
+    assert (await view(a, worker)).ticket_id == session.ticket_id
+    await a.register("http://w0")
+    await a.report_health(worker, health(WorkerState.BUSY_STREAMING))
+    await a.release(session.future.result())
+    assert not waiting[0].future.done()  # held: every live gateway re-asserts first
+    clock.now += 5
+    await b.membership.reap()  # the hold is over
+    await b.poll_inbox()
+    assert waiting[0].future.done() and waiting[0].future.result().worker_id == worker
+
+
+async def test_an_unreachable_store_refuses_new_tickets_and_keeps_releases_for_later(gateways, own_server):
+    (a,) = await gateways(1, url=own_server.url, timeout_s=0.3)
+    session = await a.enqueue("streaming")
+    own_server.pause()  # unreachable (a paused server answers nothing)
+    try:
+        with pytest.raises(StoreUnavailable):
+            await a.enqueue("streaming")
+        await a.release(session.future.result())  # never raises: kept for later
+        assert len(a.pending) == 2 and a.up is False  # the release, and withdrawing the lost enqueue
+        assert (await a.status())["up"] is False
+    finally:
+        own_server.resume()
+    await a.pending.retry()
+    assert len(a.pending) == 0
+    assert (await view(a, session.future.result().worker_id)).state is WorkerState.IDLE
+    # the ticket whose enqueue went unanswered was withdrawn too: nothing waits
+    assert await a.queue_length() == 0
+
+
+def test_store_urls_are_parsed_and_redacted():
+    assert parse_store_url(None).is_memory and parse_store_url("memory").is_memory
+    url = parse_store_url("redis://:secret@cache:6379/0")
+    assert url.scheme == "redis" and url.redacted == "redis://cache:6379/0"
+    assert parse_store_url("redis+sentinel://s1:26379,s2:26379/main").redacted.startswith("redis+sentinel://")
+    with pytest.raises(ValueError, match="store URL"):
+        parse_store_url("mysql://x")

@@ -1,0 +1,61 @@
+"""Fencing at the worker: a gateway's session carries its assignment's epoch; the worker takes only
+newer ones, refuses a stale or repeated one at once, and says the highest it has seen."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from fastapi.testclient import TestClient
+from starlette.websockets import WebSocketDisconnect
+
+from omnivox.core.config import Settings
+from omnivox.core.errors import StaleAssignment
+from omnivox.engines.echo import EchoEngine
+from omnivox.worker.app import create_worker_app
+from omnivox.worker.host import EngineHost
+
+USER = [{"role": "user", "content": "hello"}]
+
+
+def test_the_host_takes_only_newer_epochs() -> None:
+    host = EngineHost(EchoEngine())
+    host.fence(None)  # a direct client names none: nothing to fence
+    host.fence(3)
+    with pytest.raises(StaleAssignment) as caught:
+        host.fence(2)
+    assert caught.value.details == {"epoch": 2, "seen": 3}
+    with pytest.raises(StaleAssignment):
+        host.fence(3)  # a second session for the same assignment
+    host.fence(7)
+    assert host.epoch == 7 and host.health().epoch == 7
+
+
+def _ready(client: TestClient) -> None:
+    for _ in range(200):
+        if client.get("/health").json()["state"] == "IDLE":
+            return
+        time.sleep(0.02)
+    raise AssertionError("the worker did not load")
+
+
+def _turn(client: TestClient, epoch: int) -> dict:
+    with client.websocket_connect(f"/ws/streaming/s{epoch}?worker_id=w&ticket=t{epoch}&epoch={epoch}") as ws:
+        ws.send_json({"type": "prefill", "messages": USER})
+        return ws.receive_json()
+
+
+def test_a_stale_assignment_is_refused_at_once_and_a_newer_one_served() -> None:
+    app = create_worker_app(Settings(engine="echo"), engine=EchoEngine())
+    with TestClient(app) as client:
+        _ready(client)
+        assert _turn(client, 5)["type"] == "prefill_done"
+        for stale in (4, 5):
+            with client.websocket_connect(f"/ws/streaming/x?worker_id=w&ticket=old&epoch={stale}") as ws:
+                refusal = ws.receive_json()
+                assert refusal["code"] == "stale_assignment", refusal
+                with pytest.raises(WebSocketDisconnect) as closed:
+                    ws.receive_json()
+                assert closed.value.code == 1008
+        assert _turn(client, 6)["type"] == "prefill_done"
+        assert client.get("/health").json()["epoch"] == 6
