@@ -161,6 +161,7 @@ class RealtimeSession(SessionHandler):
             voice,
             emit=self._on_agent_event,
             plan=lambda extra: self.responses.plan(None, extra),
+            prompt=self.responses.prompt,
             units=self.conn.units,
             pacing=LeadPacing(float(settings.audio_lead_ms)),
             settings=agent_settings(self.config),
