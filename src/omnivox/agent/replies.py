@@ -124,7 +124,10 @@ class Replies:
             if asked == self._prefill_asked:  # nothing newer was asked for meanwhile, no reply began
                 self.prefill_model(planned)
 
-        self.executor.submit(run).add_done_callback(_log_failure)
+        try:
+            self.executor.submit(run).add_done_callback(_log_failure)
+        except RuntimeError:  # the session is closing: its threads take no more work
+            pass
 
     async def speculate(self, plan: Callable[[], ReplyPlan], user_text: str) -> None:
         """Prepare (and hold) the reply to ``user_text`` while the user's pause runs out."""
