@@ -33,7 +33,7 @@ from omnivox.agent.events import ReplyCut, ReplyEvent, ReplyState
 from omnivox.agent.playout import Playback, Playout
 from omnivox.agent.reply import Pacing, Produce, Reply, ReplyPlan
 from omnivox.connection.units import WorkUnits
-from omnivox.core.errors import ActiveResponse, ResponseCancelNotActive
+from omnivox.core.errors import ActiveResponse, OmnivoxError, ResponseCancelNotActive
 from omnivox.voice.reply import ReplyRequest
 
 log = logging.getLogger(__name__)
@@ -117,8 +117,13 @@ class Replies:
         one not begun yet moot. Its failure costs nothing but the time it would have saved."""
         if self.active is not None or self.held is not None:
             return  # the LLM is the reply's
+        try:
+            planned = request()
+        except OmnivoxError as err:  # the reply's own plan will say it, if it is still so then
+            log.debug("no prefill: %s", err.message)
+            return
         self._prefill_asked += 1
-        asked, planned = self._prefill_asked, request()
+        asked = self._prefill_asked
 
         def run() -> None:
             if asked == self._prefill_asked:  # nothing newer was asked for meanwhile, no reply began

@@ -17,6 +17,7 @@ from omnivox.agent.playout import Playout
 from omnivox.agent.replies import Replies, same_words
 from omnivox.agent.reply import Reply, ReplyPlan
 from omnivox.connection.units import WorkUnits
+from omnivox.core.errors import InvalidMessage
 from omnivox.protocol.chat import ChatMessage
 from omnivox.voice.llm.base import LlmParams
 from omnivox.voice.reply import FirstToken, ReplyPiece, ReplyRequest, Spoken, Word
@@ -96,6 +97,16 @@ async def test_only_the_newest_prefill_runs_once_the_output_thread_is_free(side)
     gate.set()
     await side.drained()
     assert side.models.prefilled == ["call my"]
+
+
+async def test_a_prefill_whose_prompt_cannot_be_planned_is_skipped(side) -> None:
+    def refused() -> ReplyRequest:
+        raise InvalidMessage("tool_choice names no tool")
+
+    side.replies.prefill(refused)  # the session goes on; the reply's own plan will say it
+    side.replies.prefill(lambda: request("call"))
+    await side.drained()
+    assert side.models.prefilled == ["call"]
 
 
 async def test_a_reply_makes_the_prefills_not_begun_moot_and_none_is_asked_while_it_runs(side) -> None:
