@@ -19,6 +19,13 @@ from omnivox.core.errors import UnusableSdp
 CODECS = {"PCMU": 0, "PCMA": 8}  # static payload types (RFC 3551)
 MAX_SDP_BYTES = 16 * 1024
 DTMF_PT = 101
+DIRECTIONS = ("sendrecv", "sendonly", "recvonly", "inactive")
+_NOT_RECEIVING = {
+    "sendrecv": "sendonly",
+    "sendonly": "sendonly",
+    "recvonly": "inactive",
+    "inactive": "inactive",
+}
 
 
 @dataclass(frozen=True)
@@ -38,7 +45,8 @@ class MediaPlan:
 
 
 def _parse(text: str) -> tuple[str, int, list[tuple[int, str]], int | None, str]:
-    if len(text) > MAX_SDP_BYTES:
+    # counted in bytes: a character of non-ASCII text is 2 to 4 of them
+    if len(text) > MAX_SDP_BYTES or len(text.encode(errors="replace")) > MAX_SDP_BYTES:
         raise UnusableSdp(f"the SDP is larger than {MAX_SDP_BYTES} bytes")
     if not text.lstrip().startswith("v=0"):
         raise UnusableSdp("the body is not SDP (it must start with v=0)")
@@ -55,7 +63,7 @@ def _parse(text: str) -> tuple[str, int, list[tuple[int, str]], int | None, str]
     if connection is None or not connection.address:
         raise UnusableSdp("the SDP has no connection address")
     try:
-        ipaddress.ip_address(connection.address)
+        unspecified = ipaddress.ip_address(connection.address).is_unspecified
     except ValueError:
         raise UnusableSdp(f"the connection address {connection.address!r} is not an IP address") from None
     if not 0 < audio.port < 65536:
@@ -73,7 +81,14 @@ def _parse(text: str) -> tuple[str, int, list[tuple[int, str]], int | None, str]
             codecs.append((int(fmt), next(n for n, pt in CODECS.items() if pt == int(fmt))))
     order = {f: i for i, f in enumerate(audio.formats)}
     codecs.sort(key=lambda c: order.get(str(c[0]), len(order)))
-    return connection.address, audio.port, codecs, dtmf, audio.direction
+    # a direction at the session level holds for every stream without one of its own (RFC 4566
+    # section 6: phones that put the call on hold often write it there)
+    media_direction = next((d for d in DIRECTIONS if d in audio.attributes), None)
+    session_direction = next((d for d in DIRECTIONS if d in sdp.attributes), "sendrecv")
+    direction = media_direction or session_direction
+    if unspecified:  # c=0.0.0.0: RFC 2543's hold, still sent (RFC 3264 section 8.4): it takes no media
+        direction = _NOT_RECEIVING[direction]
+    return connection.address, audio.port, codecs, dtmf, direction
 
 
 def render(local_ip: str, port: int, codecs: list[tuple[int, str]], dtmf: int | None, direction: str) -> str:
