@@ -258,5 +258,5 @@ def decode_cursor(cursor: str) -> tuple[float, str]:
         padded = cursor + "=" * (-len(cursor) % 4)
         started, rid = json.loads(base64.urlsafe_b64decode(padded.encode()))
         return float(started), str(rid)
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, RecursionError) as exc:  # RecursionError: JSON nested thousands deep
         raise InvalidCursor("the cursor is not one this server gave") from exc

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import time
 import wave
@@ -194,3 +195,45 @@ def test_the_client_address_is_kept_only_when_asked(store):
     send(rec, 1.0, True, chunk())
     rec.finish(Outcome(1000))
     assert json.loads((store.root / "addr" / "meta.json").read_text())["client_address"] == "203.0.113.9"
+
+
+class _FullDisk:
+    """A file on a disk that fills up after ``room`` bytes: the write keeps what fitted, then fails."""
+
+    def __init__(self, path, mode, room):
+        self.f = open(path, mode)  # closed by __exit__
+        self.room = room
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.f.close()
+
+    def write(self, data):
+        self.f.write(data[: self.room])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def test_a_disk_that_fills_up_mid_session_stops_the_recording_once_and_leaves_no_half_file(
+    store, monkeypatch
+):
+    from omnivox.recording import session as session_module
+
+    failures = []
+    rec = duplex(store, "full", on_failure=lambda rid, why: failures.append((rid, why)))
+    send(rec, 1.0, True, chunk())  # the first second is written whole
+    directory = store.root / "full"
+    assert (directory / "user_audio" / "000001.wav").is_file()
+    monkeypatch.setattr(session_module, "open", lambda p, m="r", **kw: _FullDisk(p, m, 1000), raising=False)
+    for i in range(3):
+        send(rec, 2.0 + i, True, chunk())  # never raises into the session
+    monkeypatch.undo()
+    assert len(failures) == 1 and failures[0][0] == "full" and failures[0][1].errno == errno.ENOSPC
+    assert rec.failed
+    assert sorted(p.name for p in (directory / "user_audio").iterdir()) == ["000001.wav"]
+    rec.finish(Outcome(1000))
+    meta = json.loads((directory / "meta.json").read_text())
+    assert meta["write_failed"] is True and meta["status"] == "recording"  # recover() finishes it later
+    assert recover(store, time.time() + 3600) == ["full"]
+    assert json.loads((directory / "meta.json").read_text())["files"]["user_audio"] == 1
