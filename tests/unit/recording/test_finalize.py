@@ -10,42 +10,20 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 
-from omnivox.audio.pcm import float32_to_b64, pcm16_to_b64
-from omnivox.protocol.registry import by_name
 from omnivox.recording import finalize as finalize_module
 from omnivox.recording.finalize import RECOVER_AFTER_S, finalize, read_journal, recover
-from omnivox.recording.session import Policy, RecordedSession, SessionRecording
 from omnivox.recording.store import JOURNAL, META, TIMELINE, RecordingStore, hold_lock
 
-UNIT = {
-    "current_time": 1.0,
-    "cost_prefill_ms": 1,
-    "cost_generate_ms": 1,
-    "cost_finalize_ms": 0,
-    "wall_clock_ms": 5,
-    "kv_cache_length": 1,
-}
+from .harness import chunk, duplex, send, speak
 
 
 def orphan(store: RecordingStore, session_id: str, text: str) -> Path:
     """A recording whose process died mid-session: its journal and chunks, no finish."""
-    info = RecordedSession(session_id, "duplex", "audio_duplex", time.time(), 100.0)
-    rec = SessionRecording(store, info, by_name("duplex").timeline_reader(), Policy(True))
-    chunk = {"type": "audio_chunk", "audio_base64": float32_to_b64(np.full(16000, 0.2, np.float32))}
-    rec.frame(101.0, True, json.dumps(chunk))
-    reply = {
-        "type": "result",
-        "unit_index": 0,
-        "is_listen": False,
-        "text": text,
-        "end_of_turn": True,
-        "audio_data": pcm16_to_b64(np.full(24000, 0.1, np.float32)),
-        **UNIT,
-    }
-    rec.frame(101.5, False, json.dumps(reply))
+    rec = duplex(store, session_id)
+    send(rec, 1.0, True, chunk())
+    send(rec, 1.5, False, speak(text))
     rec.flush()
     rec._release()
     rec._close_journal()

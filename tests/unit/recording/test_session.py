@@ -7,48 +7,14 @@ import json
 import time
 import wave
 
-import numpy as np
 import pytest
 
-from omnivox.audio.pcm import float32_to_b64, pcm16_to_b64
 from omnivox.protocol.registry import by_name
 from omnivox.recording.finalize import recover
 from omnivox.recording.session import Outcome, Policy, RecordedSession, SessionRecording
 from omnivox.recording.store import JOURNAL, RecordingStore
 
-UNIT = {
-    "current_time": 1.0,
-    "cost_prefill_ms": 1,
-    "cost_generate_ms": 1,
-    "cost_finalize_ms": 0,
-    "wall_clock_ms": 5,
-    "kv_cache_length": 1,
-}
-
-
-def duplex(store, session_id="dx-1", policy=Policy(True), **kw):
-    info = RecordedSession(session_id, "duplex", "audio_duplex", time.time(), 100.0)
-    return SessionRecording(store, info, by_name("duplex").timeline_reader(), policy, **kw)
-
-
-def send(rec, at, from_client, msg):
-    rec.frame(100.0 + at, from_client, json.dumps(msg))
-
-
-def chunk(level=0.2):
-    return {"type": "audio_chunk", "audio_base64": float32_to_b64(np.full(16000, level, np.float32))}
-
-
-def speak(text="hi"):
-    return {
-        "type": "result",
-        "unit_index": 0,
-        "is_listen": False,
-        "text": text,
-        "end_of_turn": True,
-        "audio_data": pcm16_to_b64(np.full(24000, 0.1, np.float32)),
-        **UNIT,
-    }
+from .harness import chunk, duplex, send, speak
 
 
 @pytest.fixture

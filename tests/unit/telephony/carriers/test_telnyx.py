@@ -10,15 +10,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from omnivox.core.errors import InvalidMessage
+from omnivox.telephony.carriers import base as stream
 from omnivox.telephony.carriers import telnyx
-from omnivox.telephony.carriers.base import (
-    StreamDtmf,
-    StreamMark,
-    StreamMedia,
-    StreamOther,
-    StreamStart,
-    StreamStop,
-)
 
 NOW = 1_800_000_000
 
@@ -65,7 +58,7 @@ CALL = "v3:u5OAKGEPT3Dx8SZSSDRWEMdNH2OripQhO"
 
 def test_every_documented_message_reads_as_its_event() -> None:
     T = telnyx.TELNYX
-    assert T.parse(json.dumps({"event": "connected", "version": "1.0.0"})) == StreamOther()
+    assert T.parse(json.dumps({"event": "connected", "version": "1.0.0"})) == stream.StreamOther()
     start = {
         "event": "start",
         "sequence_number": "1",
@@ -79,7 +72,7 @@ def test_every_documented_message_reads_as_its_event() -> None:
         },
         "stream_id": STREAM,
     }
-    assert T.parse(json.dumps(start)) == StreamStart(
+    assert T.parse(json.dumps(start)) == stream.StreamStart(
         STREAM,
         CALL,
         "audio/pcmu",
@@ -93,29 +86,29 @@ def test_every_documented_message_reads_as_its_event() -> None:
         "media": {"track": "inbound", "chunk": "2", "timestamp": "5", "payload": "AAE="},
         "stream_id": STREAM,
     }
-    assert T.parse(json.dumps(media)) == StreamMedia(b"\x00\x01")
+    assert T.parse(json.dumps(media)) == stream.StreamMedia(b"\x00\x01")
     media["media"]["track"] = "outbound"  # type: ignore[index]
-    assert T.parse(json.dumps(media)) == StreamOther()
+    assert T.parse(json.dumps(media)) == stream.StreamOther()
     dtmf = {
         "event": "dtmf",
         "stream_id": STREAM,
         "occurred_at": "2022-05-12T15:09:21Z",
         "dtmf": {"digit": "*"},
     }
-    assert T.parse(json.dumps(dtmf)) == StreamDtmf("*")
-    assert T.parse(json.dumps({"event": "mark", "stream_id": STREAM, "mark": {"name": "m7"}})) == StreamMark(
-        "m7"
-    )
+    assert T.parse(json.dumps(dtmf)) == stream.StreamDtmf("*")
+    assert T.parse(
+        json.dumps({"event": "mark", "stream_id": STREAM, "mark": {"name": "m7"}})
+    ) == stream.StreamMark("m7")
     stop = {"event": "stop", "sequence_number": "5", "stop": {"call_control_id": CALL}, "stream_id": STREAM}
-    assert T.parse(json.dumps(stop)) == StreamStop()
+    assert T.parse(json.dumps(stop)) == stream.StreamStop()
     error = {"event": "error", "payload": {"code": 100002, "title": "unknown_error", "detail": "x"}}
-    assert T.parse(json.dumps(error)) == StreamOther()
+    assert T.parse(json.dumps(error)) == stream.StreamOther()
 
 
 def test_a_start_without_a_stream_id_or_with_another_codec_is_refused() -> None:
     start = {"event": "start", "start": {"media_format": {"encoding": "PCMA"}}, "stream_id": STREAM}
     event = telnyx.TELNYX.parse(json.dumps(start))
-    assert isinstance(event, StreamStart) and event.encoding == "audio/pcma" and event.parameters == {}
+    assert isinstance(event, stream.StreamStart) and event.encoding == "audio/pcma" and event.parameters == {}
     for bad in ({**start, "stream_id": ""}, {**start, "start": {"media_format": {"encoding": "G722"}}}):
         with pytest.raises(InvalidMessage):
             telnyx.TELNYX.parse(json.dumps(bad))
