@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 
 import pytest
 
+from omnivox.telephony import rtp_endpoint
 from omnivox.telephony.dtmf import event_payloads
 from omnivox.telephony.playout import PacedPlayout
 from omnivox.telephony.rtp import RtpPacket, build_rtp, parse_rtp
@@ -174,3 +176,39 @@ def test_a_port_range_runs_out_and_foreign_ports_are_not_taken_back() -> None:
         pool.take()
     pool.give(30002)
     assert pool.take() == 30002
+
+
+async def test_a_peer_on_hold_is_sent_nothing_and_the_reply_waits_unheard(monkeypatch) -> None:
+    now = [0.0]
+    playout = PacedPlayout(lambda k, r: None)
+    e = RtpEndpoint(playout, lambda a: None, lambda d: None, clock=lambda: now[0])
+    transport = FakeTransport()
+    e.connection_made(transport)  # type: ignore[arg-type]
+    real_sleep = asyncio.sleep
+    ticks: list[float] = []
+
+    async def tick(delay: float) -> None:  # the pacer's clock moves by what it waits: no real time
+        now[0] += delay
+        ticks.append(delay)
+        await real_sleep(0)
+
+    async def run(n: int) -> None:
+        goal = len(ticks) + n
+        while len(ticks) < goal:
+            await real_sleep(0)
+
+    monkeypatch.setattr(rtp_endpoint.asyncio, "sleep", tick)
+    playout.push("r1", bytes(range(160)) * 5)
+    try:
+        e.start(MediaPlan("PCMU", 0, 101, PEER, "sendonly"))  # the caller put us on hold
+        await run(5)
+        assert transport.sent == [] and playout.buffered == 800 and playout.heard_ms("r1") == 0
+        e.start(MediaPlan("PCMU", 0, 101, PEER, "inactive"))
+        await run(3)
+        assert transport.sent == []
+        e.start(MediaPlan("PCMU", 0, 101, PEER, "sendrecv"))  # off hold: the reply from where it was
+        await run(2)
+    finally:
+        e.close()
+    packets = [parse_rtp(data) for data, addr in transport.sent]
+    assert len(packets) >= 2 and packets[0].payload == bytes(range(160)) and playout.heard_ms("r1") >= 40
