@@ -119,12 +119,14 @@ _ANSWER_DIRECTION = {
 }
 
 
-def answer(offer_text: str, local_ip: str, port: int) -> tuple[MediaPlan, str]:
-    """The plan for a caller's offer and our SDP answer; raises ``UnusableSdp``."""
+def answer(offer_text: str, local_ip: str, port: int, prefer: str | None = None) -> tuple[MediaPlan, str]:
+    """The plan for a caller's offer and our SDP answer; raises ``UnusableSdp``. The offerer's
+    first G.711 codec is taken, or ``prefer`` where the offer has it (a re-INVITE mid-call: the
+    session keeps the codec it speaks if it can)."""
     address, remote_port, codecs, dtmf, direction = _parse(offer_text)
     if not codecs:
         raise UnusableSdp("the offer has no G.711 audio (PCMU or PCMA at 8 kHz)")
-    pt, name = codecs[0]
+    pt, name = next((c for c in codecs if c[1] == prefer), codecs[0])
     plan = MediaPlan(name, pt, dtmf, (address, remote_port), direction)
     return plan, render(local_ip, port, [(pt, name)], dtmf, _ANSWER_DIRECTION.get(direction, "sendrecv"))
 

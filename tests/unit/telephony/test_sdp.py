@@ -196,3 +196,12 @@ def test_the_old_hold_by_address_0000_is_a_peer_that_takes_no_media(attr: str, p
     )
     plan, answer = sdp.answer(held, "127.0.0.1", 1)
     assert plan.direction == peer and answer.endswith(f"a={ours}\r\n")
+
+
+def test_a_preferred_codec_is_taken_only_where_the_offer_has_it() -> None:
+    both = offer("m=audio 4000 RTP/AVP 8 0 101", "a=rtpmap:101 telephone-event/8000")
+    plan, answer = sdp.answer(both, "127.0.0.1", 1, prefer="PCMU")
+    assert (plan.codec, plan.payload_type) == ("PCMU", 0) and "m=audio 1 RTP/AVP 0 101" in answer
+    assert sdp.answer(both, "127.0.0.1", 1, prefer=None)[0].codec == "PCMA"
+    only_pcma = offer("m=audio 4000 RTP/AVP 8")
+    assert sdp.answer(only_pcma, "127.0.0.1", 1, prefer="PCMU")[0].codec == "PCMA"  # never one not offered
