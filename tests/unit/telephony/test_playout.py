@@ -201,3 +201,15 @@ def test_a_reply_with_nothing_pending_stops_when_over() -> None:
     assert said == [("started", "r1")]
     p.audio_over("r1")
     assert said == [("started", "r1"), ("stopped", "r1")]
+
+
+def test_markers_a_carrier_never_echoes_after_a_clear_leave_the_next_reply_counted_right() -> None:
+    # Plivo echoes no checkpoint it dropped; Twilio echoes them all: either way only heard audio counts
+    p, sent, _ = marked()
+    for n in range(50):  # a long call, barged in on again and again
+        p.push(f"r{n}", b"\x01" * 80)
+        p.clear(f"r{n}")
+    p.push("last", b"\x02" * 160)
+    p.marked(str(sent[-1][1]))
+    assert p.heard_ms("last") == 20 and p.buffered == 0
+    assert all(p.heard_ms(f"r{n}") == 0 for n in range(50))
