@@ -63,9 +63,12 @@ def _parse(text: str) -> tuple[str, int, list[tuple[int, str]], int | None, str]
     if connection is None or not connection.address:
         raise UnusableSdp("the SDP has no connection address")
     try:
-        unspecified = ipaddress.ip_address(connection.address).is_unspecified
+        ip = ipaddress.ip_address(connection.address)
     except ValueError:
         raise UnusableSdp(f"the connection address {connection.address!r} is not an IP address") from None
+    # the canonical form, as the socket reports a datagram's source ("2001:DB8:0::1" would be
+    # "2001:db8::1" there, and every packet of the call dropped as a stranger's)
+    address, unspecified = str(ip), ip.is_unspecified
     if not 0 < audio.port < 65536:
         raise UnusableSdp("the audio stream is disabled (port 0)")
     codecs: list[tuple[int, str]] = []
@@ -88,7 +91,7 @@ def _parse(text: str) -> tuple[str, int, list[tuple[int, str]], int | None, str]
     direction = media_direction or session_direction
     if unspecified:  # c=0.0.0.0: RFC 2543's hold, still sent (RFC 3264 section 8.4): it takes no media
         direction = _NOT_RECEIVING[direction]
-    return connection.address, audio.port, codecs, dtmf, direction
+    return address, audio.port, codecs, dtmf, direction
 
 
 def render(local_ip: str, port: int, codecs: list[tuple[int, str]], dtmf: int | None, direction: str) -> str:

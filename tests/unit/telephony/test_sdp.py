@@ -205,3 +205,13 @@ def test_a_preferred_codec_is_taken_only_where_the_offer_has_it() -> None:
     assert sdp.answer(both, "127.0.0.1", 1, prefer=None)[0].codec == "PCMA"
     only_pcma = offer("m=audio 4000 RTP/AVP 8")
     assert sdp.answer(only_pcma, "127.0.0.1", 1, prefer="PCMU")[0].codec == "PCMA"  # never one not offered
+
+
+@pytest.mark.parametrize(
+    ("written", "canonical"),
+    [("2001:DB8:0:0::1", "2001:db8::1"), ("2001:db8:0000::0001", "2001:db8::1"), ("10.0.0.1", "10.0.0.1")],
+)
+def test_the_peers_address_is_taken_in_the_form_its_packets_come_from(written: str, canonical: str) -> None:
+    family = "IP6" if ":" in written else "IP4"
+    text = offer().replace("c=IN IP4 10.0.0.1", f"c=IN {family} {written}")
+    assert sdp.answer(text, "127.0.0.1", 1)[0].remote == (canonical, 4000)
