@@ -114,7 +114,10 @@ class RtpEndpoint(asyncio.DatagramProtocol):
         plan = self.plan
         if plan is None:
             return
-        source = (str(addr[0]), int(addr[1]))
+        host = str(addr[0])
+        if host.startswith("::ffff:") and "." in host:  # an IPv4 peer seen through a dual-stack socket
+            host = host[7:]
+        source = (host, int(addr[1]))
         if source == plan.remote or (self._source is None and source[0] == plan.remote[0]):
             self._source = source  # the SDP's own address always wins over a port latched before it
         if source != self._source:

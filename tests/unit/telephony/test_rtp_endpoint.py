@@ -212,3 +212,12 @@ async def test_a_peer_on_hold_is_sent_nothing_and_the_reply_waits_unheard(monkey
         e.close()
     packets = [parse_rtp(data) for data, addr in transport.sent]
     assert len(packets) >= 2 and packets[0].payload == bytes(range(160)) and playout.heard_ms("r1") >= 40
+
+
+def test_an_ipv4_peer_seen_through_a_dual_stack_socket_is_the_sdps_peer() -> None:
+    now = [0.0]
+    e, audio, drops = endpoint(now)
+    for seq in (1, 2):
+        e.datagram_received(rtp(seq), ("::ffff:10.0.0.5", 4000))
+    e.datagram_received(rtp(3), ("::ffff:10.0.0.6", 4000))
+    assert len(audio) == 1 and drops == ["foreign"]
