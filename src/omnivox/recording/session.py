@@ -252,8 +252,9 @@ class SessionRecording:
 
     def _claim(self, base: str) -> Path:
         """The first free name of ``base``, ``base.2``, ``base.3``... (made here, so it is ours)."""
+        stem = base[:120].rstrip(".")  # room for ".NNNN", and never ".." where a dot was cut to
         for n in range(1, 10_000):
-            name = base if n == 1 else f"{base[:120]}.{n}"
+            name = base if n == 1 else f"{stem}.{n}"
             directory = self.store.dir_of(name)
             try:
                 directory.mkdir()

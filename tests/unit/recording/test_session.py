@@ -203,3 +203,23 @@ def test_a_disk_that_fills_up_mid_session_stops_the_recording_once_and_leaves_no
     assert meta["write_failed"] is True and meta["status"] == "recording"  # recover() finishes it later
     assert recover(store, time.time() + 3600) == ["full"]
     assert json.loads((directory / "meta.json").read_text())["files"]["user_audio"] == 1
+
+
+@pytest.mark.parametrize(
+    "session_id",
+    [
+        "a" * 119 + ".b",  # cut to 120 characters, the name would end in a dot: "..2"
+        "a" * 128,
+        "a" * 118 + ":.b",
+    ],
+)
+def test_a_long_reused_session_id_still_gets_a_recording_of_its_own(store, session_id):
+    failures = []
+    for _ in range(3):
+        rec = duplex(store, session_id, on_failure=lambda rid, why: failures.append(why))
+        send(rec, 1.0, True, chunk())
+        rec.finish(Outcome(1000))
+    assert failures == []
+    names = sorted(p.name for p in store.root.iterdir())
+    assert len(names) == 3 and session_id in names
+    assert all(len(n) <= 128 and ".." not in n for n in names)
