@@ -6,7 +6,8 @@ events), ``/v1/audio/transcriptions`` (multipart upload) and ``/v1/audio/speech`
 the request so tests can check what went over the wire, and ``FakeState`` records every request.
 
 Function calling: a chat request that offers ``tools`` and ends with a user message is answered with
-one call of the first tool (``FakeState.tool_arguments``, streamed in pieces, ``usage`` at the end),
+one call of the first tool (or of ``FakeState.call_tool``; ``FakeState.tool_arguments``,
+streamed in pieces, ``usage`` at the end),
 or of every tool when ``parallel_calls``; one that ends with tool results answers in words that
 quote them (``fake_tool_reply``), so a test can check that the result reached the reply.
 """
@@ -47,6 +48,7 @@ class FakeState:
     chat_disconnected: bool = False
     tool_arguments: dict[str, Any] = field(default_factory=lambda: {"city": "Paris"})
     parallel_calls: bool = False
+    call_tool: str | None = None  # the offered tool it calls (None: the first)
     calls_made: int = 0
 
 
@@ -69,7 +71,8 @@ def fake_tool_reply(messages: list[dict[str, Any]]) -> str:
 def _tool_chunks(state: FakeState, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Chat completion chunks that call the first tool (every tool, with ``parallel_calls``)."""
     chunks = []
-    for index, tool in enumerate(tools if state.parallel_calls else tools[:1]):
+    named = [t for t in tools if t["function"]["name"] == state.call_tool]
+    for index, tool in enumerate(tools if state.parallel_calls else (named or tools)[:1]):
         state.calls_made += 1
         args = json.dumps(state.tool_arguments)
         call_id = f"call_fake_{state.calls_made}"

@@ -168,7 +168,7 @@ async def test_bad_tools_and_outputs_for_unmade_calls_are_errors_naming_the_fiel
         bad = [
             ({"tools": [{**WEATHER_TOOL, "name": "no spaces allowed"}]}, "session.tools.0.name"),
             ({"tools": [{**WEATHER_TOOL, "parameters": {"type": "string"}}]}, "session.tools.0.parameters"),
-            ({"tools": [{"type": "mcp", "server_label": "x"}]}, "session.tools.0.type"),
+            ({"tools": [{"type": "mcp", "server_label": "x"}]}, "session.tools.0.server_url"),
             ({"tools": [WEATHER_TOOL], "tool_choice": {"type": "function", "name": "nope"}}, "session"),
         ]
         for n, (patch, param) in enumerate(bad, start=1):

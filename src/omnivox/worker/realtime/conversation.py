@@ -32,10 +32,20 @@ from omnivox.protocol.chat import ChatMessage, ToolCall
 from omnivox.protocol.realtime import events as ev
 from omnivox.protocol.realtime.wire import ItemIn
 from omnivox.protocol.wire import Msg
+from omnivox.voice.tool_calls import ToolResult
 
 Role = Literal["user", "assistant", "system"]
 Status = Literal["completed", "incomplete", "in_progress"]
-Kind = Literal["message", "function_call", "function_call_output"]
+Kind = Literal[
+    "message",
+    "function_call",
+    "function_call_output",
+    "mcp_list_tools",
+    "mcp_call",
+    "mcp_approval_request",
+    "mcp_approval_response",
+]
+DENIED = "the user did not approve this call"  # what the LLM reads of a call the client refused
 
 
 # How far past a finished item's audio a truncation may name (clamped to its end): clients count
@@ -64,7 +74,14 @@ class Item:
     call_id: str = ""  # function_call / function_call_output: the call
     name: str = ""  # function_call: the function
     arguments: str = ""  # function_call: its JSON arguments
-    output: str = ""  # function_call_output: what the function returned
+    output: str = ""  # function_call_output: what the function returned (mcp_call: the tool)
+    # MCP items (``worker.realtime.mcp``): the server, its tools, a call's error, its approval
+    server_label: str = ""
+    tools: list[dict[str, Any]] | None = None  # mcp_list_tools
+    error: dict[str, Any] | None = None  # mcp_call: why it failed
+    approval_request_id: str = ""  # mcp_call, mcp_approval_response: the request it answers
+    approve: bool | None = None  # mcp_approval_response
+    reason: str | None = None  # mcp_approval_response
     # assistant audio a response of this session says: the ledger's record of it (sent, heard)
     playback: Playback | None = None
 
@@ -93,6 +110,8 @@ class Item:
 
     def wire(self) -> dict[str, Any]:
         head = {"id": self.id, "object": "realtime.item", "type": self.type, "status": self.status}
+        if self.type.startswith("mcp_"):
+            return {**head, **self._mcp_wire()}
         if self.type == "function_call":
             return {**head, "call_id": self.call_id, "name": self.name, "arguments": self.arguments}
         if self.type == "function_call_output":
@@ -115,6 +134,26 @@ class Item:
             "status": self.status,
             "role": self.role,
             "content": [part],
+        }
+
+    def _mcp_wire(self) -> dict[str, Any]:
+        if self.type == "mcp_list_tools":
+            return {"server_label": self.server_label, "tools": self.tools or []}
+        if self.type == "mcp_approval_response":
+            return {
+                "approval_request_id": self.approval_request_id,
+                "approve": bool(self.approve),
+                "reason": self.reason,
+            }
+        call = {"server_label": self.server_label, "name": self.name, "arguments": self.arguments}
+        if self.type == "mcp_approval_request":
+            return call
+        ran = self.status == "completed" and self.error is None  # an output only once it has one
+        return {
+            **call,
+            "approval_request_id": self.approval_request_id or None,
+            "output": self.output if ran else None,
+            "error": self.error,
         }
 
 
@@ -149,18 +188,41 @@ class Conversation:
         and a call still waiting for its output is left out. Without, calls and outputs are told
         in words, so the model still knows what happened."""
         out = [ChatMessage(role="system", content=instructions)] if instructions else []
-        outputs = {i.call_id: i for i in self._items if i.type == "function_call_output"}
+        outputs = {i.call_id: i.output for i in self._items if i.type == "function_call_output"}
+        answers = {i.approval_request_id: i for i in self._items if i.type == "mcp_approval_response"}
+        for item in self._items:
+            if item.type == "mcp_call" and item.status != "in_progress":
+                outputs[item.call_id] = _mcp_output(item)
+            elif item.type == "mcp_approval_request":
+                answer = answers.get(item.id)
+                if answer is not None and not answer.approve:  # approved ones are run as mcp_calls
+                    outputs[item.call_id] = DENIED
         for item in self._items:
             if item.type == "message":
                 if item.text.strip():
                     out.append(ChatMessage(role=item.role, content=item.text))
-            elif not tools:
+            elif item.type in ("function_call_output", "function_call") and not tools:
                 out.append(_told(item))
-            elif item.type == "function_call" and (answer := outputs.get(item.call_id)) is not None:
+            elif item.type in _CALLS and (answer_text := outputs.get(item.call_id)) is not None:
                 call = ToolCall(id=item.call_id, name=item.name, arguments=item.arguments)
                 out.append(ChatMessage(role="assistant", content="", tool_calls=[call]))
-                out.append(ChatMessage(role="tool", content=answer.output, tool_call_id=call.id))
+                out.append(ChatMessage(role="tool", content=answer_text, tool_call_id=call.id))
         return _group_parallel(out)
+
+    def approval_request(self, request_id: str) -> Item:
+        """The ``mcp_approval_request`` an ``mcp_approval_response`` answers (once)."""
+        item = next((i for i in self._items if i.id == request_id and i.type == "mcp_approval_request"), None)
+        if item is None:
+            raise ItemNotFound(
+                f"no mcp_approval_request with id {request_id!r}", param="item.approval_request_id"
+            )
+        if any(
+            i.type == "mcp_approval_response" and i.approval_request_id == request_id for i in self._items
+        ):
+            raise InvalidMessage(
+                f"approval request {request_id!r} already has a response", param="item.approval_request_id"
+            )
+        return item
 
     def call_named(self, call_id: str) -> Item | None:
         return next((i for i in self._items if i.type == "function_call" and i.call_id == call_id), None)
@@ -259,6 +321,16 @@ class Conversation:
             if item.id == item_id:
                 return n
         raise missing(f"no conversation item with id {item_id!r}", param=param)
+
+
+_CALLS = ("function_call", "mcp_call", "mcp_approval_request")
+
+
+def _mcp_output(call: Item) -> str:
+    error = call.error
+    if error is None and call.status == "incomplete":  # cut before it ended
+        error = {"message": "the call was abandoned: the reply was cut"}
+    return ToolResult(call.call_id, call.output, error).for_llm()
 
 
 def _told(item: Item) -> ChatMessage:

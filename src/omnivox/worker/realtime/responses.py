@@ -12,13 +12,19 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable
+from typing import Any
 
 from omnivox.agent.events import ReplyCut, ReplyEnded, ReplyEvent, ReplyState
 from omnivox.agent.reply import ReplyPlan
 from omnivox.core.ids import new_id
 from omnivox.protocol.chat import ChatMessage
 from omnivox.protocol.realtime import wire as rt
-from omnivox.protocol.realtime.session_config import SessionConfig, chat_tool_choice, check_tools
+from omnivox.protocol.realtime.session_config import (
+    FunctionTool,
+    SessionConfig,
+    chat_tool_choice,
+    check_tools,
+)
 from omnivox.voice.llm.base import LlmParams
 from omnivox.voice.llm.history import trim_history
 from omnivox.voice.models import VoiceProfile
@@ -26,6 +32,7 @@ from omnivox.voice.reply import ReplyRequest
 from omnivox.worker.realtime.audio_io import OutputEncoder
 from omnivox.worker.realtime.conversation import Conversation, Item, item_text
 from omnivox.worker.realtime.events import Events
+from omnivox.worker.realtime.mcp import ResponseMcp, SessionMcp
 from omnivox.worker.realtime.response import Response
 from omnivox.worker.realtime.response_wire import ResponsePlan
 
@@ -42,6 +49,7 @@ class Responses:
         config: Callable[[], SessionConfig],
         encoder: Callable[[], OutputEncoder],
         apology: str = "",
+        mcp: SessionMcp | None = None,
     ) -> None:
         self.profile = profile
         self.events = events
@@ -49,6 +57,7 @@ class Responses:
         self.config = config
         self.encoder = encoder
         self.apology = apology  # said when a reply cannot be made
+        self.mcp = mcp  # the session's MCP servers
         self._worded: dict[str, Response] = {}  # reply id -> its response, while it runs
         self._ended: OrderedDict[str, Response] = OrderedDict()  # the last few that ended
 
@@ -91,7 +100,14 @@ class Responses:
         tools, choice, parallel = check_tools(
             config, params.tools, params.tool_choice, params.parallel_tool_calls
         )
-        can_call = profile.tool_calls and bool(tools)
+        functions = [t for t in tools if isinstance(t, FunctionTool)]
+        mcp = self._mcp(tools) if profile.tool_calls else None
+        chat_tools = [t.chat_tool() for t in functions]
+        if mcp is not None:  # a function tool of the same name is the client's
+            named = {t.name for t in functions}
+            mcp.offered = {n: t for n, t in mcp.offered.items() if n not in named}
+            chat_tools += [t.chat_tool() for t in mcp.offered.values()]
+        can_call = profile.tool_calls and bool(chat_tools)
         if params.input is not None:
             history = [ChatMessage(role="system", content=instructions)] if instructions else []
             history += [ChatMessage(role=i.role or "user", content=item_text(i)) for i in params.input]
@@ -107,7 +123,7 @@ class Responses:
         llm = LlmParams(
             temperature=profile.temperature.for_history(messages),
             max_tokens=max_tokens,
-            tools=tuple(t.chat_tool() for t in tools) if can_call else (),
+            tools=tuple(chat_tools) if can_call else (),
             tool_choice=chat_tool_choice(choice) if can_call else None,
             parallel_tool_calls=parallel if can_call else None,
         )
@@ -118,6 +134,7 @@ class Responses:
             voice=voice,
             speed=config.audio.output.speed,
             apology=self.apology,
+            server_tools=mcp,
         )
         return ResponsePlan(
             response_id=new_id("resp"),
@@ -126,4 +143,12 @@ class Responses:
             in_conversation=in_conversation,
             metadata=params.metadata,
             context_tokens=profile.context_tokens,
+            mcp=mcp,
         )
+
+    def _mcp(self, tools: list[Any]) -> ResponseMcp | None:
+        """The MCP tools of a response (None: it has none, and no approved call waits)."""
+        if self.mcp is None:
+            return None
+        mcp = self.mcp.tools_for(tools)
+        return mcp if mcp.offered or mcp.approved_calls else None
