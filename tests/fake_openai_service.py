@@ -8,8 +8,9 @@ the request so tests can check what went over the wire, and ``FakeState`` record
 Function calling: a chat request that offers ``tools`` and ends with a user message is answered with
 one call of the first tool (or of ``FakeState.call_tool``; ``FakeState.tool_arguments``,
 streamed in pieces, ``usage`` at the end),
-or of every tool when ``parallel_calls``; one that ends with tool results answers in words that
-quote them (``fake_tool_reply``), so a test can check that the result reached the reply.
+or of every tool when ``parallel_calls``; one with tool results since the last user message answers
+in words that quote them (``fake_tool_reply``), so a test can check that the result reached the
+reply.
 """
 
 from __future__ import annotations
@@ -58,14 +59,20 @@ def fake_reply(messages: list[dict[str, Any]]) -> str:
     return f"Fake reply to: {last}. Have a nice day!"
 
 
+def tool_results(messages: list[dict[str, Any]]) -> list[str]:
+    """What the tools returned since the user last spoke (their results in order)."""
+    results: list[str] = []
+    for m in reversed(messages):
+        if m["role"] == "user":
+            break
+        if m["role"] == "tool":
+            results.insert(0, m["content"])
+    return results
+
+
 def fake_tool_reply(messages: list[dict[str, Any]]) -> str:
     """What the fake chat model answers after its calls: it quotes what the tools returned."""
-    results = []
-    for m in reversed(messages):
-        if m["role"] != "tool":
-            break
-        results.insert(0, m["content"])
-    return f"The tool said {' and '.join(results)}."
+    return f"The tool said {' and '.join(tool_results(messages))}."
 
 
 def _tool_chunks(state: FakeState, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -132,7 +139,8 @@ def build_app(state: FakeState) -> FastAPI:
         state.requests.append({"path": "chat", **body})
         messages = body["messages"]
         calling = body.get("tools") and messages[-1]["role"] == "user" and body.get("tool_choice") != "none"
-        reply = fake_tool_reply(messages) if messages[-1]["role"] == "tool" else fake_reply(messages)
+        answered = messages[-1]["role"] != "user" and tool_results(messages)
+        reply = fake_tool_reply(messages) if answered else fake_reply(messages)
         tokens = [reply[i : i + 3] for i in range(0, len(reply), 3)]  # splits words, as real ones do
         calls = _tool_chunks(state, body["tools"]) if calling else []
         usage = {"prompt_tokens": 42, "completion_tokens": len(calls) or len(tokens), "total_tokens": 0}

@@ -96,14 +96,16 @@ _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
 class FunctionTool(BaseModel):
-    """A function the model may call (``session.tools[]``; the only tool type omnivox serves)."""
+    """A function the model may call (``session.tools[]``); the client runs it. ``async`` (an omnivox
+    extension): the reply does not wait for it, and its output starts a response of its own."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     type: Literal["function"] = "function"
     name: str
     description: str = Field("", max_length=8192)
     parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+    run_async: bool = Field(False, alias="async", exclude_if=lambda run_async: not run_async)
 
     @field_validator("name")
     @classmethod
@@ -238,6 +240,9 @@ class OmnivoxOptions(_Strict):
         default_factory=lambda: list(BACKCHANNELS), max_length=200
     )
     backchannel_max_ms: int = Field(1500, ge=0, le=5000)
+    # every function call is asynchronous: the reply goes on while the client runs it, and its
+    # output starts a response of its own (a function tool's ``async`` says so of one function)
+    async_function_calls: bool = False
 
 
 Modality = Literal["text", "audio"]
@@ -302,7 +307,7 @@ class SessionConfig(_Strict):
                 "audio": {"input": inp},
                 "include": None,
             }
-        out = self.model_dump(mode="json")
+        out = self.model_dump(mode="json", by_alias=True)
         for tool in out["tools"]:
             if tool["type"] == "mcp":  # secrets go to the server only
                 tool.pop("headers", None)

@@ -34,7 +34,7 @@ from omnivox.voice.llm.base import ToolCallDelta
 from omnivox.voice.tool_calls import ToolResult, ToolRunning
 from omnivox.worker.realtime.conversation import Conversation, Item, Kind
 from omnivox.worker.realtime.events import Events
-from omnivox.worker.realtime.mcp import ResponseMcp
+from omnivox.worker.realtime.server_tools import ResponseTools
 
 
 class _Call:
@@ -54,13 +54,13 @@ class ResponseCalls:
         events: Events,
         conversation: Conversation | None,  # None: an out-of-band response (its items join nothing)
         next_index: Callable[[Item], int],  # the output index of a new output item
-        mcp: ResponseMcp | None = None,  # the MCP tools the response offers
+        tools: ResponseTools | None = None,  # the calls the server handles (MCP, async functions)
     ) -> None:
         self.response_id = response_id
         self.events = events
         self.conversation = conversation
         self.next_index = next_index
-        self.mcp = mcp
+        self.tools = tools or ResponseTools()
         self._calls: dict[int, _Call] = {}  # the reply's call index -> its item
         self._by_id: dict[str, _Call] = {}  # call id -> the same
 
@@ -94,14 +94,20 @@ class ResponseCalls:
             self.events.put(ev.McpCallArgumentsDelta(delta=delta.arguments, **where))
 
     def tool_step(self, step: ToolRunning | ToolResult) -> None:
-        """An MCP call the server runs started, or ended."""
+        """A call the server handles started, or ended (an asynchronous function's ends at once:
+        the client runs it and the reply does not wait)."""
         entry = self._by_id.get(step.call_id)
         if entry is None or entry.closed:
             return
         item = entry.item
         if isinstance(step, ToolRunning):
             self._arguments_done(entry)
-            self.events.put(ev.McpCallInProgress(item_id=item.id, output_index=entry.index))
+            if item.type == "mcp_call":
+                self.events.put(ev.McpCallInProgress(item_id=item.id, output_index=entry.index))
+            return
+        if item.type == "function_call":
+            item.status = "completed"
+            self._close(entry)
             return
         item.output, item.error = step.output or "", step.error
         item.status = "completed"
@@ -113,18 +119,18 @@ class ResponseCalls:
 
     def _item(self, call_id: str, name: str) -> Item:
         """A new call's item: a function call, an MCP call, or an MCP call's approval request."""
-        mcp = self.mcp
-        if mcp is None or not mcp.runs(name):
-            return Item.call(call_id, name, status="in_progress")
-        approval = mcp.approval_of.get(call_id, "")
-        kind: Kind = "mcp_approval_request" if mcp.needs_approval(name) and not approval else "mcp_call"
+        tools = self.tools
+        if not tools.is_mcp(name):
+            return Item.call(call_id, name, status="in_progress", run_async=tools.is_async(name))
+        approval = tools.approval_of(call_id)
+        kind: Kind = "mcp_approval_request" if tools.needs_approval(name) and not approval else "mcp_call"
         return Item(
             "assistant",
             False,
             type=kind,
             call_id=call_id,
             name=name,
-            server_label=mcp.label(name),
+            server_label=tools.label(name),
             approval_request_id=approval,
             status="in_progress",
         )

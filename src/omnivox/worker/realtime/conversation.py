@@ -75,6 +75,7 @@ class Item:
     name: str = ""  # function_call: the function
     arguments: str = ""  # function_call: its JSON arguments
     output: str = ""  # function_call_output: what the function returned (mcp_call: the tool)
+    run_async: bool = False  # function_call: the reply did not wait for it (its output starts one)
     # MCP items (``worker.realtime.mcp``): the server, its tools, a call's error, its approval
     server_label: str = ""
     tools: list[dict[str, Any]] | None = None  # mcp_list_tools
@@ -227,12 +228,14 @@ class Conversation:
     def call_named(self, call_id: str) -> Item | None:
         return next((i for i in self._items if i.type == "function_call" and i.call_id == call_id), None)
 
-    def check_output(self, call_id: str) -> None:
-        """A ``function_call_output`` must answer a call that was made, and only once."""
-        if self.call_named(call_id) is None:
+    def check_output(self, call_id: str) -> Item:
+        """The call a ``function_call_output`` answers: one that was made, answered only once."""
+        call = self.call_named(call_id)
+        if call is None:
             raise CallNotFound(f"no function call with call_id {call_id!r} was made", param="item.call_id")
         if any(i.type == "function_call_output" and i.call_id == call_id for i in self._items):
             raise InvalidMessage(f"call {call_id!r} already has an output", param="item.call_id")
+        return call
 
     # ---- changes (quiet: callers that announce them use the methods below)
 

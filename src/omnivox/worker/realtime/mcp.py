@@ -9,8 +9,8 @@
 
   The listing is kept for the session (per label, URL and headers).
 - ``tools_for``: a response's MCP tools, those listed and allowed (``allowed_tools``), offered to
-  the LLM with the function tools, and the ``ResponseMcp`` that runs them on the reply's thread
-  (``voice.tool_rounds``) with the server's headers and the session's timeout.
+  the LLM with the function tools (``McpOffer``, which runs them on the reply's thread with the
+  server's headers: ``worker.realtime.server_tools``).
 - ``answer``: the client's ``mcp_approval_response``; an approved call runs at the start of the
   next response, a refused one is told to the LLM as refused.
 """
@@ -62,37 +62,23 @@ class OfferedTool:
         return {"type": "function", "function": fn}
 
 
-@dataclass
-class ResponseMcp:
-    """One response's MCP tools (``voice.tool_calls.ServerTools``): read on the reply's thread,
-    never changed after the plan made it."""
+@dataclass(frozen=True)
+class McpOffer:
+    """What a response may do with the session's MCP servers: their tools it offers (by the name
+    the LLM calls), the calls approved since the last response, each call's approval request."""
 
-    offered: dict[str, OfferedTool]  # by the name the LLM calls
-    timeout_s: float
-    approved_calls: tuple[ServerCall, ...] = ()
-    approval_of: dict[str, str] = field(default_factory=dict)  # call id -> its approval request's id
+    offered: dict[str, OfferedTool] = field(default_factory=dict)
+    approved: tuple[ServerCall, ...] = ()
+    approval_of: dict[str, str] = field(default_factory=dict)  # call id -> its request's item id
 
-    def runs(self, name: str) -> bool:
-        return name in self.offered
-
-    def needs_approval(self, name: str) -> bool:
-        return self.offered[name].needs_approval
-
-    def approved(self) -> tuple[ServerCall, ...]:
-        return self.approved_calls
-
-    def label(self, name: str) -> str:
-        return self.offered[name].server.server_label
-
-    def call(self, call: ServerCall, stop: threading.Event) -> ToolResult:
+    def call(self, call: ServerCall, timeout_s: float, stop: threading.Event) -> ToolResult:
+        """Run ``call`` on its server (blocking: the reply's thread); a failure is its result."""
         tool = self.offered.get(call.name)
         if tool is None:
             error = McpFailure("protocol_error", f"no MCP tool {call.name!r} is offered", -32601)
             return ToolResult(call.call_id, error=error.wire())
         try:
-            output = call_tool_blocking(
-                server_of(tool.server), call.name, call.arguments, self.timeout_s, stop
-            )
+            output = call_tool_blocking(server_of(tool.server), call.name, call.arguments, timeout_s, stop)
         except McpFailure as failure:
             log.info("mcp call %s on %s failed: %s", call.name, tool.server.server_label, failure.message)
             return ToolResult(call.call_id, error=failure.wire())
@@ -136,8 +122,9 @@ class SessionMcp:
                 else:
                     await self.units.start(f"mcp_list:{tool.server_label}", self._list(tool))
 
-    def tools_for(self, tools: list[Tool]) -> ResponseMcp:
-        """The MCP tools a response offers (``tools``: its tools, the session's or its own)."""
+    def tools_for(self, tools: list[Tool]) -> McpOffer:
+        """The MCP tools a response offers (``tools``: its tools, the session's or its own), and the
+        calls approved since the last response (handed over once)."""
         offered: dict[str, OfferedTool] = {}
         for tool in tools:
             if isinstance(tool, McpTool):
@@ -146,7 +133,7 @@ class SessionMcp:
                         offered.setdefault(info.name, OfferedTool(tool, info))
         approved, self._approved = self._approved, []
         calls = tuple(ServerCall(i.call_id, i.name, i.arguments) for i in approved if i.name in offered)
-        return ResponseMcp(offered, self.timeout_s, calls, {i.call_id: i.id for i in approved})
+        return McpOffer(offered, calls, {i.call_id: i.id for i in approved})
 
     def answer(self, request: Item, approve: bool) -> None:
         """The client answered ``request`` (an ``mcp_approval_request``): an approved call runs at

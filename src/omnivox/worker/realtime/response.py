@@ -72,7 +72,7 @@ class Response:
             events,
             conversation if plan.in_conversation else None,
             self._output_index,
-            plan.mcp,
+            plan.tools,
         )
 
     @property

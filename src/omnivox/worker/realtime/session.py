@@ -59,6 +59,7 @@ from omnivox.voice.stack import ASR_RATE
 from omnivox.voice.tool_rounds import ServerToolVoice
 from omnivox.voice.vad.turn import TurnParams
 from omnivox.worker.handler import SessionHandler
+from omnivox.worker.realtime.async_outputs import AsyncOutputs
 from omnivox.worker.realtime.audio_io import InputDecoder, OutputEncoder
 from omnivox.worker.realtime.conversation import Conversation, Item, item_id, item_text
 from omnivox.worker.realtime.events import Events
@@ -179,6 +180,9 @@ class RealtimeSession(SessionHandler):
             turn_ids=item_id,  # a user turn is the conversation item it becomes
             drop_unsent=self.events.drop_audio,
         )
+        # outputs of calls the reply did not wait for start responses of their own
+        self.async_outputs = AsyncOutputs(self.agent, self.conn.units, lambda: self.responses.plan(None, []))
+        self.responses.async_outputs = self.async_outputs
         self.events.put(ev.SessionCreated(session=self.config.wire()))
 
     def main(self) -> Coroutine[Any, Any, None]:
@@ -280,9 +284,11 @@ class RealtimeSession(SessionHandler):
             if spec.call_id is None or spec.output is None:
                 missing = "call_id" if spec.call_id is None else "output"
                 raise InvalidMessage(f"a function_call_output needs {missing}", param=f"item.{missing}")
-            self.conversation.check_output(spec.call_id)
+            call = self.conversation.check_output(spec.call_id)
             item = Item.call_output(spec.call_id, spec.output, id=spec.id or "")
             self.conversation.create(item, event.previous_item_id)
+            if call.run_async:
+                await self.async_outputs.arrived(call.call_id)
             return
         if spec.type == "function_call":
             if not spec.name:

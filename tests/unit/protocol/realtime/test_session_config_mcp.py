@@ -73,3 +73,13 @@ def test_headers_and_token_reach_the_server_and_never_the_wire():
     assert config.mcp_servers[0].request_headers() == {"Authorization": "Bearer s"}  # kept for the calls
     again = apply_update(config, {"instructions": "hi"})  # a later update keeps them
     assert again.mcp_servers[0].request_headers() == {"Authorization": "Bearer s"}
+
+
+def test_async_functions_per_tool_and_per_session():
+    tool = {"type": "function", "name": "weather", "parameters": {}, "async": True}
+    config = apply_update(SessionConfig(), {"tools": [tool], "omnivox": {"async_function_calls": True}})
+    assert config.functions[0].run_async and config.omnivox.async_function_calls
+    assert config.wire()["tools"][0]["async"] is True  # said back as it was given
+    again = apply_update(config, {"instructions": "hi"})  # survives later updates
+    assert again.functions[0].run_async
+    assert not apply_update(SessionConfig(), {"tools": [{**tool, "async": False}]}).functions[0].run_async

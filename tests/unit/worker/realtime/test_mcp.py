@@ -4,6 +4,8 @@ tests/integration/test_realtime_mcp.py)."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from omnivox.connection.units import WorkUnits
@@ -11,10 +13,11 @@ from omnivox.core.errors import InvalidMessage, ItemNotFound
 from omnivox.protocol.realtime.session_config import FunctionTool, McpTool
 from omnivox.voice.llm.base import ToolCallDelta
 from omnivox.voice.mcp_client import McpToolInfo
-from omnivox.voice.tool_calls import ToolResult, ToolRunning
+from omnivox.voice.tool_calls import ServerCall, ToolResult, ToolRunning
 from omnivox.worker.realtime.calls import ResponseCalls
 from omnivox.worker.realtime.conversation import DENIED, Conversation, Item
-from omnivox.worker.realtime.mcp import OfferedTool, ResponseMcp, SessionMcp
+from omnivox.worker.realtime.mcp import McpOffer, OfferedTool, SessionMcp
+from omnivox.worker.realtime.server_tools import ASYNC_PENDING, ResponseTools
 
 SERVER = McpTool(type="mcp", server_label="notes", server_url="https://tools.example.com/mcp")
 
@@ -30,13 +33,13 @@ class Recorder:
         return [e.type for e in self.sent]
 
 
-def offered(approval: bool = False, approval_of: dict | None = None) -> ResponseMcp:
+def offered(approval: bool = False, approval_of: dict | None = None) -> ResponseTools:
     server = SERVER.model_copy(update={"require_approval": "always" if approval else "never"})
     info = McpToolInfo("lookup", "Look up", {"type": "object", "properties": {}})
-    return ResponseMcp({"lookup": OfferedTool(server, info)}, 5.0, approval_of=approval_of or {})
+    return ResponseTools(McpOffer({"lookup": OfferedTool(server, info)}, approval_of=approval_of or {}), 5.0)
 
 
-def make(mcp: ResponseMcp, conversation: Conversation | None = None):
+def make(mcp: ResponseTools, conversation: Conversation | None = None):
     events = Recorder()
     counter = iter(range(100))
     return ResponseCalls("resp_1", events, conversation, lambda item: next(counter), mcp), events
@@ -121,3 +124,24 @@ async def test_urls_refused_and_tools_offered_by_allowed_tools():
     only_a = SERVER.model_copy(update={"allowed_tools": ["a"]})
     assert list(mcp.tools_for([only_a]).offered) == ["a"]
     assert list(mcp.tools_for([SERVER]).offered) == ["a", "b"]
+
+
+def test_an_async_function_call_is_closed_at_once_and_the_llm_told_it_runs():
+    tools = ResponseTools(async_functions=frozenset({"weather"}))
+    assert tools.runs("weather") and not tools.needs_approval("weather") and not tools.runs("other")
+    result = tools.call(ServerCall("call_w", "weather", "{}"), threading.Event())
+    assert result == ToolResult("call_w", output=ASYNC_PENDING)
+    conversation = Conversation()
+    calls, events = make(tools, conversation)
+    calls.piece(ToolCallDelta(0, "call_w", "weather", "{}"))
+    calls.tool_step(ToolRunning("call_w"))
+    calls.tool_step(result)
+    assert events.types() == [
+        "response.output_item.added",
+        "response.function_call_arguments.delta",
+        "response.function_call_arguments.done",
+        "response.output_item.done",
+    ]
+    (call,) = list(conversation)
+    assert call.run_async and call.status == "completed" and "output" not in call.wire()
+    assert conversation.messages("", tools=True) == []  # no output yet: the LLM is not told of it
