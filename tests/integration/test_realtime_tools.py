@@ -132,6 +132,36 @@ async def test_a_tool_call_streams_in_ga_order_and_its_result_is_spoken(tool_clu
     assert tool["content"] == "sunny and warm"
 
 
+PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+
+
+async def test_an_image_item_reaches_the_vision_llm_as_an_image_part(tool_cluster, fake_llm):
+    async with client(tool_cluster.ws).realtime.connect(model="omnivox", extra_query=OMNIVOX_EVENTS) as conn:
+        events = Events(conn)
+        await conn.session.update(session={"type": "realtime", "output_modalities": ["text"]})
+        await events.wait_for("session.updated")
+        image = {"type": "input_image", "image_url": f"data:image/png;base64,{PNG}"}
+        text = {"type": "input_text", "text": "what is in this picture"}
+        await conn.conversation.item.create(
+            item={"type": "message", "role": "user", "content": [text, image]}
+        )
+        added = await events.wait_for("conversation.item.added")
+        await conn.response.create()
+        done = await events.wait_for("response.done")
+        await events.stop()
+    assert [c.type for c in added.item.content] == ["input_text", "input_image"]
+    assert done.response.status == "completed"
+    assert not events.of("omnivox.warning")  # this LLM sees
+    user = [r for r in fake_llm.state.requests if r["path"] == "chat"][-1]["messages"][-1]
+    assert user == {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "what is in this picture"},
+            {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG}"}},
+        ],
+    }
+
+
 async def test_parallel_calls_and_per_response_tools(tool_cluster, fake_llm):
     fake_llm.state.parallel_calls = True
     async with client(tool_cluster.ws).realtime.connect(model="omnivox") as conn:

@@ -1,6 +1,8 @@
 """The conversation of one realtime session: ordered items, their events, and the LLM's view of them.
 
-Items are messages, function calls the assistant made, and the outputs clients give them. Spoken
+Items are messages, function calls the assistant made, and the outputs clients give them. A user
+message may carry images (``input_image``), shown to an LLM that sees (the last ``KEEP_IMAGES``
+items' images are kept; older ones are dropped, as a context window would). Spoken
 items keep their transcript (user: what the ASR heard; assistant: what was said, cut to what the
 user heard when interrupted: the playout ledger's ``Playback`` of the reply says which words that
 was) and never their audio: the cascade's LLM reads text, and holding audio would grow memory with
@@ -12,6 +14,7 @@ transcription's ``completed``), each with the id of the item before it at the ti
 
 from __future__ import annotations
 
+import base64
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -28,7 +31,7 @@ from omnivox.core.errors import (
     TruncateItemNotFound,
 )
 from omnivox.core.ids import new_id
-from omnivox.protocol.chat import ChatMessage, ToolCall
+from omnivox.protocol.chat import ChatMessage, ImagePart, TextPart, ToolCall
 from omnivox.protocol.realtime import events as ev
 from omnivox.protocol.realtime.wire import ItemIn
 from omnivox.protocol.wire import Msg
@@ -48,6 +51,9 @@ Kind = Literal[
 DENIED = "the user did not approve this call"  # what the LLM reads of a call the client refused
 
 
+KEEP_IMAGES = 4  # items whose images the conversation holds (each may be megabytes)
+IMAGE_TYPES = {"image/png", "image/jpeg"}
+
 # How far past a finished item's audio a truncation may name (clamped to its end): clients count
 # what they played in their own units and clocks.
 TRUNCATE_SLACK_MS = 500
@@ -55,6 +61,34 @@ TRUNCATE_SLACK_MS = 500
 
 def item_id() -> str:
     return new_id("item")
+
+
+def image_url(data: str) -> str:
+    """An image's base64 as the data URL it came in."""
+    return f"data:{'image/jpeg' if data.startswith('/9j/') else 'image/png'};base64,{data}"
+
+
+def item_images(spec: ItemIn) -> list[str]:
+    """The images of a client-made item, as base64; each must be a data URL of a PNG or JPEG."""
+    out = []
+    for n, part in enumerate(spec.content):
+        if part.type != "input_image":
+            continue
+        url = part.image_url or ""
+        head, _, data = url.partition(";base64,")
+        if not head.startswith("data:") or head[5:] not in IMAGE_TYPES or not data:
+            raise InvalidMessage(
+                "an input_image is a data URL of a PNG or JPEG image (data:image/png;base64,...)",
+                param=f"item.content.{n}.image_url",
+            )
+        try:
+            base64.b64decode(data, validate=True)
+        except ValueError:
+            raise InvalidMessage(
+                "the image is not valid base64", param=f"item.content.{n}.image_url"
+            ) from None
+        out.append(data)
+    return out
 
 
 def item_text(spec: ItemIn) -> str:
@@ -75,6 +109,7 @@ class Item:
     name: str = ""  # function_call: the function
     arguments: str = ""  # function_call: its JSON arguments
     output: str = ""  # function_call_output: what the function returned (mcp_call: the tool)
+    images: list[str] | None = None  # a user message's images (base64 PNG or JPEG)
     run_async: bool = False  # function_call: the reply did not wait for it (its output starts one)
     # MCP items (``worker.realtime.mcp``): the server, its tools, a call's error, its approval
     server_label: str = ""
@@ -128,14 +163,22 @@ class Item:
             part = {"type": "input_audio", "transcript": self.text or None}
         else:
             part = {"type": "input_text", "text": self.text}
+        images = [{"type": "input_image", "image_url": image_url(i)} for i in self.images or []]
         return {
             "id": self.id,
             "object": "realtime.item",
             "type": "message",
             "status": self.status,
             "role": self.role,
-            "content": [part],
+            "content": [part, *images],
         }
+
+    def chat(self, vision: bool) -> ChatMessage:
+        """A message item as the LLM reads it (with its images when it sees)."""
+        if not (vision and self.images):
+            return ChatMessage(role=self.role, content=self.text)
+        parts: list[TextPart | ImagePart] = [TextPart(text=self.text)] if self.text else []
+        return ChatMessage(role=self.role, content=[*parts, *(ImagePart(data=i) for i in self.images)])
 
     def _mcp_wire(self) -> dict[str, Any]:
         if self.type == "mcp_list_tools":
@@ -181,8 +224,9 @@ class Conversation:
     def previous_of(self, item: Item) -> str | None:
         return self._previous.get(item.id)
 
-    def messages(self, instructions: str, tools: bool = False) -> list[ChatMessage]:
-        """What the LLM is given: the instructions, then every item that has text, in order.
+    def messages(self, instructions: str, tools: bool = False, vision: bool = False) -> list[ChatMessage]:
+        """What the LLM is given: the instructions, then every item that has text (or, for an LLM
+        that sees, ``vision``, images), in order.
 
         With ``tools`` (an LLM that calls functions) a call is an assistant message's ``tool_calls``
         with its output right after it as a ``tool`` message (chat completions refuse them apart),
@@ -200,8 +244,8 @@ class Conversation:
                     outputs[item.call_id] = DENIED
         for item in self._items:
             if item.type == "message":
-                if item.text.strip():
-                    out.append(ChatMessage(role=item.role, content=item.text))
+                if item.text.strip() or (vision and item.images):
+                    out.append(item.chat(vision))
             elif item.type in ("function_call_output", "function_call") and not tools:
                 out.append(_told(item))
             elif item.type in _CALLS and (answer_text := outputs.get(item.call_id)) is not None:
@@ -278,6 +322,8 @@ class Conversation:
     def create(self, item: Item, previous_item_id: str | None) -> None:
         """An item the client made (``conversation.item.create``)."""
         previous = self.add(item, previous_item_id)
+        if item.images:
+            self._forget_old_images()
         self.emit(ev.ItemAdded(previous_item_id=previous, item=item.wire()))
         if item.audio and item.role == "user" and self.transcribing:
             self.emit(ev.TranscriptionCompleted(item_id=item.id, transcript=item.text))
@@ -312,6 +358,11 @@ class Conversation:
                 param="audio_end_ms",
             )
         return item, min(float(audio_end_ms), item.audio_ms)
+
+    def _forget_old_images(self) -> None:
+        with_images = [i for i in self._items if i.images]
+        for old in with_images[:-KEEP_IMAGES]:
+            old.images = None
 
     def remove(self, item: Item) -> None:
         """Take out an item the client never heard of (quietly)."""

@@ -115,7 +115,9 @@ class Responses:
             history = [ChatMessage(role="system", content=instructions)] if instructions else []
             history += [ChatMessage(role=i.role or "user", content=item_text(i)) for i in params.input]
         else:
-            history = self.conversation.messages(instructions, tools=profile.tool_calls)
+            history = self.conversation.messages(
+                instructions, tools=profile.tool_calls, vision=profile.vision
+            )
         history += extra
         limit = params.max_output_tokens or params.max_response_output_tokens or config.max_output_tokens
         cap = profile.max_reply_tokens

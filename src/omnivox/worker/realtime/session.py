@@ -61,7 +61,7 @@ from omnivox.voice.vad.turn import TurnParams
 from omnivox.worker.handler import SessionHandler
 from omnivox.worker.realtime.async_outputs import AsyncOutputs
 from omnivox.worker.realtime.audio_io import InputDecoder, OutputEncoder
-from omnivox.worker.realtime.conversation import Conversation, Item, item_id, item_text
+from omnivox.worker.realtime.conversation import Conversation, Item, item_id, item_images, item_text
 from omnivox.worker.realtime.events import Events
 from omnivox.worker.realtime.mcp import SessionMcp
 from omnivox.worker.realtime.responses import Responses
@@ -302,12 +302,16 @@ class RealtimeSession(SessionHandler):
         if spec.role is None:
             raise InvalidMessage("a message needs a role", param="item.role")
         spoken = any(c.type in ("input_audio", "output_audio", "audio") for c in spec.content)
-        item = Item(role=spec.role, audio=spoken, text=item_text(spec), id=spec.id or "")
+        images = item_images(spec) or None
+        item = Item(role=spec.role, audio=spoken, text=item_text(spec), id=spec.id or "", images=images)
         if spec.role == "user" and any(
             c.type == "input_audio" and c.audio and c.transcript is None for c in spec.content
         ):
             item.text = await self._transcribe_item(spec)
         self.conversation.create(item, event.previous_item_id)
+        if images and (warning := self.warnings.unseen_images()) is not None:
+            log.info("session %s: %s", self.info.session_id or "-", warning.message)
+            self.events.put(warning)
 
     async def _transcribe_item(self, spec: rt.ItemIn) -> str:
         fmt = self.config.audio.input.format
