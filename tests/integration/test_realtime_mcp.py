@@ -312,3 +312,78 @@ async def test_a_server_killed_mid_call_fails_the_call_and_the_reply_goes_on(mcp
     assert took < TIMEOUT_S + 5
     assert message.content[0].text.startswith("The tool said error")
     assert [e.type for e in events.of("response.mcp_call.failed")] == ["response.mcp_call.failed"]
+
+
+async def test_a_listing_that_fails_says_so_and_the_next_update_tries_again(mcp_cluster, http_tools):
+    closed = f"http://127.0.0.1:{free_port()}/mcp"
+    async with client(mcp_cluster.ws).realtime.connect(model="omnivox") as conn:
+        events = Events(conn)
+        for n, tool in enumerate(
+            [
+                mcp_tool(closed),  # nothing listens there
+                {**mcp_tool(http_tools.url), "headers": {"Authorization": "Bearer wrong"}},  # refused: 401
+            ],
+            start=1,
+        ):
+            await conn.session.update(session={"type": "realtime", "tools": [tool]})
+            failed = await events.wait_for("mcp_list_tools.failed", count=n, timeout=TIMEOUT_S + 10)
+            item = await events.wait_for("conversation.item.done", item__type="mcp_list_tools", count=n)
+            assert item.item.id == failed.item_id and item.item.tools == []
+        await conn.session.update(session={"type": "realtime", "tools": [mcp_tool(http_tools.url)]})
+        completed = await events.wait_for(
+            "mcp_list_tools.completed", timeout=TIMEOUT_S + 10
+        )  # the right token
+        done = await events.wait_for("conversation.item.done", item__id=completed.item_id)
+        await events.stop()
+    assert "add" in [t.name for t in done.item.tools]
+    assert not events.of("error")
+
+
+async def test_a_responses_own_mcp_server_is_listed_before_it_runs(mcp_cluster, fake_llm, http_tools):
+    fake_llm.state.call_tool = "whats_on"
+    async with client(mcp_cluster.ws).realtime.connect(model="omnivox") as conn:
+        events = Events(conn)
+        await conn.session.update(
+            session={
+                "type": "realtime",
+                "output_modalities": ["text"],
+                "audio": {"input": {"turn_detection": None}},
+            }
+        )
+        await conn.conversation.item.create(item=user_text("what is on today"))
+        await conn.response.create(response={"tools": [mcp_tool(http_tools.url, allowed_tools=["whats_on"])]})
+        done = await events.wait_for("response.done", timeout=30)
+        await events.stop()
+    kinds = [e.type for _, e in events.seen]
+    assert kinds.index("mcp_list_tools.completed") < kinds.index("response.created")
+    call, message = done.response.output
+    assert (call.type, call.name, call.output) == ("mcp_call", "whats_on", "a concert")
+    assert message.content[0].text == "The tool said a concert."
+
+
+async def test_a_response_cancelled_during_a_slow_call_ends_and_the_session_goes_on(
+    mcp_cluster, fake_llm, http_tools
+):
+    fake_llm.state.call_tool, fake_llm.state.tool_arguments = "slow_lookup", {"seconds": 60}
+    async with client(mcp_cluster.ws).realtime.connect(model="omnivox") as conn:
+        events = Events(conn)
+        await listed(conn, events, mcp_tool(http_tools.url))
+        await conn.conversation.item.create(item=user_text("look it up"))
+        await conn.response.create()
+        await events.wait_for("response.mcp_call.in_progress", timeout=30)
+        await conn.response.cancel()
+        cancelled = await events.wait_for("response.done", timeout=5)
+        fake_llm.state.call_tool, fake_llm.state.tool_arguments = "add", {"a": 1, "b": 1}
+        await conn.conversation.item.create(item=user_text("then add one and one"))
+        await conn.response.create()
+        after = await events.wait_for("response.done", count=2, timeout=30)
+        await events.stop()
+    assert cancelled.response.status == "cancelled"
+    (cut,) = cancelled.response.output
+    assert (cut.type, cut.status, cut.output) == ("mcp_call", "incomplete", None)
+    assert after.response.status == "completed"
+    call, message = after.response.output
+    assert call.output == "2" and message.content[0].text == "The tool said 2."
+    last = chats(fake_llm)[-1]["messages"]
+    cut_told = [m for m in last if m["role"] == "tool" and "abandoned" in m["content"]]
+    assert len(cut_told) == 1  # the LLM knows the cut call never returned
