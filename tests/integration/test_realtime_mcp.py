@@ -9,6 +9,7 @@ streamable HTTP and SSE, each demanding a bearer token). The official ``openai``
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -387,3 +388,40 @@ async def test_a_response_cancelled_during_a_slow_call_ends_and_the_session_goes
     last = chats(fake_llm)[-1]["messages"]
     cut_told = [m for m in last if m["role"] == "tool" and "abandoned" in m["content"]]
     assert len(cut_told) == 1  # the LLM knows the cut call never returned
+
+
+async def test_the_agents_sdk_calls_its_own_mcp_server_through_omnivox(mcp_cluster, fake_llm, http_tools):
+    """The Agents SDK's realtime model sends function tools only (its hosted MCP tools are not
+    sent), so its MCP path is its own client: its ``mcp_servers`` become function tools that it
+    runs and answers. That runs unchanged against omnivox."""
+    from agents.mcp import MCPServerStreamableHttp
+    from agents.realtime import RealtimeAgent, RealtimeRunner
+
+    fake_llm.state.call_tool, fake_llm.state.tool_arguments = "add", {"a": 20, "b": 22}
+    params = {"url": http_tools.url, "headers": {"Authorization": f"Bearer {TOKEN}"}}
+    seen: list = []
+    async with MCPServerStreamableHttp(params, name="notes", client_session_timeout_seconds=10) as notes:
+        agent = RealtimeAgent(name="Assistant", instructions="Be brief.", mcp_servers=[notes])
+        session = await RealtimeRunner(starting_agent=agent).run(
+            model_config={"url": f"{mcp_cluster.ws}/v1/realtime", "api_key": "secret"}
+        )
+        async with session:
+            await session.send_message("What is twenty plus twenty-two?")
+
+            async def until_spoken() -> None:
+                async for event in session:
+                    seen.append(event)
+                    if event.type == "agent_end" and any(e.type == "audio_end" for e in seen):
+                        return
+
+            await asyncio.wait_for(until_spoken(), 30)
+    tool_end = next(e for e in seen if e.type == "tool_end")
+    assert "42" in str(tool_end.output)
+    raw = [e.data for e in seen if e.type == "raw_model_event"]
+    transcripts = [
+        d.data.get("transcript")
+        for d in raw
+        if getattr(d, "type", "") == "raw_server_event"
+        and d.data.get("type") == "response.output_audio_transcript.done"
+    ]
+    assert any(t and "42" in t for t in transcripts)
