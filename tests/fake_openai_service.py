@@ -224,6 +224,15 @@ class FakeOpenAIService:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    def cascade_env(self) -> dict[str, str]:
+        """A test cluster's settings for a cascade whose LLM is this fake (PocketSphinx hears)."""
+        return {
+            "OMNIVOX_API_KEY": "secret",
+            "OMNIVOX_LLM": "openai",
+            "OMNIVOX_LLM_URL": f"{self.url}/v1",
+            "OMNIVOX_ASR": "pocketsphinx",
+        }
+
     def start(self) -> FakeOpenAIService:
         self._thread.start()
         deadline = time.monotonic() + 10

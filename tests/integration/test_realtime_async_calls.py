@@ -14,8 +14,7 @@ import numpy as np
 import pytest
 
 from cluster import cluster
-from fake_openai_service import FakeOpenAIService
-from rtclient import Events, client, silence, speech, stream
+from rtclient import Events, client, silence, speech, stream, user_text
 
 WEATHER = {
     "type": "function",
@@ -28,20 +27,8 @@ SETTLE_S = 2.0  # how long a test waits to see that no further response starts
 
 
 @pytest.fixture(scope="module")
-def fake_llm():
-    service = FakeOpenAIService().start()
-    yield service
-    service.stop()
-
-
-@pytest.fixture(scope="module")
 def voice_cluster(fake_llm, tmp_path_factory):
-    env = {
-        "OMNIVOX_API_KEY": "secret",
-        "OMNIVOX_LLM": "openai",
-        "OMNIVOX_LLM_URL": f"{fake_llm.url}/v1",
-        "OMNIVOX_ASR": "pocketsphinx",
-    }
+    env = fake_llm.cascade_env()
     with cluster(workers=1, engine="cascade", log_dir=tmp_path_factory.mktemp("async"), **env) as c:
         yield c
 
@@ -49,10 +36,6 @@ def voice_cluster(fake_llm, tmp_path_factory):
 @pytest.fixture(autouse=True)
 def idle_worker(voice_cluster):
     voice_cluster.wait_idle(1, timeout=15)
-
-
-def user_text(text: str) -> dict:
-    return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
 
 
 def chats_with(fake_llm, content: str) -> list[dict]:

@@ -9,7 +9,6 @@ streamable HTTP and SSE, each demanding a bearer token). The official ``openai``
 
 from __future__ import annotations
 
-import asyncio
 import json
 import subprocess
 import sys
@@ -19,8 +18,7 @@ from pathlib import Path
 import pytest
 
 from cluster import cluster, free_port
-from fake_openai_service import FakeOpenAIService
-from rtclient import Events, client
+from rtclient import Events, agents_sdk_transcripts, agents_sdk_turn, client, user_text
 
 pytest.importorskip("mcp")
 
@@ -64,13 +62,6 @@ class ToolServer:
 
 
 @pytest.fixture(scope="module")
-def fake_llm():
-    service = FakeOpenAIService().start()
-    yield service
-    service.stop()
-
-
-@pytest.fixture(scope="module")
 def logs(tmp_path_factory):
     return tmp_path_factory.mktemp("mcp")
 
@@ -78,10 +69,7 @@ def logs(tmp_path_factory):
 @pytest.fixture(scope="module")
 def mcp_cluster(fake_llm, logs):
     env = {
-        "OMNIVOX_API_KEY": "secret",
-        "OMNIVOX_LLM": "openai",
-        "OMNIVOX_LLM_URL": f"{fake_llm.url}/v1",
-        "OMNIVOX_ASR": "pocketsphinx",
+        **fake_llm.cascade_env(),
         "OMNIVOX_MCP_ALLOW_PRIVATE": "true",
         "OMNIVOX_MCP_TIMEOUT_S": str(TIMEOUT_S),
     }
@@ -114,10 +102,6 @@ def mcp_tool(url: str, **more) -> dict:
     }
 
 
-def user_text(text: str) -> dict:
-    return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
-
-
 async def listed(conn, events: Events, tool: dict, count: int = 1):
     """Set the session's MCP server; the mcp_list_tools item once it is listed."""
     await conn.session.update(
@@ -130,6 +114,14 @@ async def listed(conn, events: Events, tool: dict, count: int = 1):
     )
     await events.wait_for("mcp_list_tools.completed", count=count, timeout=TIMEOUT_S + 10)
     return await events.wait_for("conversation.item.done", item__type="mcp_list_tools", count=count)
+
+
+async def call_slow_lookup(conn, events: Events, url: str) -> None:
+    """A response whose call of ``slow_lookup`` (on the server at ``url``) is running."""
+    await listed(conn, events, mcp_tool(url))
+    await conn.conversation.item.create(item=user_text("look it up"))
+    await conn.response.create()
+    await events.wait_for("response.mcp_call.in_progress", timeout=30)
 
 
 def chats(fake_llm) -> list[dict]:
@@ -296,10 +288,7 @@ async def test_a_server_killed_mid_call_fails_the_call_and_the_reply_goes_on(mcp
         fake_llm.state.call_tool, fake_llm.state.tool_arguments = "slow_lookup", {"seconds": 60}
         async with client(mcp_cluster.ws).realtime.connect(model="omnivox") as conn:
             events = Events(conn)
-            await listed(conn, events, mcp_tool(doomed.url))
-            await conn.conversation.item.create(item=user_text("look it up"))
-            await conn.response.create()
-            await events.wait_for("response.mcp_call.in_progress", timeout=30)
+            await call_slow_lookup(conn, events, doomed.url)
             doomed.stop()
             killed_at = time.monotonic()
             done = await events.wait_for("response.done", timeout=TIMEOUT_S + 20)
@@ -368,10 +357,7 @@ async def test_a_response_cancelled_during_a_slow_call_ends_and_the_session_goes
     fake_llm.state.call_tool, fake_llm.state.tool_arguments = "slow_lookup", {"seconds": 60}
     async with client(mcp_cluster.ws).realtime.connect(model="omnivox") as conn:
         events = Events(conn)
-        await listed(conn, events, mcp_tool(http_tools.url))
-        await conn.conversation.item.create(item=user_text("look it up"))
-        await conn.response.create()
-        await events.wait_for("response.mcp_call.in_progress", timeout=30)
+        await call_slow_lookup(conn, events, http_tools.url)
         await conn.response.cancel()
         cancelled = await events.wait_for("response.done", timeout=5)
         fake_llm.state.call_tool, fake_llm.state.tool_arguments = "add", {"a": 1, "b": 1}
@@ -399,29 +385,14 @@ async def test_the_agents_sdk_calls_its_own_mcp_server_through_omnivox(mcp_clust
 
     fake_llm.state.call_tool, fake_llm.state.tool_arguments = "add", {"a": 20, "b": 22}
     params = {"url": http_tools.url, "headers": {"Authorization": f"Bearer {TOKEN}"}}
-    seen: list = []
     async with MCPServerStreamableHttp(params, name="notes", client_session_timeout_seconds=10) as notes:
         agent = RealtimeAgent(name="Assistant", instructions="Be brief.", mcp_servers=[notes])
         session = await RealtimeRunner(starting_agent=agent).run(
             model_config={"url": f"{mcp_cluster.ws}/v1/realtime", "api_key": "secret"}
         )
         async with session:
-            await session.send_message("What is twenty plus twenty-two?")
-
-            async def until_spoken() -> None:
-                async for event in session:
-                    seen.append(event)
-                    if event.type == "agent_end" and any(e.type == "audio_end" for e in seen):
-                        return
-
-            await asyncio.wait_for(until_spoken(), 30)
+            seen = await agents_sdk_turn(session, "What is twenty plus twenty-two?")
     tool_end = next(e for e in seen if e.type == "tool_end")
     assert "42" in str(tool_end.output)
-    raw = [e.data for e in seen if e.type == "raw_model_event"]
-    transcripts = [
-        d.data.get("transcript")
-        for d in raw
-        if getattr(d, "type", "") == "raw_server_event"
-        and d.data.get("type") == "response.output_audio_transcript.done"
-    ]
+    transcripts = agents_sdk_transcripts(seen)
     assert any(t and "42" in t for t in transcripts)

@@ -8,6 +8,7 @@ import threading
 
 import pytest
 
+from event_recorder import Recorder
 from omnivox.connection.units import WorkUnits
 from omnivox.core.errors import InvalidMessage, ItemNotFound
 from omnivox.protocol.realtime.session_config import FunctionTool, McpTool
@@ -20,17 +21,6 @@ from omnivox.worker.realtime.mcp import McpOffer, OfferedTool, SessionMcp
 from omnivox.worker.realtime.server_tools import ASYNC_PENDING, ResponseTools
 
 SERVER = McpTool(type="mcp", server_label="notes", server_url="https://tools.example.com/mcp")
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.sent: list = []
-
-    def put(self, event, **_kw) -> None:
-        self.sent.append(event)
-
-    def types(self) -> list[str]:
-        return [e.type for e in self.sent]
 
 
 def offered(approval: bool = False, approval_of: dict | None = None) -> ResponseTools:
