@@ -83,6 +83,8 @@ class Response:
         """Word one of the agent's reply events (on the event loop, as the reply says it)."""
         p = self.plan
         if isinstance(event, ReplyStarted):
+            if p.tools is not None:
+                p.tools.said.set()  # its calls may run now
             self.playback = event.playback
             if p.audio:
                 p.item.playback = event.playback  # the item's words are what of it was heard

@@ -118,6 +118,7 @@ async def test_urls_refused_and_tools_offered_by_allowed_tools():
 
 def test_an_async_function_call_is_closed_at_once_and_the_llm_told_it_runs():
     tools = ResponseTools(async_functions=frozenset({"weather"}))
+    tools.said.set()
     assert tools.runs("weather") and not tools.needs_approval("weather") and not tools.runs("other")
     result = tools.call(ServerCall("call_w", "weather", "{}"), threading.Event())
     assert result == ToolResult("call_w", output=ASYNC_PENDING)
@@ -135,3 +136,21 @@ def test_an_async_function_call_is_closed_at_once_and_the_llm_told_it_runs():
     (call,) = list(conversation)
     assert call.run_async and call.status == "completed" and "output" not in call.wire()
     assert conversation.messages("", tools=True) == []  # no output yet: the LLM is not told of it
+
+
+def test_no_call_runs_before_its_response_is_said_and_a_dropped_one_never():
+    tools = ResponseTools(async_functions=frozenset({"weather"}))
+    results: list[ToolResult] = []
+    worker = threading.Thread(
+        target=lambda: results.append(tools.call(ServerCall("c", "weather", "{}"), stop))
+    )
+    stop = threading.Event()
+    worker.start()
+    worker.join(0.3)
+    assert worker.is_alive() and not results  # held: it waits
+    tools.said.set()
+    worker.join(5)
+    assert results == [ToolResult("c", output=ASYNC_PENDING)]
+    dropped = ResponseTools(async_functions=frozenset({"weather"}))
+    stop.set()
+    assert dropped.call(ServerCall("d", "weather", "{}"), stop).error["code"] == 499
