@@ -9,7 +9,8 @@ tool itself failed).
 
 An MCP URL is an outbound request the client chooses, so it is checked like one (``check_url``):
 loopback, private, link-local and other non-public addresses are refused unless allowed
-(``mcp_allow_private``), or a session could reach the worker's own network.
+(``mcp_allow_private``), or a session could reach the worker's own network. It is checked when a
+session names it and again before every listing and call (a name may resolve elsewhere later).
 
 Headers (authorization) go to the server and nowhere else: nothing here logs them.
 """
@@ -54,6 +55,7 @@ class McpServer:
     label: str
     url: str
     headers: dict[str, str] = field(default_factory=dict, repr=False)
+    allow_private: bool = False  # its URL may name a loopback or private address
 
     @property
     def sse(self) -> bool:
@@ -120,6 +122,7 @@ async def list_tools(server: McpServer, timeout_s: float) -> list[McpToolInfo]:
     """The server's tools. Raises ``McpFailure``."""
 
     async def go() -> list[McpToolInfo]:
+        await _check(server)
         async with _client(server, timeout_s) as client:
             listed = await client.list_tools()
         return [
@@ -145,6 +148,7 @@ async def call_tool(server: McpServer, name: str, arguments: str, timeout_s: flo
         raise McpFailure("protocol_error", "the call's arguments are not a JSON object", -32602)
 
     async def go() -> str:
+        await _check(server)
         async with _client(server, timeout_s) as client:
             result = await client.call_tool(name, args)
         texts = [str(getattr(c, "text", "")) for c in result.content if getattr(c, "type", "") == "text"]
@@ -174,6 +178,12 @@ def call_tool_blocking(
         return call.result()
 
     return asyncio.run(until_stopped())
+
+
+async def _check(server: McpServer) -> None:
+    why = await check_url(server.url, server.allow_private)
+    if why is not None:
+        raise McpFailure("http_error", why, 403)
 
 
 def _client(server: McpServer, timeout_s: float) -> Any:

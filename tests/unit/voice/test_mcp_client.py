@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from omnivox.voice.mcp_client import McpFailure, McpServer, check_url
+from omnivox.voice.mcp_client import McpFailure, McpServer, call_tool, check_url, list_tools
 
 
 @pytest.mark.parametrize(
@@ -49,3 +49,11 @@ def test_a_server_never_prints_its_headers_and_sse_is_chosen_by_path():
     server = McpServer("notes", "http://x/sse", {"Authorization": "Bearer secret"})
     assert "secret" not in repr(server) and server.sse
     assert not McpServer("notes", "http://x/mcp").sse
+
+
+async def test_a_listing_or_call_checks_the_url_again_before_connecting():
+    server = McpServer("notes", "http://127.0.0.1:9/mcp")  # never reached: refused first
+    for attempt in (list_tools(server, 1.0), call_tool(server, "add", "{}", 1.0)):
+        with pytest.raises(McpFailure) as failure:
+            await attempt
+        assert (failure.value.kind, failure.value.code) == ("http_error", 403)

@@ -41,8 +41,8 @@ from omnivox.worker.realtime.conversation import Conversation, Item
 log = logging.getLogger(__name__)
 
 
-def server_of(tool: McpTool) -> McpServer:
-    return McpServer(tool.server_label, tool.server_url, tool.request_headers())
+def server_of(tool: McpTool, allow_private: bool) -> McpServer:
+    return McpServer(tool.server_label, tool.server_url, tool.request_headers(), allow_private)
 
 
 @dataclass(frozen=True)
@@ -70,6 +70,7 @@ class McpOffer:
     offered: dict[str, OfferedTool] = field(default_factory=dict)
     approved: tuple[ServerCall, ...] = ()
     approval_of: dict[str, str] = field(default_factory=dict)  # call id -> its request's item id
+    allow_private: bool = False  # the servers may be on loopback or private addresses
 
     def call(self, call: ServerCall, timeout_s: float, stop: threading.Event) -> ToolResult:
         """Run ``call`` on its server (blocking: the reply's thread); a failure is its result."""
@@ -78,7 +79,8 @@ class McpOffer:
             error = McpFailure("protocol_error", f"no MCP tool {call.name!r} is offered", -32601)
             return ToolResult(call.call_id, error=error.wire())
         try:
-            output = call_tool_blocking(server_of(tool.server), call.name, call.arguments, timeout_s, stop)
+            server = server_of(tool.server, self.allow_private)
+            output = call_tool_blocking(server, call.name, call.arguments, timeout_s, stop)
         except McpFailure as failure:
             log.info("mcp call %s on %s failed: %s", call.name, tool.server.server_label, failure.message)
             return ToolResult(call.call_id, error=failure.wire())
@@ -133,7 +135,7 @@ class SessionMcp:
                         offered.setdefault(info.name, OfferedTool(tool, info))
         approved, self._approved = self._approved, []
         calls = tuple(ServerCall(i.call_id, i.name, i.arguments) for i in approved if i.name in offered)
-        return McpOffer(offered, calls, {i.call_id: i.id for i in approved})
+        return McpOffer(offered, calls, {i.call_id: i.id for i in approved}, self.allow_private)
 
     def answer(self, request: Item, approve: bool) -> None:
         """The client answered ``request`` (an ``mcp_approval_request``): an approved call runs at
@@ -148,7 +150,7 @@ class SessionMcp:
         self.conversation.opened(item)
         self.emit(ev.McpListToolsInProgress(item_id=item.id))
         try:
-            listed = await list_tools(server_of(tool), self.timeout_s)
+            listed = await list_tools(server_of(tool, self.allow_private), self.timeout_s)
         except McpFailure as failure:
             log.warning("mcp server %s: listing its tools failed: %s", tool.server_label, failure.message)
             self._listed.pop(_key(tool), None)  # the next session.update tries again
