@@ -1,10 +1,10 @@
 """A real MCP server (the ``mcp`` SDK's MCPServer, FastMCP's successor) for the tests of MCP tools.
 
 Run as a process (``python tests/mcp_tool_server.py PORT http|sse TOKEN``) so a test can kill it
-mid-call. Its tools: ``add`` (fast), ``slow_lookup`` (sleeps), ``broken`` (raises), ``delete_note``
-(the tests make it need approval), ``whats_on`` (annotated read-only). Every request must carry
-``Authorization: Bearer TOKEN``; ``calls.log`` beside ``--log`` records each call's name, so a test
-knows what ran.
+mid-call. Its tools: ``add`` (fast), ``slow_lookup`` (sleeps), ``broken`` (raises), ``ramble`` (a
+huge output), ``delete_note`` (the tests make it need approval), ``whats_on`` (annotated
+read-only). Every request must carry ``Authorization: Bearer TOKEN``; the log file named last
+records each call's name, so a test knows what ran.
 """
 
 from __future__ import annotations
@@ -52,6 +52,12 @@ def broken() -> str:
 def delete_note(title: str) -> str:
     ran("delete_note")
     return f"deleted {title}"
+
+
+@server.tool(description="A very long answer.")
+def ramble(n: int) -> str:
+    ran("ramble")
+    return "la " * n
 
 
 @server.tool(description="What is on today.", annotations=ToolAnnotations(readOnlyHint=True))

@@ -153,6 +153,7 @@ async def test_an_mcp_tool_is_listed_called_and_its_result_answered(mcp_cluster,
         "add",
         "slow_lookup",
         "broken",
+        "ramble",
         "delete_note",
         "whats_on",
     }
@@ -396,3 +397,19 @@ async def test_the_agents_sdk_calls_its_own_mcp_server_through_omnivox(mcp_clust
     assert "42" in str(tool_end.output)
     transcripts = agents_sdk_transcripts(seen)
     assert any(t and "42" in t for t in transcripts)
+
+
+async def test_a_huge_output_is_cut_to_a_bound(mcp_cluster, fake_llm, http_tools):
+    fake_llm.state.call_tool, fake_llm.state.tool_arguments = "ramble", {"n": 50_000}
+    async with client(mcp_cluster.ws).realtime.connect(model="omnivox") as conn:
+        events = Events(conn)
+        await listed(conn, events, mcp_tool(http_tools.url))
+        await conn.conversation.item.create(item=user_text("talk a lot"))
+        await conn.response.create()
+        done = await events.wait_for("response.done", timeout=30)
+        await events.stop()
+    call = done.response.output[0]
+    assert call.output.startswith("la la ") and call.output.endswith("more characters cut]")
+    assert len(call.output) < 33_000
+    told = chats(fake_llm)[-1]["messages"][-1]
+    assert told["role"] == "tool" and told["content"] == call.output

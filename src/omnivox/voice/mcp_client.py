@@ -29,6 +29,9 @@ from urllib.parse import urlsplit
 FailureKind = Literal["http_error", "protocol_error", "tool_execution_error"]
 UNREACHABLE, TIMED_OUT = 502, 504  # http_error codes for a server that never answered
 STOP_POLL_S = 0.05  # how often a blocking call looks at its reply's stop event
+# A call's output kept (the item's, the LLM's): a tool that returns a whole database would otherwise
+# fill the session's memory and the LLM's context
+MAX_OUTPUT_CHARS = 32_000
 
 
 class McpFailure(Exception):
@@ -157,6 +160,8 @@ async def call_tool(server: McpServer, name: str, arguments: str, timeout_s: flo
             raise McpFailure("tool_execution_error", text or f"tool {name} failed")
         if not text and result.structured_content is not None:
             text = json.dumps(result.structured_content)
+        if len(text) > MAX_OUTPUT_CHARS:
+            text = text[:MAX_OUTPUT_CHARS] + f" [... {len(text) - MAX_OUTPUT_CHARS} more characters cut]"
         return text
 
     return await _bounded(go(), server, timeout_s)
