@@ -20,8 +20,6 @@ import pytest
 from cluster import cluster, free_port
 from rtclient import Events, agents_sdk_transcripts, agents_sdk_turn, client, user_text
 
-pytest.importorskip("mcp")
-
 SERVER = Path(__file__).parent.parent / "mcp_tool_server.py"
 TOKEN = "mcp-secret-7d1f"
 TIMEOUT_S = 4  # the worker's mcp_timeout_s
