@@ -437,6 +437,18 @@ class RealtimeSettings(BaseModel):
         description="what a caller hears when a reply cannot be made (the LLM server is down or fails "
         "before its first word); empty: nothing is said and the response fails",
     )
+    # MCP tools (session.tools[] of type "mcp"): the worker is the MCP client
+    mcp_allow_private: bool = Field(
+        False,
+        description="MCP server URLs may name loopback and private addresses (off: such a URL is "
+        "refused, or a session could reach the worker's own network)",
+    )
+    mcp_timeout_s: float = Field(
+        30.0,
+        gt=0,
+        le=600,
+        description="the longest an MCP server may take to list its tools or answer a call",
+    )
 
 
 class DuplexSettings(BaseModel):
