@@ -1,4 +1,6 @@
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from omnivox.telephony.dtmf import DtmfReceiver, InvalidDtmf, event_payloads, parse_event
 
@@ -91,3 +93,22 @@ def test_a_packet_that_is_no_digit_changes_nothing() -> None:
     with pytest.raises(InvalidDtmf):
         rx.feed(2000, bytes([200, 0x80, 0, 160]))
     assert feed_all(rx, 1000, event_payloads("4")[-3:]) == ["4"]
+
+
+@given(
+    st.lists(st.sampled_from(list("0123456789*#ABCD")), min_size=1, max_size=8),
+    st.data(),
+)
+def test_every_press_is_reported_once_whatever_is_lost_or_repeated(presses: list[str], data) -> None:  # type: ignore[no-untyped-def]
+    rx = DtmfReceiver()
+    heard: list[str] = []
+    last_ended = True
+    for n, digit in enumerate(presses):
+        payloads = event_payloads(digit)
+        kept = [p for p in payloads if data.draw(st.booleans())] or [payloads[0]]
+        for p in kept:
+            for _ in range(data.draw(st.integers(1, 2))):  # some packets come twice
+                heard += rx.feed(1000 + 1280 * n, p)
+        last_ended = any(parse_event(p).end for p in kept)
+    # the last press is reported once its end comes (or the next press begins): never twice
+    assert heard == (presses if last_ended else presses[:-1])

@@ -184,3 +184,22 @@ def test_duplicates_and_late_packets_are_counted_across_the_wrap() -> None:
         jb.push(packet(seq))
     assert jb.push(packet(65535)) == [] and jb.push(packet(65537)) == []
     assert jb.late == 2 and jb.lost == 0
+
+
+@given(
+    st.integers(0, 65535),
+    st.integers(1, 5),
+    st.lists(st.tuples(st.integers(0, 45), st.booleans()), max_size=80),
+)
+def test_the_jitter_buffer_releases_each_packet_once_in_sequence(base: int, depth: int, moves) -> None:  # type: ignore[no-untyped-def]
+    # any order, loss and duplication within the buffer's capacity of the stream's first packet
+    jb = JitterBuffer(depth=depth)
+    out = []
+    for offset, twice in [(0, False), *moves]:
+        p = RtpPacket(0, (base + offset) % 65536, 0, 1, bytes([offset]))
+        out += jb.push(p)
+        if twice:
+            out += jb.push(p)
+    for i, p in enumerate(out):  # a None stands for one lost number, so position i is base + i
+        assert p is None or p.sequence == (base + i) % 65536
+    assert jb.lost == out.count(None)
