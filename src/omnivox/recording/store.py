@@ -109,7 +109,11 @@ def read_json(path: Path) -> dict[str, Any] | None:
 def write_json(path: Path, data: dict[str, Any]) -> None:
     """Replace ``path`` whole (a reader sees the old file or the new one, never half of one)."""
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, ensure_ascii=False, separators=(",", ":")))
+    try:
+        tmp.write_text(json.dumps(data, ensure_ascii=False, separators=(",", ":")))
+    except OSError:  # a full disk: the old file stays whole, and no half of the new one is left
+        tmp.unlink(missing_ok=True)
+        raise
     tmp.replace(path)
 
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import base64
+import errno
 import json
 import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -214,3 +216,21 @@ def test_deleting_what_is_not_there_is_not_found(tmp_path):
         store.delete("nothing")
     assert err.value.http_status == 404
     remove_tree(tmp_path / "nothing")  # already gone: nothing to do
+
+
+def test_a_write_the_disk_cuts_short_keeps_the_old_file_and_leaves_no_half(tmp_path, monkeypatch):
+    target = tmp_path / "meta.json"
+    write_json(target, {"status": "recording"})
+    real_write = Path.write_text
+
+    def full(self, text, *args, **kwargs):
+        real_write(self, text[:5], *args, **kwargs)  # what fitted
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", full)
+    with pytest.raises(OSError):
+        write_json(target, {"status": "complete"})
+    monkeypatch.undo()
+    assert read_json(target) == {"status": "recording"} and [p.name for p in tmp_path.iterdir()] == [
+        "meta.json"
+    ]
