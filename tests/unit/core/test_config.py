@@ -297,3 +297,49 @@ def test_section_defaults_match_the_composed_model():
     whole = Settings()
     for section in WORKER_ROLES:
         assert whole.role(section) == section()
+
+
+# ---- what a broken configuration says
+
+
+def test_an_explicit_config_file_beats_the_one_the_environment_names(tmp_path, monkeypatch):
+    (tmp_path / "env.toml").write_text("port = 9001\n")
+    (tmp_path / "flag.toml").write_text("port = 9002\n")
+    monkeypatch.setenv("OMNIVOX_CONFIG", str(tmp_path / "env.toml"))
+    assert load_settings(tmp_path / "flag.toml").port == 9002
+
+
+def test_a_list_comes_from_the_environment_as_json_and_beats_the_file(tmp_path, monkeypatch):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('worker_urls = ["http://file:1"]\n')
+    monkeypatch.setenv("OMNIVOX_WORKER_URLS", '["http://env:1", "http://env:2"]')
+    assert load_settings(cfg).worker_urls == ["http://env:1", "http://env:2"]
+    monkeypatch.setenv("OMNIVOX_WORKER_URLS", "http://env:1")  # not JSON: refused, not split or dropped
+    with pytest.raises(ValueError, match="worker_urls"):
+        load_settings(cfg)
+
+
+@pytest.mark.parametrize("body", [b"port = \n", b"port = 1\xff\n", b"[[port]\n"])
+def test_a_config_file_that_is_not_toml_is_refused(tmp_path, body):
+    cfg = tmp_path / "c.toml"
+    cfg.write_bytes(body)
+    with pytest.raises(ValueError):
+        load_settings(cfg)
+
+
+def test_a_folder_is_no_config_file(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        load_settings(tmp_path)
+
+
+@pytest.mark.parametrize(("value", "port"), [(" 9000 ", 9000), ("9000", 9000)])
+def test_numbers_in_the_environment_may_carry_spaces(monkeypatch, value, port):
+    monkeypatch.setenv("OMNIVOX_PORT", value)
+    assert Settings().port == port
+
+
+@pytest.mark.parametrize(("name", "value"), [("OMNIVOX_PORT", ""), ("OMNIVOX_RECORD_SESSIONS", "maybe")])
+def test_an_empty_or_unreadable_variable_is_refused_not_taken_as_unset(monkeypatch, name, value):
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ValidationError):
+        Settings()
