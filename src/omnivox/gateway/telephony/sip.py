@@ -143,7 +143,7 @@ class SipEdge:
                 authorization = incoming.invite.get_header("authorization")
                 if authorization is None:
                     return 401, {"WWW-Authenticate": self.digest.challenge()}
-                if self.digest.check("INVITE", authorization) is None:
+                if self.digest.check("INVITE", authorization, incoming.invite.uri) is None:
                     return 403, {}
         try:
             with self.invites.admit(source):
