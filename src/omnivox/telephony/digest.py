@@ -36,16 +36,17 @@ class DigestAuth:
         self._secret = secrets.token_bytes(32)
         self._counts: dict[str, int] = {}  # a nonce in use -> the highest count it was used with
 
-    def _nonce(self, issued: int) -> str:
-        tag = hmac.new(self._secret, str(issued).encode(), "sha256").hexdigest()[:32]
-        return f"{issued:x}.{tag}"
+    def _nonce(self, issued: int, salt: str) -> str:
+        tag = hmac.new(self._secret, f"{issued}.{salt}".encode(), "sha256").hexdigest()[:32]
+        return f"{issued:x}.{salt}.{tag}"
 
     def _nonce_ok(self, nonce: str) -> bool:
         issued = _issued(nonce)
-        if issued is None:
+        parts = nonce.split(".")
+        if issued is None or len(parts) != 3:
             return False
         fresh = 0 <= self.clock() - issued <= NONCE_TTL_S
-        return fresh and hmac.compare_digest(nonce.encode(), self._nonce(issued).encode())
+        return fresh and hmac.compare_digest(nonce.encode(), self._nonce(issued, parts[1]).encode())
 
     def _counts_up(self, nonce: str, nc: str | None) -> bool:
         """Whether this use of ``nonce`` counts past every earlier one (and note it)."""
@@ -63,7 +64,8 @@ class DigestAuth:
 
     def challenge(self) -> str:
         """A ``WWW-Authenticate`` header value."""
-        nonce = self._nonce(int(self.clock()))
+        # (a salt: two challenges in one second are two nonces, each counted on its own)
+        nonce = self._nonce(int(self.clock()), secrets.token_hex(8))
         return f'Digest realm="{self.realm}", nonce="{nonce}", algorithm=MD5, qop="auth"'
 
     def check(self, method: str, authorization: str | None, request_uri: str | None = None) -> str | None:

@@ -94,6 +94,7 @@ def test_the_challenge_offers_md5_with_qop_auth_in_our_realm() -> None:
     assert challenge.startswith('Digest realm="omnivox", nonce="')
     assert 'algorithm=MD5, qop="auth"' in challenge
     assert nonce_of(auth).startswith(f"{int(NOW):x}.")
+    assert nonce_of(auth) != nonce_of(auth)  # two challenges in one second: two nonces
 
 
 def test_rfc2069_credentials_without_qop_are_accepted() -> None:
@@ -132,14 +133,16 @@ def test_a_nonce_must_be_ours_and_fresh() -> None:
     assert auth.check("INVITE", credentials(auth, nonce)) == "trunk"
     assert auth.check("INVITE", credentials(auth, nonce_of(other))) is None  # another process's secret
     # (below: each use of the nonce counts up, as its client would)
-    issued, tag = nonce.split(".")
+    issued, salt, tag = nonce.split(".")
     forged = [
-        f"{int(issued, 16) + 1:x}.{tag}",  # someone else's time under our tag
-        f"0x{issued}.{tag}",  # the same number, spelt otherwise
-        "zz.00",
+        f"{int(issued, 16) + 1:x}.{salt}.{tag}",  # someone else's time under our tag
+        f"0x{issued}.{salt}.{tag}",  # the same number, spelt otherwise
+        f"{issued}.{salt}0.{tag}",  # another salt under our tag
+        f"{issued}.{tag}",  # no salt
+        "zz.00.00",
         "",
-        "é.é",
-        f"{issued}.{tag}é",
+        "é.é.é",
+        f"{issued}.{salt}.{tag}é",
     ]
     for bad in forged:
         assert auth.check("INVITE", credentials(auth, bad)) is None, bad
