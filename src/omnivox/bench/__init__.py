@@ -16,6 +16,8 @@ BENCHES = {
     "pipeline": "the staged pipeline's own overhead: three no-op stages, latency and messages/s",
     "fuzz": "seeded hostile frames per protocol; the server must keep serving with no worker lost",
     "recording": "the session recorder's CPU and bytes per session-minute of each kind, in process",
+    "peer": "omnivox side by side with pipecat built from the same models on the same machine: "
+    "voice-to-voice and callers at real time for both, as a ratio",
     "telephony": "N concurrent phone calls (SIP, Twilio streams) at 8 kHz beside WebSocket callers: "
     "voice-to-voice, real time, CPU per call, WER on telephone audio",
 }
