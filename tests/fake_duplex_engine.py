@@ -13,13 +13,12 @@ import time
 import numpy as np
 
 from omnivox.core.errors import EngineFailure, InvalidAudio
-from omnivox.engines.base import Engine, GenChunk, GenerateParams, GenResult, PrefillStats
-from omnivox.engines.duplex import DuplexParams, DuplexReady, DuplexUnit
-from omnivox.protocol.chat import ChatMessage
+from omnivox.engines.base import Engine
+from omnivox.engines.duplex import DuplexModel, DuplexParams, DuplexReady, DuplexUnit
 from omnivox.protocol.control.workers import Capabilities
 
 
-class FakeDuplexEngine(Engine):
+class FakeDuplexEngine(Engine, DuplexModel):
     """Speaks ``say`` (one word per unit it is not forced to listen, 0.1 s of a tone each) from
     unit ``speak_from`` on, then listens.
 
@@ -55,9 +54,13 @@ class FakeDuplexEngine(Engine):
         self.finalizing = False  # a finalize is running (the barrier test reads it from a prefill)
         self.prefill_during_finalize = False
 
-    # ---- duplex
+    # ---- duplex: it is its own duplex model
 
-    def duplex_prepare(self, params: DuplexParams) -> DuplexReady:
+    @property
+    def duplex(self) -> DuplexModel:
+        return self
+
+    def prepare(self, params: DuplexParams) -> DuplexReady:
         self.calls.append(("prepare", params.system_prompt))
         self.params = params
         self.units = 0
@@ -66,7 +69,7 @@ class FakeDuplexEngine(Engine):
         notes = () if self.vision else ("frames are accepted and ignored",)
         return DuplexReady(vision=self.vision, notes=notes)
 
-    def duplex_prefill(self, audio: np.ndarray, frames: list[np.ndarray]) -> None:
+    def prefill(self, audio: np.ndarray, frames: list[np.ndarray]) -> None:
         if self.finalizing:
             self.prefill_during_finalize = True
         if audio.dtype != np.float32 or audio.ndim != 1:
@@ -81,7 +84,7 @@ class FakeDuplexEngine(Engine):
             raise self.fail_with
         self.kv += 1 + len(frames) + len(audio) // 1600
 
-    def duplex_generate(self, force_listen: bool) -> DuplexUnit:
+    def generate(self, force_listen: bool) -> DuplexUnit:
         index = self.units
         self.units += 1
         self.calls.append(("generate", force_listen))
@@ -102,14 +105,14 @@ class FakeDuplexEngine(Engine):
             tokens=1,
         )
 
-    def duplex_finalize(self) -> None:
+    def finalize(self) -> None:
         self.finalizing = True
         if self.finalize_s:
             time.sleep(self.finalize_s)
         self.calls.append(("finalize", None))
         self.finalizing = False
 
-    def duplex_cleanup(self) -> None:
+    def cleanup(self) -> None:
         self.calls.append(("cleanup", None))
         self.params = None
         self.kv = 0
@@ -120,15 +123,3 @@ class FakeDuplexEngine(Engine):
 
     def names(self) -> list[str]:
         return [name for name, _ in self.calls]
-
-    # ---- the streaming contract (not served)
-
-    def reset(self) -> None:
-        pass
-
-    def prefill(self, messages: list[ChatMessage]) -> PrefillStats:
-        raise EngineFailure("the fake duplex engine does not stream")
-
-    def generate(self, params: GenerateParams, stop: threading.Event, result: GenResult):  # type: ignore[override]
-        raise EngineFailure("the fake duplex engine does not stream")
-        yield GenChunk()

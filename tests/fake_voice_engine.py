@@ -7,10 +7,10 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from omnivox.engines.base import Engine, GenChunk, GenerateParams, GenResult, PrefillStats, VoiceProfile
-from omnivox.protocol.chat import ChatMessage
+from omnivox.engines.base import Engine
 from omnivox.protocol.control.workers import Capabilities
 from omnivox.voice.listener import Heard
+from omnivox.voice.models import VoiceProfile
 from omnivox.voice.reply import FirstToken, ReplyPiece, ReplyRequest, Spoken, Word
 from omnivox.voice.vad.turn import TurnParams
 
@@ -71,10 +71,16 @@ class FakeVoiceEngine(Engine):
         self.stopped = threading.Event()
         self.fail: Exception | None = None  # set: every reply fails before its first word
 
-    def voice_profile(self) -> VoiceProfile:
+    @property
+    def voice(self) -> FakeVoiceEngine:  # type: ignore[override]
+        return self  # its voice models are its own methods
+
+    def profile(self) -> VoiceProfile:
         return VoiceProfile("be brief", ("v1", "v2"), "v1", context_tokens=4096, max_reply_tokens=64)
 
-    def open_listener(self, params: TurnParams | None, confirm_ms: float) -> ScriptedListener:  # type: ignore[override]
+    def open_listener(
+        self, params: TurnParams | None, confirm_ms: float, speculate_at: float | None = 0.3
+    ) -> ScriptedListener:
         return self.listener
 
     def reply(self, request: ReplyRequest, stop: threading.Event) -> Iterator[ReplyPiece]:
@@ -94,15 +100,3 @@ class FakeVoiceEngine(Engine):
                 self.stopped.set()
                 return
             yield Spoken("And more.", tone, 0.001, True)
-
-    # turn-based streaming is not what these tests are about
-    def reset(self) -> None:
-        pass
-
-    def prefill(self, messages: list[ChatMessage]) -> PrefillStats:
-        return PrefillStats(0, 0, 0, 0)
-
-    def generate(
-        self, params: GenerateParams, stop: threading.Event, result: GenResult
-    ) -> Iterator[GenChunk]:
-        return iter(())

@@ -283,6 +283,7 @@ def _spec(settings: Settings) -> PipelineSpec:
 
 
 def run_coordinator_command(settings: Settings, local_stages: bool) -> None:
+    from omnivox.pipeline.connections import ConnectionLimits
     from omnivox.pipeline.process import run_coordinator
     from omnivox.pipeline.relay import relay_from
 
@@ -299,10 +300,12 @@ def run_coordinator_command(settings: Settings, local_stages: bool) -> None:
         heartbeat_s=settings.pipeline_heartbeat_s,
         lost_after_s=settings.pipeline_lost_after_s,
         relay=relay_from(settings),
+        connections=ConnectionLimits.from_settings(settings),
     )
 
 
 def run_stage_command(settings: Settings, name: str) -> None:
+    from omnivox.pipeline.connections import ConnectionLimits
     from omnivox.pipeline.models.registry import build_scheduler
     from omnivox.pipeline.process import run_stage
     from omnivox.pipeline.relay import relay_from
@@ -324,6 +327,7 @@ def run_stage_command(settings: Settings, name: str) -> None:
         heartbeat_s=settings.pipeline_heartbeat_s,
         relay=relay_from(settings),
         key=settings.key_for("worker"),
+        connections=ConnectionLimits.from_settings(settings),
     )
 
 

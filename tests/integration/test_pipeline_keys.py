@@ -5,12 +5,10 @@ listen on loopback only unless told --public."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import zmq
@@ -20,26 +18,9 @@ from omnivox.core.errors import OmnivoxError
 from omnivox.pipeline import transport
 from omnivox.pipeline.client import PipelineClient
 from omnivox.pipeline.messages import Hello
+from pipeline_processes import omnivox, stop, through
 
 KEY = "pipeline-secret"
-
-
-def omnivox(*args: str, env: dict[str, str] | None = None, log: Path | None = None) -> subprocess.Popen:
-    out = open(log, "wb") if log else subprocess.DEVNULL
-    return subprocess.Popen(
-        [sys.executable, "-m", "omnivox", *args],
-        env={**os.environ, "OMNIVOX_LOG_LEVEL": "INFO", "OMNIVOX_PIPELINE_HEARTBEAT_S": "0.1", **(env or {})},
-        stdout=out,
-        stderr=subprocess.STDOUT,
-    )
-
-
-def stop(proc: subprocess.Popen) -> None:
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
 
 
 @pytest.fixture(scope="module")
@@ -61,15 +42,6 @@ def keyed(tmp_path_factory) -> Iterator[str]:
     finally:
         client.close()
         stop(proc)
-
-
-def through(client: PipelineClient) -> dict:
-    request = client.submit({"n": 7})
-    while True:
-        event = request.next(30)
-        assert event is not None
-        if event.kind == "result":
-            return event.values
 
 
 def test_the_key_holders_get_through(keyed) -> None:

@@ -157,7 +157,7 @@ async def test_barge_in_cancels_the_reply_and_truncates_it(rt_cluster):
         retrieved = await events.wait_for("conversation.item.retrieved")
         assert retrieved.item.content[0].transcript == kept
         await events.stop()
-    metrics = httpx.get(rt_cluster.url + "/metrics").text
+    metrics = httpx.get(rt_cluster.url + "/metrics", headers={"Authorization": "Bearer secret"}).text
     assert "omnivox_realtime_interruptions_total 1.0" in metrics
     assert "omnivox_voice_to_voice_seconds_count" in metrics
 
@@ -323,7 +323,7 @@ async def test_every_error_code_and_the_session_stays_open(rt_cluster):
         await s.send({"type": "session.update", "session": {"instructions": "be brief"}})
         updated = await s.until("session.updated")
         assert updated["session"]["instructions"] == "be brief"
-    metrics = httpx.get(rt_cluster.url + "/metrics").text
+    metrics = httpx.get(rt_cluster.url + "/metrics", headers={"Authorization": "Bearer secret"}).text
     assert 'omnivox_errors_total{code="invalid_event"}' in metrics
     assert 'omnivox_errors_total{code="input_audio_buffer_commit_empty"} 1.0' in metrics
 

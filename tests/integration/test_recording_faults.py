@@ -86,6 +86,25 @@ async def test_a_session_whose_worker_dies_mid_reply_is_finalized_and_playable(t
     assert len(right) / 24000 == pytest.approx(detail["timeline"]["duration_s"], abs=0.05)
 
 
+async def test_a_gateway_killed_mid_session_finishes_its_recordings_when_it_restarts(tmp_path):
+    """Issue 25, finding 8: restarted within 10 minutes, the cut sessions stayed "recording"."""
+    env = recording_env(tmp_path / "data")
+    with cluster(workers=1, engine="echo", log_dir=tmp_path, **env) as c:
+        async with StreamingClient(c.ws, "cut-short", timeout=30) as cl:
+            assert "error" not in await cl.turn([{"role": "user", "content": "hello there"}])
+            meta = tmp_path / "data" / "sessions" / "cut-short" / "meta.json"
+            for _ in range(100):  # the recorder writes on its own threads
+                if meta.exists():
+                    break
+                await asyncio.sleep(0.05)
+            c.gateway.kill()
+            c.gateway.wait(10)
+        c.start_gateway()
+        detail = finished(c.url, "cut-short", timeout=15)
+    assert detail["meta"]["outcome"]["reason"] == "recorder_stopped"
+    assert [t["role"] for t in detail["timeline"]["turns"]][:2] == ["user", "assistant"]
+
+
 # ---- a disk that cannot take it
 
 
@@ -176,7 +195,7 @@ async def test_the_gateway_cleans_up_in_the_background_but_never_a_live_session(
 def guarded(tmp_path_factory):
     data = tmp_path_factory.mktemp("data")
     env = recording_env(data, OMNIVOX_ADMIN_KEY="adminkey")
-    with cluster(workers=1, engine="cascade", **env) as c:
+    with cluster(workers=1, engine="cascade", log_dir=tmp_path_factory.mktemp("logs"), **env) as c:
         c.data_dir = data
         yield c
 
@@ -288,3 +307,14 @@ async def test_recordings_need_the_admin_key_and_media_links_open_one_recording(
     assert httpx.delete(c.url + "/api/recordings/keyed-one", headers=ADMIN).status_code == 200
     assert httpx.get(c.url + "/api/recordings/keyed-one", headers=ADMIN).status_code == 404
     assert (c.data_dir / "sessions" / "keyed-two").is_dir()
+
+
+async def test_a_malformed_media_token_is_refused_without_a_fault(guarded):
+    """Issue 25, finding 6: non-ASCII tokens and 5,000-digit expiries were an unauthenticated 500."""
+    c = guarded
+    await spoken_session(c, "token-shapes")
+    for token in ("%C3%A9.abc", "9" * 5000 + ".abc", "4102444800." + "%C3%BC" * 64, "%D9%A3%D9%A3.x", "."):
+        for path in ("replay.wav", "replay.mp4", "files/recording.json"):
+            status, body = raw_get(c.url, f"/api/recordings/token-shapes/{path}?token={token}")
+            assert status == 401, (token[:20], path, status, body[:200])
+    assert "Traceback" not in (c.log_dir / "gateway.log").read_text()

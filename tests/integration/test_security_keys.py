@@ -85,7 +85,27 @@ def test_the_admin_api_needs_the_admin_key(keyed):
         ok = httpx.request(method, keyed.url + path, headers=bearer("admin-k"))
         assert ok.status_code in (200, 404), (method, path)  # no such ticket: but allowed to ask
     assert httpx.get(keyed.url + "/health").status_code == 200  # status only: open
-    assert httpx.get(keyed.url + "/metrics").status_code == 200  # open unless metrics_need_admin
+
+
+def test_with_keys_metrics_and_the_api_description_need_the_admin_key(keyed):
+    """Issue 25, finding 12: /metrics, /docs and /openapi.json were open on a keyed gateway."""
+    for path in ("/metrics", "/openapi.json"):
+        for headers in ({}, bearer("client-k"), bearer("worker-k")):
+            assert httpx.get(keyed.url + path, headers=headers).status_code == 401, (path, headers)
+        assert httpx.get(keyed.url + path, headers=bearer("admin-k")).status_code == 200, path
+    assert "omnivox_sessions_total" in httpx.get(keyed.url + "/metrics", headers=bearer("admin-k")).text
+    schema = httpx.get(keyed.url + "/openapi.json", headers=bearer("admin-k")).json()
+    assert "/api/recordings" in schema["paths"]
+    for page in ("/docs", "/redoc"):  # a page cannot send the key to fetch the schema: off
+        assert httpx.get(keyed.url + page).status_code == 404, page
+    assert httpx.get(keyed.url + "/health").status_code == 200
+
+
+def test_what_stays_open_with_keys_is_said_and_can_be_opened_on_purpose():
+    opened = {"OMNIVOX_METRICS_NEED_ADMIN": "false", "OMNIVOX_PUBLIC_API_DOCS": "true"}
+    with cluster(workers=0, **KEYS, **opened) as c:
+        for path in ("/metrics", "/openapi.json", "/docs", "/v1/voices", "/health"):
+            assert httpx.get(c.url + path).status_code == 200, path
 
 
 def test_registration_needs_the_worker_key(keyed):

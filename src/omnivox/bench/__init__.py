@@ -14,7 +14,12 @@ BENCHES = {
     "conversation": "scripted callers over a speakerphone: false barge-ins (echo, backchannel, noise), "
     "missed barge-ins and reaction, end of turn, voice-to-voice",
     "pipeline": "the staged pipeline's own overhead: three no-op stages, latency and messages/s",
-    "fuzz": "seeded hostile frames per protocol; the server must keep serving with no worker lost",
+    "fuzz": "seeded hostile frames on every protocol and surface (WebRTC offers, client secrets, recordings, "
+    "uploads, SIP, carrier streams), open and keyed: per-frame outcomes, server faults and logged tracebacks",
+    "chaos": "workers, pipeline stages and the gateway killed, paused and restarted at random under paced "
+    "load: every call served, refused with a reason or told what failed; nothing held afterwards",
+    "soak": "paced callers for M minutes (embedded models, recording on): memory and open files per process "
+    "each minute, every turn's outcome, growth per hour after warm-up",
     "recording": "the session recorder's CPU and bytes per session-minute of each kind, in process",
     "peer": "omnivox side by side with pipecat built from the same models on the same machine: "
     "voice-to-voice and callers at real time for both, as a ratio",

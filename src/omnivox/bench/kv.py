@@ -20,7 +20,7 @@ import time
 from typing import Any
 
 from omnivox.bench.table import print_table, write_json
-from omnivox.engines.base import Engine, GenerateParams, GenResult
+from omnivox.engines.base import ChatModel, Engine, GenerateParams, GenResult
 from omnivox.protocol.chat import ChatMessage
 
 _WORDS = (
@@ -83,7 +83,9 @@ def user_message(turn: int, chars: int) -> ChatMessage:
     return ChatMessage(role="user", content=f"Turn {turn + 1}: " + " ".join(words)[:chars])
 
 
-def timed_turn(engine: Engine, messages: list[ChatMessage], params: GenerateParams) -> tuple[float, Any, str]:
+def timed_turn(
+    engine: ChatModel, messages: list[ChatMessage], params: GenerateParams
+) -> tuple[float, Any, str]:
     """Prefill ``messages`` and generate; return (seconds to the first token, prefill stats, reply)."""
     start = time.perf_counter()
     stats = engine.prefill(messages)
@@ -102,7 +104,7 @@ def timed_turn(engine: Engine, messages: list[ChatMessage], params: GeneratePara
 _SPEEDS: list[float] = []  # decode tokens/s of every generation (engines that report it)
 
 
-def conversation(engine: Engine, args: argparse.Namespace, params: GenerateParams) -> list[dict[str, Any]]:
+def conversation(engine: ChatModel, args: argparse.Namespace, params: GenerateParams) -> list[dict[str, Any]]:
     """One pass over the whole conversation, from an empty engine; one dict per turn."""
     engine.reset()
     system = ChatMessage(role="system", content="You are a helpful voice assistant. Keep answers short.")
@@ -130,7 +132,9 @@ def conversation(engine: Engine, args: argparse.Namespace, params: GenerateParam
 
 def run(args: argparse.Namespace) -> int:
     """Run the benchmark, print the table and a summary, optionally write JSON; return the exit code."""
-    engine = build_engine(args)
+    built = build_engine(args)
+    engine = built.chat  # the turn-based role is what is measured
+    assert engine is not None, f"engine {built.name} has no turn-based chat"
     params = GenerateParams(max_new_tokens=args.max_new_tokens, temperature=0.0)
     # Warm-up: first calls pay for allocator growth and lazy kernel set-up, on both paths.
     timed_turn(engine, [user_message(99, args.user_chars)], params)
@@ -166,7 +170,7 @@ def run(args: argparse.Namespace) -> int:
         ]
         for t in turns
     ]
-    print_table(f"KV-cache reuse: {describe(args, engine)}, median of {args.repeats}", columns, rows)
+    print_table(f"KV-cache reuse: {describe(args, built)}, median of {args.repeats}", columns, rows)
     summary = summarize(turns)
     if _SPEEDS:
         import resource
@@ -187,7 +191,7 @@ def run(args: argparse.Namespace) -> int:
     )
     write_json(
         getattr(args, "json", None),
-        {"bench": "kv", "engine": describe(args, engine), "turns": turns, "summary": summary},
+        {"bench": "kv", "engine": describe(args, built), "turns": turns, "summary": summary},
     )
     return 0 if summary["replies_agree"] else 1
 

@@ -205,7 +205,8 @@ def cluster_env(args: argparse.Namespace) -> dict[str, str]:
 
 def describe(args: argparse.Namespace) -> str:
     llm = f"LLM {args.llm_url}" if args.llm_url else f"{args.llm} LLM"
-    where = f", pipeline {args.pipeline}" if args.pipeline else ", in-process workers"
+    pipeline = getattr(args, "pipeline", None)  # (bench conversation has no --pipeline)
+    where = f", pipeline {pipeline}" if pipeline else ", in-process workers"
     return f"{llm}, {args.asr} ASR{where}"
 
 

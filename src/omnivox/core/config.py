@@ -25,7 +25,7 @@ R = TypeVar("R", bound=BaseModel)
 # what a realtime session hears its microphone through, against the assistant's own echo
 # (voice.echo): an energy gate (default), WebRTC's AEC3, or nothing
 EchoKind = Literal["none", "gate", "aec3"]
-# acknowledgements that do not interrupt the assistant (the sessions' default; voice.turn.interruption)
+# acknowledgements that do not interrupt the assistant (the sessions' default; agent.interruption)
 BACKCHANNELS = (
     "mhm",
     "mm",
@@ -65,7 +65,14 @@ class ServerSettings(BaseModel):
     admin_key: str | None = Field(
         None, description="admin API (workers, queue, sessions, recordings); default: api_key"
     )
-    metrics_need_admin: bool = Field(False, description="GET /metrics needs the admin key too")
+    metrics_need_admin: bool | None = Field(
+        None, description="GET /metrics needs the admin key (default: whenever an admin key is set)"
+    )
+    public_api_docs: bool | None = Field(
+        None,
+        description="/docs, /redoc and /openapi.json open to all (default: only while no key is set; "
+        "with keys, /openapi.json needs the admin key and the doc pages are off)",
+    )
     ws_compression: bool = Field(
         False,
         description="per-message deflate on client WebSockets (smaller frames, but about 49 KiB of "
@@ -150,6 +157,20 @@ class GatewaySettings(BaseModel):
         "interface but loopback); 127.0.0.1 keeps calls on one machine (tests, benchmarks)",
     )
     ref_audio_max_bytes: int = Field(10 * MiB, ge=1024, description="largest upload accepted (413 above)")
+    # what all clips may take (more: 429 quota_exceeded), per client key (or address) and in total
+    ref_audio_max_clips: int = Field(1000, ge=0, description="clips stored at once, in total")
+    ref_audio_max_total_mb: int = Field(1024, ge=0, description="MiB all stored clips may take")
+    ref_audio_max_clips_per_client: int = Field(100, ge=0, description="clips one client may store")
+    ref_audio_max_mb_per_client: int = Field(200, ge=0, description="MiB one client's clips may take")
+    ref_audio_min_free_mb: int = Field(
+        256, ge=0, description="uploads are refused (507) when the disk has less free space than this"
+    )
+    http_body_max_bytes: int = Field(
+        1 * MiB,
+        ge=1024,
+        description="largest JSON or form body a route reads (client secrets, call "
+        "control, webhooks; 413 above, refused before it is read)",
+    )
     ref_audio_min_s: float = Field(1.0, ge=0, description="shortest clip accepted")
     ref_audio_max_s: float = Field(30.0, gt=0, description="longest clip accepted")
     # past one gateway (omnivox[redis]): gateways sharing a store share one queue, workers and keys
@@ -456,6 +477,15 @@ class PipelineSettings(BaseModel):
     )
     relay_shared_memory: bool = Field(
         True, description="pass arrays between processes of one host through shared memory (else frames)"
+    )
+    pipeline_max_connections: int = Field(
+        128, ge=8, description="connections one coordinator or stage port holds (more are closed at once)"
+    )
+    pipeline_hello_within_s: float = Field(
+        5.0,
+        gt=0,
+        description="a connection to the coordinator that has said nothing by then is closed; "
+        "a TCP connection that has not finished ZeroMQ's handshake by then too, on every pipeline port",
     )
 
 

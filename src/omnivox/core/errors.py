@@ -81,6 +81,21 @@ class MessageTooLarge(_Recoverable):
     http_status = 413
 
 
+class QuotaExceeded(_Recoverable):
+    """A store of the client's things (uploaded clips, ...) is full: its share, or all of it."""
+
+    code = "quota_exceeded"
+    http_status = 429
+
+
+class StorageUnavailable(OmnivoxError):
+    """The server could not store something (disk full, not writable); nothing of it was kept."""
+
+    code = "storage_unavailable"
+    category = Category.RECOVERABLE
+    http_status = 507
+
+
 class InvalidAudio(_Recoverable):
     code = "invalid_audio"
 

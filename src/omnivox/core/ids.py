@@ -17,10 +17,11 @@ def new_id(prefix: str) -> str:
 
 def check_session_id(session_id: str) -> str:
     """``session_id`` if it is safe to use anywhere (1-128 of ``A-Za-z0-9_.:-``, not starting with
-    punctuation), else ``InvalidSessionId``."""
-    if not _SESSION_ID.fullmatch(session_id):
+    punctuation, no ``..``), else ``InvalidSessionId``. The same shape a recording's directory may
+    have: a session the server records is never one it cannot record."""
+    if not _SESSION_ID.fullmatch(session_id) or ".." in session_id:
         raise InvalidSessionId(
             "a session id is 1 to 128 characters of letters, digits and _ . : - (starting with a "
-            "letter or digit)"
+            "letter or digit, without '..')"
         )
     return session_id

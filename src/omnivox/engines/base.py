@@ -1,16 +1,20 @@
-"""The Engine contract: what a worker hosts.
+"""The Engine contract: what a worker hosts, as role objects.
 
-A worker owns exactly one engine and serves one session at a time, so an engine is not thread-safe
-and needs no locking of its own; the worker calls it from one thread at a time. Every method here
-may block (model calls), so the worker runs them in a thread, never on the event loop.
+A worker owns exactly one engine and serves one session at a time. An engine is what it loads (once,
+in ``load``) and up to three roles, one per kind of session; what it can serve (its
+``Capabilities``) follows from which roles it has (``capabilities_of``):
 
-Three kinds of session use an engine: turn-based streaming (``prefill`` / ``generate`` on the
-conversation the engine holds, its KV cache reused across turns), voice sessions (realtime), and
-full-duplex sessions (a listen/speak decision every unit, see ``engines.duplex``). A voice session
-hears through ``open_listener`` (VAD + streaming ASR) and speaks through ``reply`` (LLM
--> words -> sentences -> TTS), with ``voice_profile`` for its defaults. A voice session reaches its
-models only through these methods, so an engine may keep them in-process (cascade) or elsewhere
-(a staged pipeline).
+- ``chat``: a ``ChatModel`` for turn-based streaming: the conversation it holds and its cache
+  (``prefill`` incremental on what the cache holds, ``generate`` a reply), reused across turns;
+- ``voice``: ``VoiceModels`` (``voice.models``) for voice sessions, realtime and duplex over voice
+  models (the agent hears with them and answers with them);
+- ``duplex``: a ``DuplexModel`` (``engines.duplex``) that decides each unit of a full-duplex
+  session itself (MiniCPM-o, tiny).
+
+The threading rule (docs/architecture.md): model calls block, so none runs on the event loop. The
+``chat`` and ``duplex`` roles, ``load`` and ``end_session`` run in the worker's one engine thread
+(``worker.host``), one call at a time, so they need no locking of their own; the ``voice`` role's
+listener and replies run on the session's agent's own input and output threads.
 """
 
 from __future__ import annotations
@@ -22,14 +26,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from omnivox.core.errors import WorkerUnavailable
-from omnivox.engines.duplex import DuplexParams, DuplexReady, DuplexUnit
+from omnivox.engines.duplex import DuplexModel
 from omnivox.protocol.chat import ChatMessage
 from omnivox.protocol.control.workers import Capabilities
-from omnivox.voice.listener import Listener
-from omnivox.voice.llm.history import ReplyTemperature
-from omnivox.voice.reply import ReplyPiece, ReplyRequest
-from omnivox.voice.vad.turn import TurnParams
+from omnivox.voice.models import VoiceModels
 
 OUTPUT_SAMPLE_RATE = 24000
 
@@ -68,44 +68,8 @@ class GenResult:
     extra: dict[str, float] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class VoiceProfile:
-    """What a voice session needs to know of an engine's voice models."""
-
-    system_prompt: str  # instructions when the client gives none
-    voices: tuple[str, ...]  # what the TTS can speak with (default first)
-    default_voice: str
-    context_tokens: int  # the LLM's history budget
-    max_reply_tokens: int  # the longest reply
-    temperature: ReplyTemperature = field(default_factory=ReplyTemperature)
-    tool_calls: bool = False  # the LLM can call functions (an OpenAI-compatible server's ``tools``)
-    llm_name: str = "llm"  # which LLM backend (said in warnings about what it cannot do)
-    asr_name: str = "asr"  # which speech recogniser transcribes (said when a client names another)
-
-    def resolve_voice(self, voice: str | None) -> str:
-        """``voice`` if the TTS has it, else its default (clients ask for OpenAI voice names)."""
-        return voice if voice in self.voices else self.default_voice
-
-
-class Engine(ABC):
-    """One model (or cascade of models) that a worker hosts."""
-
-    name: str = "engine"
-    capabilities: Capabilities = Capabilities()
-    voices: tuple[str, ...] = ()
-
-    @property
-    def interrupt(self) -> threading.Event:
-        """Set by the worker when the session ends while the engine may still be working for it
-        (a long prefill whose client left): long calls check it between chunks of work and raise
-        ``Interrupted``. The worker clears it before the next session."""
-        event = self.__dict__.get("_interrupt")
-        if event is None:
-            event = self.__dict__["_interrupt"] = threading.Event()
-        return event
-
-    def load(self) -> None:  # noqa: B027 - optional hook
-        """Load weights. Called once per worker process, in a thread, before any session."""
+class ChatModel(ABC):
+    """Turn-based streaming: a conversation held with its cache, one turn after another."""
 
     @abstractmethod
     def reset(self) -> None:
@@ -135,44 +99,67 @@ class Engine(ABC):
         """The conversation the cache holds (the worker hashes it for cache-aware routing)."""
         return []
 
-    # ---- voice sessions (engines whose capabilities include ``realtime``)
 
-    def voice_profile(self) -> VoiceProfile:
-        """Defaults of the voice models. Raises ``WorkerUnavailable`` without any."""
-        raise WorkerUnavailable(f"engine {self.name} has no voice models for voice sessions")
+class Engine:
+    """One model (or cascade of models) that a worker hosts: what it loads, and its roles."""
 
-    def open_listener(self, params: TurnParams | None, confirm_ms: float) -> Listener:
-        """Hearing for one voice session: VAD turn detection (``params``; None: manual turns) and
-        streaming ASR. Its state is the session's; ``end_session`` resets the models under it."""
-        raise WorkerUnavailable(f"engine {self.name} has no voice models for voice sessions")
+    name: str = "engine"
+    # what it serves once loaded, declared so while it loads (the gateway routes on it); the worker
+    # reports ``capabilities_of`` the loaded engine from then on
+    capabilities: Capabilities = Capabilities()
+    voices: tuple[str, ...] = ()
+    # what its own models take in and give out, besides voice models (which hear and speak)
+    hears: bool = False
+    speaks: bool = False
+    sees: bool = False
 
-    def reply(self, request: ReplyRequest, stop: threading.Event) -> Iterator[ReplyPiece]:
-        """Speak (or write) the reply to ``request.messages`` (see ``voice.reply``)."""
-        raise WorkerUnavailable(f"engine {self.name} has no voice models for voice sessions")
+    @property
+    def interrupt(self) -> threading.Event:
+        """Set by the worker when the session ends while the engine may still be working for it
+        (a long prefill whose client left): long calls check it between chunks of work and raise
+        ``Interrupted``. The worker clears it before the next session."""
+        event = self.__dict__.get("_interrupt")
+        if event is None:
+            event = self.__dict__["_interrupt"] = threading.Event()
+        return event
 
-    # ---- full-duplex sessions (engines whose capabilities include ``duplex``; see engines.duplex)
+    def load(self) -> None:
+        """Load weights. Called once per worker process, in the engine thread, before any session."""
 
-    def duplex_prepare(self, params: DuplexParams) -> DuplexReady:
-        """Start a duplex session: forget any previous one, take the prompt and settings."""
-        raise WorkerUnavailable(f"engine {self.name} cannot serve duplex sessions")
+    # ---- the roles (None: the engine has none)
 
-    def duplex_prefill(self, audio: np.ndarray, frames: list[np.ndarray]) -> None:
-        """Hear one unit's audio (16 kHz float32) and see its frames (RGB uint8 HxWx3; omni)."""
-        raise WorkerUnavailable(f"engine {self.name} cannot serve duplex sessions")
+    @property
+    def chat(self) -> ChatModel | None:
+        """Turn-based streaming."""
+        return None
 
-    def duplex_generate(self, force_listen: bool) -> DuplexUnit:
-        """Decide this unit: listen, or speak (up to the session's speak tokens per unit)."""
-        raise WorkerUnavailable(f"engine {self.name} cannot serve duplex sessions")
+    @property
+    def voice(self) -> VoiceModels | None:
+        """The voice models voice sessions hear and answer with."""
+        return None
 
-    def duplex_finalize(self) -> None:  # noqa: B027 - optional hook
-        """Close the unit (terminators, cache trimming); runs before the next unit's prefill."""
+    @property
+    def duplex(self) -> DuplexModel | None:
+        """A model that decides each unit of a full-duplex session itself."""
+        return None
 
-    def duplex_cleanup(self) -> None:  # noqa: B027 - optional hook
-        """End the duplex session however it ended; safe to call twice or without a prepare."""
-
-    def end_session(self) -> None:  # noqa: B027 - optional hook
+    def end_session(self) -> None:
         """A session ended, however it ended: drop per-session stream state (a decoder that was
         mid-utterance), keep the conversation cache (the next turn may be a cache hit)."""
 
-    def close(self) -> None:  # noqa: B027 - optional hook
+    def close(self) -> None:
         """Release resources at worker shutdown."""
+
+
+def capabilities_of(engine: Engine) -> Capabilities:
+    """What a loaded engine serves, from the roles it has."""
+    voice = engine.voice
+    profile = voice.profile() if voice is not None else None
+    return Capabilities(
+        streaming=engine.chat is not None,
+        realtime=voice is not None,
+        duplex=engine.duplex is not None or voice is not None,  # duplex over voice models: the agent
+        audio_in=voice is not None or engine.hears,
+        audio_out=voice is not None or engine.speaks,
+        vision=engine.sees or (profile is not None and profile.vision),
+    )

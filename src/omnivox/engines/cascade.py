@@ -1,13 +1,17 @@
 """The cascade engine: speech in -> ASR -> LLM -> TTS -> speech out, as one engine a worker hosts.
 
 Its models (VAD, ASR, TTS, LLM: a ``VoiceStack``) load once, in ``load()``, when the worker starts;
-sessions borrow them. For turn-based streaming, the audio parts of prefilled messages are transcribed
-(the transcript is what the LLM sees, and what ``prefill_done`` reports), and ``generate`` streams the
-reply as whole words with, when asked for, each sentence's 24 kHz audio as soon as it is synthesised,
-while the LLM writes the next one (``voice.reply``). Voice sessions use the same stack through the
-Engine's voice methods: ``open_listener``, ``reply`` and ``voice_profile``.
+sessions borrow them. Its roles (``engines.base``):
 
-The engine holds two views of the conversation: the messages as the client sent them (their hash is
+- ``voice``: the stack itself (a ``VoiceStack`` is ``VoiceModels``), for realtime sessions and
+  duplex sessions over the voice agent;
+- ``chat``: ``CascadeChat``, turn-based streaming over voice models: the audio parts of prefilled
+  messages are transcribed (the transcript is what the LLM sees, and what ``prefill_done``
+  reports), and ``generate`` streams the reply as whole words with, when asked for, each
+  sentence's 24 kHz audio as soon as it is synthesised, while the LLM writes the next one (the
+  voice models' ``reply``). The pipeline engine uses the same ``CascadeChat`` over its stages.
+
+The chat holds two views of the conversation: the messages as the client sent them (their hash is
 what the gateway routes on) and their text form (what the LLM is given). A remote LLM server has its
 own prefix cache; "tokens" here are the approximate counts of ``voice.llm.history``.
 """
@@ -17,119 +21,87 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 
-import numpy as np
-
 from omnivox.audio.clips import decode_clip_at
-from omnivox.core.errors import PrefillRequired, PrepareRequired
-from omnivox.engines.base import Engine, GenChunk, GenerateParams, GenResult, PrefillStats, VoiceProfile
-from omnivox.engines.cascade_duplex import CascadeDuplex
-from omnivox.engines.duplex import DuplexParams, DuplexReady, DuplexUnit
+from omnivox.core.errors import PrefillRequired
+from omnivox.engines.base import ChatModel, Engine, GenChunk, GenerateParams, GenResult, PrefillStats
 from omnivox.protocol.chat import AudioPart, ChatMessage, ImagePart, TextPart
 from omnivox.protocol.control.workers import Capabilities
-from omnivox.voice.listener import Listener
 from omnivox.voice.llm.base import LlmParams
 from omnivox.voice.llm.history import history_tokens, trim_history
-from omnivox.voice.reply import ReplyPiece, ReplyRequest, Spoken, Word, produce_reply, with_apology
+from omnivox.voice.models import VoiceModels
+from omnivox.voice.reply import ReplyRequest, Spoken, Word
 from omnivox.voice.stack import ASR_RATE, VoiceStack
-from omnivox.voice.vad.turn import TurnParams
 
 CAPABILITIES = Capabilities(streaming=True, realtime=True, duplex=True, audio_in=True, audio_out=True)
 
 
-class CascadeEngine(Engine):
-    name = "cascade"
+class StackEngine(Engine):
+    """An engine whose models are a ``VoiceStack`` it builds in ``load``: its roles are voice models
+    over the stack and turn-based chat over those (the cascade, the pipeline)."""
+
     capabilities = CAPABILITIES
-    loads = 0  # voice stacks built in this process (a worker builds exactly one)
 
-    def __init__(self, build_stack: Callable[[], VoiceStack]) -> None:
-        self._build = build_stack
+    def __init__(self) -> None:
         self._stack: VoiceStack | None = None
-        self._messages: list[ChatMessage] = []  # as the client sent them
-        self._texts: list[ChatMessage] = []  # what the LLM sees: audio transcribed
-        self._duplex: CascadeDuplex | None = None
+        self._voice: VoiceModels | None = None
+        self._chat: CascadeChat | None = None
 
-    # ---- the Engine contract
-
-    def load(self) -> None:
-        self._stack = self._build()
-        CascadeEngine.loads += 1
-        self.voices = self._stack.tts.voices
-        self.capabilities = CAPABILITIES.model_copy(update={"vision": self._stack.llm.vision})
+    def _loaded(self, stack: VoiceStack, voice: VoiceModels) -> None:
+        self._stack, self._voice = stack, voice
+        self._chat = CascadeChat(stack, voice)
+        self.voices = stack.tts.voices
 
     @property
-    def voice(self) -> VoiceStack:
-        """The loaded models (this engine's own; sessions use the Engine methods)."""
+    def stack(self) -> VoiceStack:
+        """The loaded models."""
         if self._stack is None:
-            raise RuntimeError("the cascade engine is not loaded yet")
+            raise RuntimeError(f"the {self.name} engine is not loaded yet")
         return self._stack
 
-    # ---- voice sessions
+    @property
+    def voice(self) -> VoiceModels | None:
+        return self._voice
 
-    def voice_profile(self) -> VoiceProfile:
-        stack = self.voice
-        return VoiceProfile(
-            system_prompt=stack.system_prompt,
-            voices=tuple(stack.tts.voices),
-            default_voice=stack.tts.default_voice,
-            context_tokens=stack.context_tokens,
-            max_reply_tokens=stack.max_reply_tokens,
-            temperature=stack.temperature,
-            tool_calls=stack.llm.tool_calls,
-            llm_name=stack.llm.name,
-            asr_name=type(stack.asr).__name__,
-        )
-
-    def open_listener(self, params: TurnParams | None, confirm_ms: float) -> Listener:
-        return Listener(
-            self.voice.vad,
-            self.voice.asr,
-            params,
-            confirm_ms,
-            end_of_turn=self.voice.turn,
-        )
-
-    def reply(self, request: ReplyRequest, stop: threading.Event) -> Iterator[ReplyPiece]:
-        tts = self.voice.tts
-        return with_apology(produce_reply(self.voice.llm, tts, request, stop), tts, request, stop)
-
-    # ---- full-duplex sessions (engines.cascade_duplex)
-
-    def duplex_prepare(self, params: DuplexParams) -> DuplexReady:
-        self.duplex_cleanup()
-        voice = self.voice_profile().resolve_voice(params.voice)
-        self._duplex = CascadeDuplex(self.voice, params, voice, TurnParams(), speak=self.reply)
-        notes = ()
-        if params.mode == "omni" and not self._duplex.sees:
-            notes = ("frames are accepted and ignored: the LLM does not see images",)
-        return DuplexReady(vision=self._duplex.sees, notes=notes)
-
-    def duplex_prefill(self, audio: np.ndarray, frames: list[np.ndarray]) -> None:
-        self._duplex_session().prefill(audio, frames)
-
-    def duplex_generate(self, force_listen: bool) -> DuplexUnit:
-        return self._duplex_session().generate(force_listen)
-
-    def duplex_finalize(self) -> None:
-        self._duplex_session().finalize()
-
-    def duplex_cleanup(self) -> None:
-        if self._duplex is not None:
-            self._duplex.close()
-            self._duplex = None
-            self.voice.end_session()
-
-    def _duplex_session(self) -> CascadeDuplex:
-        if self._duplex is None:
-            raise PrepareRequired("no duplex session: prepare one first")
-        return self._duplex
-
-    def reset(self) -> None:
-        self._messages = []
-        self._texts = []
+    @property
+    def chat(self) -> ChatModel | None:
+        return self._chat
 
     def end_session(self) -> None:
         if self._stack is not None:
             self._stack.end_session()
+
+    def close(self) -> None:
+        if self._stack is not None:
+            self._stack.close()
+
+
+class CascadeEngine(StackEngine):
+    name = "cascade"
+    loads = 0  # voice stacks built in this process (a worker builds exactly one)
+
+    def __init__(self, build_stack: Callable[[], VoiceStack]) -> None:
+        super().__init__()
+        self._build = build_stack
+
+    def load(self) -> None:
+        stack = self._build()
+        CascadeEngine.loads += 1
+        self._loaded(stack, stack)  # voice sessions hear and answer with the models themselves
+
+
+class CascadeChat(ChatModel):
+    """Turn-based streaming over voice models: ``stack`` transcribes audio parts (its ASR) and
+    says how long replies may be; ``voice`` replies (the stack itself, or a pipeline's stages)."""
+
+    def __init__(self, stack: VoiceStack, voice: VoiceModels) -> None:
+        self.stack = stack
+        self.voice = voice
+        self._messages: list[ChatMessage] = []  # as the client sent them
+        self._texts: list[ChatMessage] = []  # what the LLM sees: audio transcribed
+
+    def reset(self) -> None:
+        self._messages = []
+        self._texts = []
 
     def prefill(self, messages: list[ChatMessage]) -> PrefillStats:
         # everything is transcribed first, so a bad audio part changes nothing
@@ -151,7 +123,7 @@ class CascadeEngine(Engine):
             self._llm_messages(params), self._llm_params(params), params.generate_audio, params.voice
         )
         try:
-            for piece in self.reply(request, stop):
+            for piece in self.voice.reply(request, stop):
                 if isinstance(piece, Word):
                     said.append(piece.text)
                     yield GenChunk(text_delta=piece.text, tokens=1)
@@ -173,10 +145,6 @@ class CascadeEngine(Engine):
     def held_messages(self) -> list[ChatMessage]:
         return list(self._messages)
 
-    def close(self) -> None:
-        if self._stack is not None:
-            self._stack.close()
-
     # ---- internals
 
     def _as_text(self, message: ChatMessage) -> tuple[ChatMessage, list[str]]:
@@ -192,23 +160,24 @@ class CascadeEngine(Engine):
                 if transcript:
                     parts.append(TextPart(text=transcript))
             elif isinstance(part, ImagePart):
-                if self.voice.llm.vision:
+                if self.stack.llm.vision:
                     parts.append(part)
             else:
                 parts.append(part)
-        if all(isinstance(p, TextPart) for p in parts):
-            return ChatMessage(role=message.role, content=" ".join(p.text for p in parts)), heard
+        texts = [p for p in parts if isinstance(p, TextPart)]
+        if len(texts) == len(parts):
+            return ChatMessage(role=message.role, content=" ".join(p.text for p in texts)), heard
         return ChatMessage(role=message.role, content=parts), heard
 
     def _transcribe(self, part: AudioPart) -> str:
         audio = decode_clip_at(part.data, part.format, part.sample_rate, ASR_RATE)
-        asr = self.voice.asr
+        asr = self.stack.asr
         if asr.in_utterance:  # a previous failure left one open: it belongs to nobody
             asr.reset()
         return asr.transcribe(audio).text
 
     def _llm_messages(self, params: GenerateParams) -> list[ChatMessage]:
-        stack = self.voice
+        stack = self.stack
         history = list(self._texts)
         if stack.system_prompt and not any(m.role == "system" for m in history):
             history.insert(0, ChatMessage(role="system", content=stack.system_prompt))
@@ -217,8 +186,8 @@ class CascadeEngine(Engine):
     def _llm_params(self, params: GenerateParams) -> LlmParams:
         temperature = params.temperature
         if temperature is None:
-            temperature = self.voice.temperature.for_history(self._texts)
+            temperature = self.stack.temperature.for_history(self._texts)
         return LlmParams(temperature=temperature, max_tokens=self._max_tokens(params))
 
     def _max_tokens(self, params: GenerateParams) -> int:
-        return min(params.max_new_tokens, self.voice.max_reply_tokens)
+        return min(params.max_new_tokens, self.stack.max_reply_tokens)

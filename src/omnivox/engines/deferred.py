@@ -1,19 +1,18 @@
-"""An engine built in ``load()``: the worker is up (and says LOADING) while weights load."""
+"""An engine built in ``load()``: the worker is up (and says LOADING) while weights load.
+
+Until then it declares the capabilities it will have (the gateway routes on them) and has no roles;
+once loaded it is the engine it built: its roles, its name, its voices.
+"""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
-import numpy as np
-
-from omnivox.engines.base import Engine, GenChunk, GenerateParams, GenResult, PrefillStats, VoiceProfile
-from omnivox.engines.duplex import DuplexParams, DuplexReady, DuplexUnit
-from omnivox.protocol.chat import ChatMessage
+from omnivox.engines.base import ChatModel, Engine
+from omnivox.engines.duplex import DuplexModel
 from omnivox.protocol.control.workers import Capabilities
-from omnivox.voice.listener import Listener
-from omnivox.voice.reply import ReplyPiece, ReplyRequest
-from omnivox.voice.vad.turn import TurnParams
+from omnivox.voice.models import VoiceModels
 
 
 class DeferredEngine(Engine):
@@ -40,49 +39,19 @@ class DeferredEngine(Engine):
         self.name = inner.name
         self.capabilities = inner.capabilities
         self.voices = inner.voices
-
-    def reset(self) -> None:
-        self.inner.reset()
-
-    def prefill(self, messages: list[ChatMessage]) -> PrefillStats:
-        return self.inner.prefill(messages)
-
-    def generate(
-        self, params: GenerateParams, stop: threading.Event, result: GenResult
-    ) -> Iterator[GenChunk]:
-        return self.inner.generate(params, stop, result)
+        self.hears, self.speaks, self.sees = inner.hears, inner.speaks, inner.sees
 
     @property
-    def kv_length(self) -> int:
-        return self._inner.kv_length if self._inner is not None else 0
+    def chat(self) -> ChatModel | None:
+        return self._inner.chat if self._inner is not None else None
 
-    def held_messages(self) -> list[ChatMessage]:
-        return self._inner.held_messages() if self._inner is not None else []
+    @property
+    def voice(self) -> VoiceModels | None:
+        return self._inner.voice if self._inner is not None else None
 
-    def voice_profile(self) -> VoiceProfile:
-        return self.inner.voice_profile()
-
-    def open_listener(self, params: TurnParams | None, confirm_ms: float) -> Listener:
-        return self.inner.open_listener(params, confirm_ms)
-
-    def reply(self, request: ReplyRequest, stop: threading.Event) -> Iterator[ReplyPiece]:
-        return self.inner.reply(request, stop)
-
-    def duplex_prepare(self, params: DuplexParams) -> DuplexReady:
-        return self.inner.duplex_prepare(params)
-
-    def duplex_prefill(self, audio: np.ndarray, frames: list[np.ndarray]) -> None:
-        self.inner.duplex_prefill(audio, frames)
-
-    def duplex_generate(self, force_listen: bool) -> DuplexUnit:
-        return self.inner.duplex_generate(force_listen)
-
-    def duplex_finalize(self) -> None:
-        self.inner.duplex_finalize()
-
-    def duplex_cleanup(self) -> None:
-        if self._inner is not None:
-            self._inner.duplex_cleanup()
+    @property
+    def duplex(self) -> DuplexModel | None:
+        return self._inner.duplex if self._inner is not None else None
 
     def end_session(self) -> None:
         if self._inner is not None:

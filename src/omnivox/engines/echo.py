@@ -10,7 +10,7 @@ import threading
 import time
 from collections.abc import Iterator
 
-from omnivox.engines.base import Engine, GenChunk, GenerateParams, GenResult, PrefillStats
+from omnivox.engines.base import ChatModel, Engine, GenChunk, GenerateParams, GenResult, PrefillStats
 from omnivox.protocol.chat import ChatMessage
 from omnivox.protocol.control.workers import Capabilities
 
@@ -21,9 +21,13 @@ def _count(message: ChatMessage) -> int:
     return len(message.text().split()) + 1  # +1 for the role marker
 
 
-class EchoEngine(Engine):
+class EchoEngine(Engine, ChatModel):
     name = "echo"
     capabilities = Capabilities(streaming=True)
+
+    @property
+    def chat(self) -> ChatModel:
+        return self  # it is its own turn-based chat model
 
     def __init__(self, word_delay_s: float = 0.0) -> None:
         self._messages: list[ChatMessage] = []

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from omnivox.core.errors import ContextTooLong, Interrupted, PrefillRequired
-from omnivox.engines.base import Engine, GenChunk, GenerateParams, GenResult, PrefillStats
+from omnivox.engines.base import ChatModel, Engine, GenChunk, GenerateParams, GenResult, PrefillStats
 from omnivox.protocol.chat import ChatMessage
 from omnivox.protocol.control.workers import Capabilities
 from omnivox.voice.llm.causal_lm import cache_argument, forward_params, load_causal_lm, new_cache
@@ -28,11 +28,15 @@ PREFILL_CHUNK = 512  # ids per forward pass of a prefill (the interrupt is check
 DEFAULT_CONTEXT_TOKENS = 8192
 
 
-class TransformersEngine(Engine):
+class TransformersEngine(Engine, ChatModel):
     """Any causal LM with a chat template, on CPU or CUDA; text in, streamed text out."""
 
     name = "transformers"
     capabilities = Capabilities(streaming=True)
+
+    @property
+    def chat(self) -> ChatModel:
+        return self  # it is its own turn-based chat model
 
     def __init__(
         self,

@@ -17,16 +17,20 @@ import threading
 from collections.abc import Iterator
 
 from omnivox.core.errors import PrefillRequired
-from omnivox.engines.base import Engine, GenChunk, GenerateParams, GenResult, PrefillStats
+from omnivox.engines.base import ChatModel, Engine, GenChunk, GenerateParams, GenResult, PrefillStats
 from omnivox.protocol.chat import ChatMessage
 from omnivox.protocol.control.workers import Capabilities
 from omnivox.voice.llm.base import LlmParams
 from omnivox.voice.llm.llamacpp_llm import LlamaCppLlm
 
 
-class LlamaCppEngine(Engine):
+class LlamaCppEngine(Engine, ChatModel):
     name = "local"
     capabilities = Capabilities(streaming=True)
+
+    @property
+    def chat(self) -> ChatModel:
+        return self  # it is its own turn-based chat model
 
     def __init__(self, llm: LlamaCppLlm) -> None:
         self.llm = llm

@@ -1,4 +1,4 @@
-"""MiniCPM-o 4.5 through transformers: full duplex (seed 001) and turn-based streaming (seed 002).
+"""MiniCPM-o 4.5 through transformers: full duplex and turn-based streaming.
 
 ``--engine minicpmo --model PATH --device cuda``. ``load()`` imports torch and transformers, loads
 the checkpoint with its own code (bf16), its streaming vocoder and its duplex wrapper; every call
@@ -27,8 +27,8 @@ from omnivox.audio.resample import resample
 from omnivox.audio.wav import read_wav, write_wav_file
 from omnivox.core.errors import EngineFailure, IllegalTransition, InvalidAudio, UnsupportedContent
 from omnivox.engines import minicpmo_remote as remote
-from omnivox.engines.base import Engine, GenChunk, GenerateParams, GenResult, PrefillStats
-from omnivox.engines.duplex import INPUT_SAMPLE_RATE, DuplexParams, DuplexReady, DuplexUnit
+from omnivox.engines.base import ChatModel, Engine, GenChunk, GenerateParams, GenResult, PrefillStats
+from omnivox.engines.duplex import INPUT_SAMPLE_RATE, DuplexModel, DuplexParams, DuplexReady, DuplexUnit
 from omnivox.engines.minicpmo_chat import TurnChat
 from omnivox.protocol.chat import ChatMessage
 from omnivox.protocol.control.workers import Capabilities
@@ -71,11 +71,20 @@ def check_move(phase: UnitPhase, call: str) -> UnitPhase:
 ModelLoader = Callable[[str, str], Any]
 
 
-class MiniCPMoEngine(Engine):
+class MiniCPMoEngine(Engine, ChatModel):
     """One MiniCPM-o 4.5 model per worker: duplex sessions and turn-based streaming."""
 
     name = "minicpmo"
     capabilities = CAPABILITIES
+    hears = speaks = sees = True
+
+    @property
+    def chat(self) -> ChatModel:
+        return self  # turn-based streaming (refused while a duplex session holds the model)
+
+    @property
+    def duplex(self) -> DuplexModel:
+        return MiniCPMoUnits(self)
 
     def __init__(
         self,
@@ -90,7 +99,7 @@ class MiniCPMoEngine(Engine):
         self.ref_audio_path = ref_audio_path
         self._load_model = load_model
         self.model: Any = None
-        self.duplex: Any = None
+        self.duplex_model: Any = None  # the model's own duplex object (its code's)
         self._chat: TurnChat | None = None
         self._default_voice: np.ndarray | None = None
         self._window: dict[str, Any] | None = None  # the duplex cache window as loaded
@@ -115,7 +124,7 @@ class MiniCPMoEngine(Engine):
                 remote.init_tts(model)
         except Exception as exc:
             raise EngineFailure(f"cannot load MiniCPM-o from {self.model_path}: {exc}") from exc
-        self.model, self.duplex = model, duplex
+        self.model, self.duplex_model = model, duplex
         self._window = remote.window_settings(duplex)
         self._chat = TurnChat(model, self._voice)
         self.voices = (DEFAULT_VOICE,) if self._default_voice is not None else ()
@@ -123,7 +132,7 @@ class MiniCPMoEngine(Engine):
         remote.empty_device_cache()
 
     @property
-    def chat(self) -> TurnChat:
+    def turns(self) -> TurnChat:
         if self._chat is None:
             raise EngineFailure("the MiniCPM-o engine is not loaded")
         return self._chat
@@ -136,25 +145,25 @@ class MiniCPMoEngine(Engine):
 
     def reset(self) -> None:
         self._no_duplex("reset")
-        self.chat.reset()
+        self.turns.reset()
 
     def prefill(self, messages: list[ChatMessage]) -> PrefillStats:
         self._no_duplex("prefill")
-        return self.chat.prefill(messages)
+        return self.turns.prefill(messages)
 
     def generate(
         self, params: GenerateParams, stop: threading.Event, result: GenResult
     ) -> Iterator[GenChunk]:
         self._no_duplex("generate")
-        return self.chat.generate(params, stop, result)
+        return self.turns.generate(params, stop, result)
 
     @property
     def kv_length(self) -> int:
         if self.model is None:
             return 0
         if self.phase is not UnitPhase.IDLE:
-            return remote.duplex_cache_length(self.duplex)
-        return self.chat.kv_length
+            return remote.duplex_cache_length(self.duplex_model)
+        return self.turns.kv_length
 
     def held_messages(self) -> list[ChatMessage]:
         return list(self._chat.messages) if self._chat is not None else []
@@ -172,7 +181,7 @@ class MiniCPMoEngine(Engine):
         if self.phase is not UnitPhase.IDLE:
             self.duplex_cleanup()
         notes: list[str] = []
-        duplex, model = self.duplex, self.model
+        duplex, model = self.duplex_model, self.model
         tts_ref = next((a for a in (params.tts_ref_audio, params.ref_audio) if a is not None), None)
         tts_ref = tts_ref if tts_ref is not None else self._voice(params.voice)
         speech = params.generate_audio and tts_ref is not None
@@ -183,7 +192,7 @@ class MiniCPMoEngine(Engine):
         try:
             # the turn-based conversation shares the model: a duplex session starts from nothing
             model.reset_session(reset_token2wav_cache=True)
-            self.chat.forget()
+            self.turns.forget()
             duplex.generate_audio = speech
             duplex.force_listen_count = 0
             duplex.CHUNK_MS = model.CHUNK_MS = params.chunk_ms
@@ -214,7 +223,7 @@ class MiniCPMoEngine(Engine):
         samples = _unit_audio(audio)
         images = _unit_images(frames) if self._params.mode == "omni" else []
         with self._model_call("duplex_prefill"):
-            done = self.duplex.streaming_prefill(
+            done = self.duplex_model.streaming_prefill(
                 audio_waveform=samples, frame_list=images or None, max_slice_nums=1
             )
         if isinstance(done, dict) and not done.get("success", True):
@@ -225,10 +234,10 @@ class MiniCPMoEngine(Engine):
     def duplex_generate(self, force_listen: bool) -> DuplexUnit:
         target = check_move(self.phase, "duplex_generate")
         p = self._params
-        force, undo = remote.force_listen_args(self.duplex, force_listen)
+        force, undo = remote.force_listen_args(self.duplex_model, force_listen)
         try:
             with self._model_call("duplex_generate"):
-                out = self.duplex.streaming_generate(
+                out = self.duplex_model.streaming_generate(
                     prompt_wav_path=self._prompt_wav,
                     max_new_speak_tokens_per_chunk=p.max_new_speak_tokens,
                     decode_mode="sampling" if p.temperature > 0 else "greedy",
@@ -248,7 +257,7 @@ class MiniCPMoEngine(Engine):
             return  # already closed (a second call, or a revision that closes units in generate)
         target = check_move(self.phase, "duplex_finalize")
         with self._model_call("duplex_finalize"):
-            remote.finalize_unit(self.duplex)
+            remote.finalize_unit(self.duplex_model)
         self.phase = target
 
     def duplex_cleanup(self) -> None:
@@ -258,13 +267,13 @@ class MiniCPMoEngine(Engine):
         self._speaking = False
         failures: list[BaseException] = []
         if self.model is not None:
-            if was_active and hasattr(self.duplex, "set_session_stop"):
+            if was_active and hasattr(self.duplex_model, "set_session_stop"):
                 try:
-                    self.duplex.set_session_stop()
+                    self.duplex_model.set_session_stop()
                 except Exception as exc:
                     failures.append(exc)
-            failures += remote.release_session(self.model, self.duplex)
-            self.chat.forget()
+            failures += remote.release_session(self.model, self.duplex_model)
+            self.turns.forget()
         self._remove_prompt_wav()
         remote.empty_device_cache()
         if failures:
@@ -274,7 +283,7 @@ class MiniCPMoEngine(Engine):
         try:
             self.duplex_cleanup()
         finally:
-            self.model = self.duplex = self._chat = None
+            self.model = self.duplex_model = self._chat = None
             remote.empty_device_cache()
 
     # ---- internals
@@ -360,3 +369,29 @@ def _unit_images(frames: list[np.ndarray]) -> list[Any]:
         return remote.rgb_to_images(frames)
     except ImportError as exc:
         raise EngineFailure(f"omni frames need Pillow, which the model requires too: {exc}") from exc
+
+
+class MiniCPMoUnits(DuplexModel):
+    """The engine's ``duplex`` role: its ``duplex_*`` steps (``UnitPhase`` checks their order)."""
+
+    def __init__(self, engine: MiniCPMoEngine) -> None:
+        self.engine = engine
+
+    def prepare(self, params: DuplexParams) -> DuplexReady:
+        return self.engine.duplex_prepare(params)
+
+    def prefill(self, audio: np.ndarray, frames: list[np.ndarray]) -> None:
+        self.engine.duplex_prefill(audio, frames)
+
+    def generate(self, force_listen: bool) -> DuplexUnit:
+        return self.engine.duplex_generate(force_listen)
+
+    def finalize(self) -> None:
+        self.engine.duplex_finalize()
+
+    def cleanup(self) -> None:
+        self.engine.duplex_cleanup()
+
+    @property
+    def kv_length(self) -> int:
+        return self.engine.kv_length

@@ -1,4 +1,4 @@
-"""MiniCPM-o's turn-based streaming API behind the Engine's ``prefill`` / ``generate`` (seed 002).
+"""MiniCPM-o's turn-based streaming API behind the Engine's ``prefill`` / ``generate``.
 
 The model holds the conversation's KV cache itself (``llm_past_key_values``): each message is
 prefilled once with ``streaming_prefill`` and the reply that ``streaming_generate`` speaks stays in

@@ -28,7 +28,7 @@ the published checkpoint):
 Assumed, because revisions differ or no source showed it (each is one function below):
 
 - ``streaming_generate(force_listen_override=)`` and ``finalize_unit()`` (the deferred finalize of
-  seed 001) exist only in newer revisions: without the first a forced listen is asked for through
+  the full-duplex loop) exist only in newer revisions: without the first a forced listen is asked for through
   ``force_listen_count``; without the second the revision closes the unit inside
   ``streaming_generate`` and finalize has nothing to do (``force_listen_args``, ``finalize_unit``);
 - trimming to ``max_kv_tokens`` sets the decoder's "basic" sliding window (high = the limit, low =

@@ -4,8 +4,8 @@ A worker hosting it is a light session host: it keeps the cheap per-session mode
 smart-turn end-of-turn model) and reaches the heavy ones through the coordinator (``coordinator``
 setting): its hearing holds one ASR slot for the session's life, each reply goes LLM -> TTS through
 the stages, a streaming turn's audio parts are one-shot ASR requests. Many workers share one set of
-batched models. Everything else (the conversation views, streaming turns, realtime and cascade
-duplex sessions) is the cascade engine's own code over these proxies.
+batched models. Its roles are the cascade's over these proxies: ``voice`` is ``PipelineVoice``
+(``VoiceModels`` on the stages), ``chat`` the cascade's ``CascadeChat`` over it.
 """
 
 from __future__ import annotations
@@ -18,12 +18,13 @@ from collections.abc import Iterator
 
 from omnivox.core.config import Settings
 from omnivox.core.errors import EngineFailure
-from omnivox.engines.cascade import CascadeEngine
+from omnivox.engines.cascade import StackEngine
 from omnivox.engines.pipeline_voice import RemoteAsr, RemoteLlm, RemoteTts, pipeline_reply
 from omnivox.pipeline.client import PipelineClient
 from omnivox.pipeline.relay import relay_from
 from omnivox.voice.listener import Listener
 from omnivox.voice.llm.history import ReplyTemperature
+from omnivox.voice.models import VoiceProfile
 from omnivox.voice.reply import ReplyPiece, ReplyRequest, with_apology
 from omnivox.voice.stack import ASR_RATE, VoiceStack, context_tokens, max_reply_tokens
 from omnivox.voice.vad.turn import TurnParams
@@ -32,11 +33,35 @@ log = logging.getLogger(__name__)
 READY_TIMEOUT_S = 300.0  # the stages load their models (seconds each) while the worker waits
 
 
-class PipelineEngine(CascadeEngine):
+class PipelineVoice:
+    """``VoiceModels`` on a staged pipeline: the session's hearing holds an ASR slot, each reply goes
+    LLM -> TTS through the stages (``pipeline_reply``)."""
+
+    def __init__(self, stack: VoiceStack, client: PipelineClient) -> None:
+        self.stack = stack  # the local models (VAD, smart-turn) and the stages' proxies
+        self.client = client
+
+    def profile(self) -> VoiceProfile:
+        return self.stack.profile()
+
+    def open_listener(
+        self, params: TurnParams | None, confirm_ms: float, speculate_at: float | None = 0.3
+    ) -> Listener:
+        asr = self.stack.asr
+        assert isinstance(asr, RemoteAsr)
+        asr.open_stream()  # the session's ASR slot, for its life
+        return self.stack.open_listener(params, confirm_ms, speculate_at)
+
+    def reply(self, request: ReplyRequest, stop: threading.Event) -> Iterator[ReplyPiece]:
+        pieces = pipeline_reply(self.client, request, stop, session=self.client.name)
+        return with_apology(pieces, self.stack.tts, request, stop)
+
+
+class PipelineEngine(StackEngine):
     name = "pipeline"
 
     def __init__(self, settings: Settings) -> None:
-        super().__init__(self._stack)
+        super().__init__()
         if not settings.coordinator:
             raise ValueError("the pipeline engine needs --coordinator tcp://HOST:PORT")
         self.settings = settings
@@ -60,9 +85,10 @@ class PipelineEngine(CascadeEngine):
             time.sleep(0.1)
         else:
             raise EngineFailure(f"the pipeline at {s.coordinator} has no asr, llm and tts stages running")
-        super().load()
+        stack = self._build_stack()
+        self._loaded(stack, PipelineVoice(stack, self.client))
 
-    def _stack(self) -> VoiceStack:
+    def _build_stack(self) -> VoiceStack:
         from omnivox.voice.turn.smart_turn import SmartTurn
         from omnivox.voice.vad.silero import SileroVad
 
@@ -84,17 +110,6 @@ class PipelineEngine(CascadeEngine):
             context_tokens=context_tokens(llm_settings),
             max_reply_tokens=max_reply_tokens(llm_settings),
         )
-
-    def open_listener(self, params: TurnParams | None, confirm_ms: float) -> Listener:
-        asr = self.voice.asr
-        assert isinstance(asr, RemoteAsr)
-        asr.open_stream()  # the session's ASR slot, for its life
-        return super().open_listener(params, confirm_ms)
-
-    def reply(self, request: ReplyRequest, stop: threading.Event) -> Iterator[ReplyPiece]:
-        assert self.client is not None
-        pieces = pipeline_reply(self.client, request, stop, session=self.client.name)
-        return with_apology(pieces, self.voice.tts, request, stop)
 
     def close(self) -> None:
         super().close()

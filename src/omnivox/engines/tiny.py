@@ -5,17 +5,16 @@ Qwen2 model and a byte-level chat codec, so it needs no hub, no files and no dow
 milliseconds. Its replies are noise, but deterministic noise: the same seed gives the same weights,
 and float64 weights make an incremental prefill and a full one pick the same greedy tokens.
 
-It also serves full-duplex sessions (``engines.tiny_duplex``) on a second small model of its own,
-built from the same seed, with its own cache: a duplex session never touches the conversation and
-cache of turn-based streaming, nor its sampling stream.
+It also decides full-duplex units (its ``duplex`` role, ``engines.tiny_duplex``) on a second small
+model of its own, built from the same seed, with its own cache: a duplex session never touches the
+conversation and cache of turn-based streaming, nor its sampling stream.
 """
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 
-from omnivox.engines.duplex import DuplexParams, DuplexReady, DuplexUnit
+from omnivox.engines.duplex import DuplexModel
 from omnivox.engines.hf import TransformersEngine
 from omnivox.engines.tiny_duplex import TinyDuplex, TinyDuplexModel
 from omnivox.protocol.control.workers import Capabilities
@@ -29,6 +28,7 @@ class TinyEngine(TransformersEngine):
     name = "tiny"
     # vision: duplex frames are seen; image parts of streaming turns are still refused (text codec)
     capabilities = Capabilities(streaming=True, duplex=True, vision=True)
+    sees = True
 
     def __init__(
         self,
@@ -57,34 +57,15 @@ class TinyEngine(TransformersEngine):
     def load(self) -> None:
         self._duplex_mode()  # the first duplex session should not pay for building its weights
 
-    @property
-    def kv_length(self) -> int:
-        """The duplex cache during a duplex session (the worker reports it per unit), else the text one."""
-        if self._duplex is not None and self._duplex.active:
-            return self._duplex.kv_length
-        return super().kv_length
-
     def close(self) -> None:
-        self.duplex_cleanup()
-        super().close()
-
-    # ---- full duplex (engines.tiny_duplex)
-
-    def duplex_prepare(self, params: DuplexParams) -> DuplexReady:
-        return self._duplex_mode().prepare(params)
-
-    def duplex_prefill(self, audio: np.ndarray, frames: list[np.ndarray]) -> None:
-        self._duplex_mode().prefill(audio, frames)
-
-    def duplex_generate(self, force_listen: bool) -> DuplexUnit:
-        return self._duplex_mode().generate(force_listen)
-
-    def duplex_finalize(self) -> None:
-        self._duplex_mode().finalize()
-
-    def duplex_cleanup(self) -> None:
         if self._duplex is not None:
             self._duplex.cleanup()
+        super().close()
+
+    @property
+    def duplex(self) -> DuplexModel:
+        """Full duplex (``engines.tiny_duplex``), on its own model and cache."""
+        return self._duplex_mode()
 
     def _duplex_mode(self) -> TinyDuplex:
         if self._duplex is None:

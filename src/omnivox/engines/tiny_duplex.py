@@ -1,4 +1,4 @@
-"""The tiny engine's full-duplex mode: seed 001's per-unit KV path on a random model, on a CPU.
+"""The tiny engine's full-duplex mode: MiniCPM-o's per-unit KV path on a random model, on a CPU.
 
 A second small random Qwen2 (its own weights, so the text model and its seeded replies are
 untouched) over the text codec's vocabulary plus the duplex specials, and two seeded projections
@@ -29,7 +29,7 @@ import torch
 
 from omnivox.core.errors import InvalidAudio, InvalidMessage, PrefillRequired
 from omnivox.engines.base import OUTPUT_SAMPLE_RATE
-from omnivox.engines.duplex import INPUT_SAMPLE_RATE, DuplexParams, DuplexReady, DuplexUnit
+from omnivox.engines.duplex import INPUT_SAMPLE_RATE, DuplexModel, DuplexParams, DuplexReady, DuplexUnit
 from omnivox.voice.llm.byte_codec import VOCAB_SIZE, ByteChatCodec, tiny_qwen2_config
 from omnivox.voice.llm.causal_lm import cache_argument, forward_params, new_cache
 
@@ -107,8 +107,8 @@ class TinyDuplexModel:
         return out.logits[0, -1]
 
 
-class TinyDuplex:
-    """One duplex session at a time over a ``TinyDuplexModel`` (the engine's duplex methods)."""
+class TinyDuplex(DuplexModel):
+    """One duplex session at a time over a ``TinyDuplexModel`` (the tiny engine's ``duplex`` role)."""
 
     def __init__(self, model: TinyDuplexModel, seed: int) -> None:
         self.model = model
@@ -141,7 +141,7 @@ class TinyDuplex:
         self._clear()
         system = [{"role": "system", "content": params.system_prompt}]
         prefix = [self.model.embed_tokens(ByteChatCodec().encode_chat(system, add_generation_prompt=False))]
-        if params.ref_audio is not None:  # the model's own voice prompt, as seed 001 puts it
+        if params.ref_audio is not None:  # the model's own voice prompt, as MiniCPM-o puts it
             prefix.append(self.model.embed_audio(check_audio(params.ref_audio, "ref_audio")))
         limit = params.max_kv_tokens or DEFAULT_MAX_KV_TOKENS
         held = sum(len(p) for p in prefix)
@@ -180,7 +180,7 @@ class TinyDuplex:
         params = self._session()
         logits = self.pending_logits
         if logits is None:
-            raise PrefillRequired("duplex_generate needs this unit's duplex_prefill first")
+            raise PrefillRequired("generate needs this unit's prefill first")
         self.pending_logits = None
         if force_listen or self._decide(logits, params) == LISTEN:
             self._unfed = [LISTEN]
@@ -211,7 +211,7 @@ class TinyDuplex:
 
     def _session(self) -> DuplexParams:
         if self.params is None:
-            raise PrefillRequired("no duplex session: duplex_prepare first")
+            raise PrefillRequired("no duplex session: prepare one first")
         return self.params
 
     def _feed(self, embeds: torch.Tensor) -> torch.Tensor:

@@ -13,11 +13,13 @@ import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
 from omnivox.core.config import Settings
 from omnivox.core.errors import OmnivoxError
+from omnivox.gateway.auth import require
+from omnivox.gateway.bodies import BodyLimit, body_ceiling
 from omnivox.gateway.cluster.connection import parse_store_url
 from omnivox.gateway.context import GatewayContext
 from omnivox.gateway.edges.mount import mount_protocols
@@ -98,9 +100,21 @@ def create_gateway_app(settings: Settings, background: list[Hook] | None = None)
             # the sessions have ended: their recordings are finished before the process goes
             await asyncio.to_thread(recorder.close)
 
-    app = FastAPI(title="omnivox gateway", lifespan=lifespan)
+    docs_public = settings.public_api_docs if settings.public_api_docs is not None else not settings.any_key
+    if docs_public:
+        app = FastAPI(title="omnivox gateway", lifespan=lifespan)
+    else:  # the API's description is the admin's: no doc pages, the schema with the admin key
+        app = FastAPI(
+            title="omnivox gateway", lifespan=lifespan, openapi_url=None, docs_url=None, redoc_url=None
+        )
+
+        @app.get("/openapi.json", include_in_schema=False, dependencies=[Depends(require("admin"))])
+        async def openapi() -> dict[str, Any]:
+            return app.openapi()
+
     app.state.ctx = ctx
     app.state.media_tokens = media_tokens
+    app.add_middleware(BodyLimit, ceiling=body_ceiling(settings))  # every body, whoever reads it
     if settings.allowed_origins:  # pages of those origins may read the API (same origin needs nothing)
         app.add_middleware(
             CORSMiddleware,

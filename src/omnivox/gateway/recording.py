@@ -41,7 +41,10 @@ async def retention(service: RecordingService, settings: Settings, metrics: Gate
     every ``cleanup_interval_s``. Nothing it meets stops it."""
     store = service.store
     try:
-        recovered = await asyncio.to_thread(recover, store, time.time())
+        # at once, not after recover()'s usual quiet period: a recording's lock is taken before its
+        # meta.json is written, so one with a meta.json and no lock holder is orphaned however recent
+        # (a gateway killed and restarted within seconds leaves its cut sessions finished)
+        recovered = await asyncio.to_thread(recover, store, time.time(), 0.0)
         if recovered:
             log.info("finished %d recording(s) a previous run left unfinished", len(recovered))
     except Exception:

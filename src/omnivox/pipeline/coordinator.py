@@ -1,4 +1,4 @@
-"""The coordinator: the pipeline's request router (seed 003). It runs no model.
+"""The coordinator: the pipeline's request router (SGLang-Omni's). It runs no model.
 
 Stages register (and re-register as their heartbeat); clients say hello (also their heartbeat). A
 client's ``Submit`` gets a plan from the spec and goes to the plan's entry stages once all of its
@@ -23,10 +23,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import zmq
-from zmq.utils.monitor import recv_monitor_message
 
 from omnivox.core.errors import OmnivoxError, StageLost, StageUnavailable, as_omnivox_error
 from omnivox.pipeline import transport
+from omnivox.pipeline.connections import ConnectionGuard, ConnectionLimits, guard_listener
 from omnivox.pipeline.messages import (
     CLIENT,
     Abort,
@@ -68,8 +68,10 @@ class Coordinator:
         relay: PayloadRelay | None = None,
         context: zmq.Context[Any] | None = None,
         key: str | None = None,
+        connections: ConnectionLimits | None = None,
     ) -> None:
-        """``key``: the worker key; with one, only its holders reach the coordinator (CurveZMQ)."""
+        """``key``: the worker key; with one, only its holders reach the coordinator (CurveZMQ).
+        ``connections``: what its port holds (idle and surplus connections are closed)."""
         self.spec = spec
         self.heartbeat_s = heartbeat_s
         self.lost_after_s = lost_after_s
@@ -77,15 +79,20 @@ class Coordinator:
         self.request_wait_s = request_wait_s
         self.relay = relay or PayloadRelay()
         self._ctx = context or zmq.Context.instance()
+        limits = connections or ConnectionLimits()
         self.router = transport.socket(self._ctx, zmq.ROUTER, curve=transport.curve_keys(key), server=True)
+        guard_listener(self.router, limits.hello_within_s)
         try:
             self.address = transport.bind(self.router, host, port)
         except zmq.ZMQError:
             self.router.close(0)
             raise
-        # a peer process that dies closes its connection at once: that is seen here before any
-        # heartbeat is missed (heartbeats catch the hung ones)
-        self._monitor = self.router.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+        # every peer (a stage, a client) greets at once and on each heartbeat: a silent connection
+        # is closed. A peer process that dies closes its connection at once: that is seen here
+        # before any heartbeat is missed (heartbeats catch the hung ones)
+        self.guard = ConnectionGuard(
+            self.router, max_connections=limits.max_connections, hello_within_s=limits.hello_within_s
+        )
         self._fds: dict[int, bytes] = {}  # connection -> the identity that last spoke on it
         self.epoch = secrets.token_hex(8)
         self.stages: dict[str, StageRecord] = {}
@@ -103,12 +110,12 @@ class Coordinator:
     def run(self) -> None:
         poller = zmq.Poller()
         poller.register(self.router, zmq.POLLIN)
-        poller.register(self._monitor, zmq.POLLIN)
+        poller.register(self.guard.monitor, zmq.POLLIN)
         next_check = 0.0
         try:
             while not self.stopping.is_set():
                 ready = dict(poller.poll(max(10, int(self.heartbeat_s * 500))))
-                if self._monitor in ready:
+                if self.guard.monitor in ready:
                     self._disconnections()
                 if self.router in ready:
                     self._drain()
@@ -120,8 +127,7 @@ class Coordinator:
             for record in self.stages.values():
                 if record.alive:
                     self._send(record.identity, Shutdown("the coordinator stopped"))
-            self.router.disable_monitor()
-            self._monitor.close(0)
+            self.guard.close()
             self.router.close(0)
             self.relay.close()
 
@@ -137,6 +143,7 @@ class Coordinator:
             identity, message, frames = got.identity, got.message, got.frames
             if identity is not None and got.fd >= 0:
                 self._fds[got.fd] = identity
+                self.guard.heard(got.fd)
             self.counts["messages"] += 1
             if message is None or identity is None:
                 self.counts["bad_messages"] += 1
@@ -150,9 +157,8 @@ class Coordinator:
                 return
 
     def _disconnections(self) -> None:
-        while self._monitor.poll(0):
-            event = recv_monitor_message(self._monitor)
-            who = self._fds.pop(int(event["value"]), None)
+        for fd in self.guard.events():
+            who = self._fds.pop(fd, None)
             if who is None:
                 continue
             for name, record in self.stages.items():
@@ -233,6 +239,7 @@ class Coordinator:
         self._announce()
 
     def _check(self, now: float) -> None:
+        self.guard.sweep(now)
         for name, record in self.stages.items():
             if record.alive and now - record.last_seen > self.lost_after_s:
                 self._lose(name, f"no heartbeat for {now - record.last_seen:.1f} s")

@@ -24,6 +24,7 @@ from typing import Any
 import httpx
 
 from omnivox.core.keys import bearer
+from omnivox.pipeline.connections import ConnectionLimits
 from omnivox.pipeline.coordinator import Coordinator
 from omnivox.pipeline.relay import PayloadRelay
 from omnivox.pipeline.scheduler import Scheduler
@@ -64,6 +65,7 @@ def run_stage(
     heartbeat_s: float = 0.2,
     relay: PayloadRelay | None = None,
     key: str | None = None,
+    connections: ConnectionLimits | None = None,
 ) -> None:
     """Load the stage's model (its scheduler) and serve until told to stop (SIGTERM, Shutdown)."""
     began = time.monotonic()
@@ -78,6 +80,7 @@ def run_stage(
         heartbeat_s=heartbeat_s,
         relay=relay,
         key=key,
+        connections=connections,
     )
     _on_signals(stage.stop)
     log.info("stage %s ready in %.1f s at %s", name, time.monotonic() - began, stage.address)
@@ -192,6 +195,7 @@ def run_coordinator(
     lost_after_s: float = 3.0,
     relay: PayloadRelay | None = None,
     ready: Callable[[str], None] | None = None,
+    connections: ConnectionLimits | None = None,
 ) -> None:
     """Serve as the coordinator; with ``local``, start (and keep) the spec's local stages too."""
     coordinator = Coordinator(
@@ -202,6 +206,7 @@ def run_coordinator(
         lost_after_s=lost_after_s,
         relay=relay,
         key=key,  # the worker key: the gateway's reports and the pipeline's own sockets
+        connections=connections,
     )
     address = coordinator.address.replace("0.0.0.0", "127.0.0.1")
     stop = threading.Event()

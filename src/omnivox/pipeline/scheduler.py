@@ -1,7 +1,7 @@
 """The scheduler contract: what a stage hands its work to, whatever model runs behind it.
 
 A stage (``pipeline.stage``) is an IO shell; a scheduler owns the compute. They meet at two queues
-(seed 003's interface; vllm/v1/core/sched/interface.py's spirit: a small contract, testable on the
+(SGLang-Omni's interface; vllm/v1/core/sched/interface.py's spirit: a small contract, testable on the
 CPU with fake inputs):
 
 - ``inbox``: ``IncomingMessage`` s the stage puts (a new request, a chunk of a request's input

@@ -26,6 +26,7 @@ import zmq
 
 from omnivox.core.errors import OmnivoxError, StageUnavailable, as_omnivox_error
 from omnivox.pipeline import transport
+from omnivox.pipeline.connections import ConnectionGuard, ConnectionLimits, guard_listener
 from omnivox.pipeline.messages import (
     CLIENT,
     Abort,
@@ -75,16 +76,22 @@ class Stage:
         heartbeat_s: float = 0.2,
         context: zmq.Context[Any] | None = None,
         key: str | None = None,
+        connections: ConnectionLimits | None = None,
     ) -> None:
-        """``key``: the worker key; with one, every socket of the stage speaks CurveZMQ."""
+        """``key``: the worker key; with one, every socket of the stage speaks CurveZMQ.
+        ``connections``: what its port holds (surplus connections are closed)."""
         self.name = name
         self.scheduler = scheduler
         self.relay = relay or PayloadRelay()
         self.heartbeat_s = heartbeat_s
         self._ctx = context or zmq.Context.instance()
         self._curve = transport.curve_keys(key)
+        limits = connections or ConnectionLimits()
         self.pull = transport.socket(self._ctx, zmq.PULL, curve=self._curve, server=True)
+        guard_listener(self.pull, limits.hello_within_s)
         address = transport.bind(self.pull, host, port)
+        # peers push only when they have work: silence is no fault here, only the cap applies
+        self.guard = ConnectionGuard(self.pull, max_connections=limits.max_connections, hello_within_s=None)
         if advertise:
             address = f"tcp://{advertise}:{address.rsplit(':', 1)[1]}"
         self.address = address
@@ -115,6 +122,7 @@ class Stage:
         poller = zmq.Poller()
         poller.register(self.pull, zmq.POLLIN)
         poller.register(self.dealer, zmq.POLLIN)
+        poller.register(self.guard.monitor, zmq.POLLIN)
         poller.register(self.scheduler.outbox.fileno(), zmq.POLLIN)
         self._register(first=True)
         next_beat = time.monotonic() + self.heartbeat_s
@@ -123,6 +131,8 @@ class Stage:
             while not self.stopping.is_set():
                 wait_ms = max(0, int((next_beat - time.monotonic()) * 1000))
                 ready = dict(poller.poll(min(wait_ms, 100)))
+                if self.guard.monitor in ready:
+                    self.guard.events()
                 if self.pull in ready:
                     self._drain(self.pull)
                 if self.dealer in ready:
@@ -143,6 +153,7 @@ class Stage:
         self.stopping.set()
 
     def _close(self) -> None:
+        self.guard.close()
         for sock in [self.pull, self.dealer, *self._pushes.values()]:
             sock.close(0)
         self.scheduler.outbox.close()
@@ -155,6 +166,8 @@ class Stage:
             except zmq.Again:
                 return
             message, frames = got.message, got.frames
+            if sock is self.pull and got.fd >= 0:
+                self.guard.heard(got.fd)
             if message is None:
                 self.bad_messages += 1
             else:

@@ -117,7 +117,7 @@ class Received:
     identity: bytes | None  # the sender's socket identity (routed sockets)
     message: Message | None  # None: it did not decode (and was dropped)
     frames: list[Any]  # the payload frames after the header
-    fd: int  # the connection it came on (routed sockets), to match disconnections; -1 if unknown
+    fd: int  # the connection it came on, to match disconnections; -1 if unknown
 
 
 def readable(sock: zmq.Socket[Any]) -> bool:
@@ -134,9 +134,9 @@ def receive(sock: zmq.Socket[Any], *, routed: bool = False) -> Received:
     if routed:
         identity = parts[0].bytes
         parts = parts[1:]
-        if parts:
-            with contextlib.suppress(zmq.ZMQError):
-                fd = int(parts[0].get(zmq.SRCFD))
+    if parts:
+        with contextlib.suppress(zmq.ZMQError):
+            fd = int(parts[0].get(zmq.SRCFD))
     if not parts:
         return Received(identity, None, [], fd)
     try:

@@ -1,4 +1,4 @@
-"""Full-duplex protocol (``/ws/duplex/{session_id}``), the MiniCPM-o demo's message set (seed 001).
+"""Full-duplex protocol (``/ws/duplex/{session_id}``), the MiniCPM-o demo's message set.
 
 Client -> server: prepare, audio_chunk (about a second of audio, plus video frames in omni mode),
 pause, resume, stop, client_diagnostic.

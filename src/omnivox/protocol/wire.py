@@ -69,13 +69,7 @@ def parse(
     size = len(raw) if isinstance(raw, bytes) else len(raw.encode())
     if size > max_bytes:
         raise MessageTooLarge(f"message of {size} bytes exceeds the limit of {max_bytes}", limit=max_bytes)
-    try:
-        data = json.loads(raw)
-    except RecursionError:
-        raise InvalidMessage(f"message is nested more than {MAX_DEPTH} levels deep") from None
-    except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError, or an integer of 4300+ digits
-        raise InvalidJson(f"message is not valid JSON: {exc}") from None
-    check_shape(data)
+    data = load_json(raw)
     if not isinstance(data, dict):
         raise InvalidMessage("message must be a JSON object with a 'type' field")
     ref = {"event_id": data["event_id"]} if isinstance(data.get("event_id"), str) else {}
@@ -93,6 +87,19 @@ def parse(
         problems = "; ".join(f"{error_path_of(err, data) or 'message'}: {err['msg']}" for err in errors)
         first, _ = error_path(exc, data)
         raise InvalidMessage(f"invalid {kind!r} message: {problems}", param=first or None, **ref) from None
+
+
+def load_json(raw: str | bytes) -> Any:
+    """JSON from a peer, of the shape ``check_shape`` allows. Raises InvalidJson or InvalidMessage
+    (never RecursionError, whatever the nesting)."""
+    try:
+        data = json.loads(raw)
+    except RecursionError:
+        raise InvalidMessage(f"message is nested more than {MAX_DEPTH} levels deep") from None
+    except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError, or an integer of 4300+ digits
+        raise InvalidJson(f"message is not valid JSON: {exc}") from None
+    check_shape(data)
+    return data
 
 
 def check_shape(data: Any) -> None:

@@ -1,4 +1,4 @@
-"""Removing old recordings (seed 000, "Session Cleanup"): by age, then by size.
+"""Removing old recordings (the MiniCPM-o demo's "Session Cleanup"): by age, then by size.
 
 - By age: a recording that ended more than ``retention_days`` ago is removed (0: every finished one).
 - By size: while all recordings together take more than ``max_storage_gb``, the least recently used

@@ -2,7 +2,7 @@
 
 The relay's taps run on the event loop; a ``SessionRecorder`` (the recording tap) only appends the
 frame to its session's queue and returns. Reading frames, decoding audio and writing files happen on
-``threads`` writer threads (4, as in seed 000). Each session's frames are handled in order by one
+``threads`` writer threads (4, as in the MiniCPM-o demo). Each session's frames are handled in order by one
 thread at a time (a session's "strand"), so its files are written in order; different sessions are
 written in parallel.
 

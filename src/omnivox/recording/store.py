@@ -1,6 +1,6 @@
 """Where recordings live and how they are found, read and removed, with every path checked.
 
-Layout under ``data_dir/sessions`` (seed 000)::
+Layout under ``data_dir/sessions`` (the MiniCPM-o demo's)::
 
     {recording_id}/meta.json           kind, times, workers, config, outcome, figures of the whole
     {recording_id}/recording.json      the timeline (written when the session ends)

@@ -65,6 +65,11 @@ class Cluster:
     def _spawn(self, args: list[str], name: str, extra_env: dict[str, str]) -> subprocess.Popen[bytes]:
         return spawn(args, {**self.env, **extra_env}, self.log_dir / f"{name}.log" if self.log_dir else None)
 
+    def spawn(self, args: list[str], name: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        """``omnivox ARGS`` with this cluster's settings (and ``env``), its output in ``{name}.log``
+        (a process started again gets a log of its own name: the first one's is kept)."""
+        return self._spawn(args, name, env or {})
+
     def start_gateway(self, **env: str) -> None:
         self.gateway = self._spawn(["gateway", "--port", str(self.port)], "gateway", env)
         self.wait(lambda h: h["status"] in ("ok", "degraded"))

@@ -13,7 +13,7 @@ The ``Listener`` runs in the session's input thread (model work blocks) and turn
   while the silence runs out (as Unmute does at its STT's pause prediction). At 0.3 (150 ms of a
   500 ms ``silence_duration_ms``) the embedded models' reply (Whisper's flush, the LLM's first words,
   their speech: about 350 ms on one core) is ready about when the turn ends; at 0.6 it came 150 ms
-  late (bench realtime, N = 1: p50 894 -> 740 ms). If the user speaks
+  late (docs/benchmarks.md, "Voice to voice with the embedded models"). If the user speaks
   again, ``resumed`` says so, the ASR hears the rest as a new utterance, and the final transcript
   joins both.
 - with ``semantic_vad`` (``TurnParams.eagerness``), as with server VAD, but an end-of-turn model

@@ -1,5 +1,6 @@
 """The voice models one worker loads once and lends to each session in turn: VAD, ASR, TTS, LLM, and
-the end-of-turn model behind ``semantic_vad``.
+the end-of-turn model behind ``semantic_vad``. A ``VoiceStack`` is the in-process cascade's
+``VoiceModels`` (``voice.models``): its listener and replies run on these very models.
 
 Models are built from the settings at worker start-up (in the worker's loading thread) and never per
 session. A session ends with ``end_session``, which puts every stream-holding part (the VAD's
@@ -14,13 +15,17 @@ model.
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from omnivox.core.config import Settings
 from omnivox.protocol.chat import ChatMessage
 from omnivox.voice.asr.base import StreamingAsr
+from omnivox.voice.listener import Listener
 from omnivox.voice.llm.base import ChatLlm
 from omnivox.voice.llm.history import ReplyTemperature
+from omnivox.voice.models import VoiceProfile
 from omnivox.voice.packaged import (
     SMART_TURN_V3_ONNX,
     SMOLLM2_135M_GGUF,
@@ -28,9 +33,11 @@ from omnivox.voice.packaged import (
     MissingModelPackage,
     PackagedModel,
 )
+from omnivox.voice.reply import ReplyPiece, ReplyRequest, produce_reply, with_apology
 from omnivox.voice.tts.base import StreamingTts
 from omnivox.voice.turn.base import EndOfTurnModel
 from omnivox.voice.vad.base import VoiceActivityDetector
+from omnivox.voice.vad.turn import TurnParams
 
 ASR_RATE = 16000  # what the VAD and the ASR backends hear
 
@@ -56,6 +63,32 @@ class VoiceStack:
     temperature: ReplyTemperature = field(default_factory=ReplyTemperature)
     context_tokens: int = REMOTE_CONTEXT_TOKENS
     max_reply_tokens: int = REMOTE_MAX_TOKENS
+
+    # ---- VoiceModels
+
+    def profile(self) -> VoiceProfile:
+        return VoiceProfile(
+            system_prompt=self.system_prompt,
+            voices=tuple(self.tts.voices),
+            default_voice=self.tts.default_voice,
+            context_tokens=self.context_tokens,
+            max_reply_tokens=self.max_reply_tokens,
+            temperature=self.temperature,
+            tool_calls=self.llm.tool_calls,
+            vision=self.llm.vision,
+            llm_name=self.llm.name,
+            asr_name=type(self.asr).__name__,
+        )
+
+    def open_listener(
+        self, params: TurnParams | None, confirm_ms: float, speculate_at: float | None = 0.3
+    ) -> Listener:
+        return Listener(self.vad, self.asr, params, confirm_ms, speculate_at, end_of_turn=self.turn)
+
+    def reply(self, request: ReplyRequest, stop: threading.Event) -> Iterator[ReplyPiece]:
+        return with_apology(produce_reply(self.llm, self.tts, request, stop), self.tts, request, stop)
+
+    # ---- the session's end, the worker's
 
     def end_session(self) -> None:
         """Forget the last session's audio streams; the models stay loaded."""

@@ -1,7 +1,9 @@
 """The engine host: one engine, its worker-side state machine, and the thread it runs in.
 
-All engine calls go through one single-thread executor, so they are serialised (engines are not
-thread-safe) and never block the event loop. One session holds the host at a time.
+Engine calls go through one single-thread executor, the engine thread, so they are serialised
+(engines are not thread-safe) and never block the event loop; a voice session's listener and replies
+run on its agent's own input and output threads instead (the threading rule: ``agent.threads``,
+docs/architecture.md). One session holds the host at a time.
 
 Fencing: a gateway's session comes with the epoch of its assignment (bumped by the scheduler for
 every assignment of this worker). The host takes only epochs newer than any it has seen: an older
@@ -13,17 +15,27 @@ the health report, so a scheduler that lost its state (a restarted store) assign
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from omnivox.agent.threads import iterate_in_thread
 from omnivox.core import transitions
-from omnivox.core.errors import StaleAssignment, WorkerBusy, as_omnivox_error
-from omnivox.engines.base import Engine, GenChunk, GenerateParams, GenResult, PrefillStats
+from omnivox.core.errors import OmnivoxError, StaleAssignment, WorkerBusy, WorkerUnavailable, as_omnivox_error
+from omnivox.engines.base import (
+    ChatModel,
+    Engine,
+    GenChunk,
+    GenerateParams,
+    GenResult,
+    PrefillStats,
+    capabilities_of,
+)
 from omnivox.protocol.chat import ChatMessage, history_hash
-from omnivox.protocol.control.workers import WorkerHealth, WorkerState
+from omnivox.protocol.control.workers import Capabilities, WorkerHealth, WorkerState
 
 log = logging.getLogger(__name__)
 
@@ -38,12 +50,11 @@ TRANSITIONS: dict[WorkerState, frozenset[WorkerState]] = {
     S.ERROR: frozenset(),
 }
 
-_END = object()
-
 
 class EngineHost:
     def __init__(self, engine: Engine, session_wait_s: float = 5.0) -> None:
         self.engine = engine
+        self.capabilities: Capabilities = engine.capabilities  # declared; derived once loaded
         self.state = WorkerState.LOADING
         self.error: str | None = None
         self.sessions_served = 0
@@ -66,17 +77,18 @@ class EngineHost:
             self.error = f"{type(exc).__name__}: {exc}"
             self.transition(WorkerState.ERROR)
         else:
+            self.capabilities = capabilities_of(self.engine)  # what its roles serve
             self.transition(WorkerState.IDLE)
 
     def health(self) -> WorkerHealth:
-        held = self.engine.held_messages() if self.state is WorkerState.IDLE else []
+        idle = self.state is WorkerState.IDLE
         return WorkerHealth(
             status="ok" if self.state is not WorkerState.ERROR else "error",
             state=self.state,
             engine=self.engine.name,
-            capabilities=self.engine.capabilities,
-            kv_length=self.engine.kv_length if self.state is WorkerState.IDLE else 0,
-            cached_hash=history_hash(held),
+            capabilities=self.capabilities,
+            kv_length=self.kv_length if idle else 0,
+            cached_hash=history_hash(self.held_messages() if idle else []),
             sessions_served=self.sessions_served,
             error=self.error,
             voices=list(self.engine.voices),
@@ -133,48 +145,58 @@ class EngineHost:
             self.sessions_served += 1
             self._session.release()
 
+    # ---- the turn-based role (worker.streaming)
+
+    @property
+    def kv_length(self) -> int:
+        chat = self.engine.chat
+        return chat.kv_length if chat is not None else 0
+
+    def held_messages(self) -> list[ChatMessage]:
+        chat = self.engine.chat
+        return chat.held_messages() if chat is not None else []
+
+    def _chat(self) -> ChatModel:
+        chat = self.engine.chat
+        if chat is None:
+            raise WorkerUnavailable(f"engine {self.engine.name} cannot serve streaming sessions")
+        return chat
+
     # ---- engine calls
 
     async def call(self, fn: Any, *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
 
     async def prefill(self, messages: list[ChatMessage], clear: bool) -> PrefillStats:
+        chat = self._chat()
+
         def work() -> PrefillStats:
             if clear:
-                self.engine.reset()
-            return self.engine.prefill(messages)
+                chat.reset()
+            return chat.prefill(messages)
 
         return await self.call(work)
 
     async def generate(
         self, params: GenerateParams, stop: threading.Event, result: GenResult
     ) -> AsyncIterator[GenChunk]:
-        """Run ``engine.generate`` in the engine thread and yield its chunks here.
+        """Run the chat role's ``generate`` in the engine thread and yield its chunks here.
 
         If the consumer goes away (cancellation), ``stop`` is set and this waits for the engine to
         finish, so the next session finds it quiet.
         """
-        loop = asyncio.get_running_loop()
-        queue: asyncio.Queue[Any] = asyncio.Queue()
-
-        def work() -> None:
+        chat = self._chat()
+        chunks: AsyncGenerator[GenChunk, None] = iterate_in_thread(
+            lambda: chat.generate(params, stop, result), self._executor, stop
+        )
+        async with contextlib.aclosing(chunks):
             try:
-                for chunk in self.engine.generate(params, stop, result):
-                    loop.call_soon_threadsafe(queue.put_nowait, chunk)
-            except BaseException as exc:
-                loop.call_soon_threadsafe(queue.put_nowait, as_omnivox_error(exc))
-            finally:
-                loop.call_soon_threadsafe(queue.put_nowait, _END)
-
-        done = loop.run_in_executor(self._executor, work)
-        try:
-            while (item := await queue.get()) is not _END:
-                if isinstance(item, Exception):
-                    raise item
-                yield item
-        finally:
-            stop.set()
-            await asyncio.shield(done)
+                async for chunk in chunks:
+                    yield chunk
+            except OmnivoxError:
+                raise
+            except Exception as exc:
+                raise as_omnivox_error(exc) from exc
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)

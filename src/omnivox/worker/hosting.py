@@ -71,7 +71,7 @@ async def host_session(
         if info.session_id:
             check_session_id(info.session_id)
         loaded = host.state not in (WorkerState.LOADING, WorkerState.ERROR)
-        if loaded and not host.engine.capabilities.serves(task_type):
+        if loaded and not host.capabilities.serves(task_type):
             raise WorkerUnavailable(f"engine {host.engine.name} cannot serve {task_type} sessions")
         host.fence(epoch)  # before waiting: a stale gateway is refused at once
         await host.acquire()

@@ -73,7 +73,7 @@ class StreamingHandler(SessionHandler):
         first = not self.in_turn
         messages, clear = msg.messages, False
         if first:
-            held = self.host.engine.held_messages()
+            held = self.host.held_messages()
             self.hit = bool(held) and history_hash(held) == history_hash(msg.messages[:-1])
             messages, clear = (msg.messages[-1:], False) if self.hit else (msg.messages, True)
             self.in_turn = True
@@ -135,19 +135,18 @@ class StreamingHandler(SessionHandler):
         # done always ends a generation (after an error too), so the turn ends on both sides
         self.conn.send(sp.ReplyChunk(chunk_index=index, is_final=True).model_dump_json(exclude_none=True))
         stats = self._input
-        engine = self.host.engine
         done = sp.Done(
             elapsed_ms=round((time.monotonic() - start) * 1000, 3),
             stopped=result.stopped or failure is not None,
             error=failure.code if failure is not None else None,
             text=result.text,
             ttft_ms=round(ttft * 1000, 3) if ttft is not None else None,
-            history_hash=history_hash(engine.held_messages()),
+            history_hash=history_hash(self.host.held_messages()),
             token_stats=sp.TokenStats(
                 cached_tokens=stats.cached_tokens,
                 input_tokens=stats.input_tokens,
                 generated_tokens=result.generated_tokens,
-                total_tokens=engine.kv_length,
+                total_tokens=self.host.kv_length,
             ),
         )
         self.internal(Metrics(turn_done=True, ttft_s=ttft, ttft_cache="hit" if self.hit else "miss"))
@@ -158,7 +157,7 @@ class StreamingHandler(SessionHandler):
 
     def end_turn(self) -> None:
         """Tell the gateway the turn is over (before the client can hear it is)."""
-        self.internal(TurnEndReport(cached_hash=history_hash(self.host.engine.held_messages())))
+        self.internal(TurnEndReport(cached_hash=history_hash(self.host.held_messages())))
 
     def close_turn(self) -> None:
         """Behind a gateway a connection serves one turn; a direct client keeps its connection."""

@@ -91,6 +91,17 @@ def test_describe():
     assert bench.describe(parse("--pipeline", "cascade")).endswith(", pipeline cascade")
 
 
+def test_describe_takes_the_options_of_bench_conversation_too():
+    """bench conversation describes its models with this and has no --pipeline (it crashed at the end)."""
+    import argparse
+
+    from omnivox.bench import conversation
+
+    parser = argparse.ArgumentParser()
+    conversation.add_arguments(parser)
+    assert bench.describe(parser.parse_args([])) == "local LLM, whisper ASR, in-process workers"
+
+
 # ---- real-time factors from /metrics
 
 

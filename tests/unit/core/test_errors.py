@@ -34,7 +34,14 @@ POLICY = [
     E.StoreUnavailable,
     E.GatewayDraining,
 ]
-SERVER = [E.WorkerLost, E.EngineFailure, E.IllegalTransition, E.InternalError, E.DialFailed]
+SERVER = [
+    E.WorkerLost,
+    E.EngineFailure,
+    E.IllegalTransition,
+    E.InternalError,
+    E.DialFailed,
+    E.StorageUnavailable,
+]
 # a request through the staged pipeline failed: server-side, and the session goes on
 PIPELINE = [c for c in ERRORS if issubclass(c, E.PipelineError)]
 
@@ -79,11 +86,12 @@ def test_policy_errors_are_fatal_and_close_1008(cls):
 
 @pytest.mark.parametrize("cls", SERVER, ids=lambda c: c.__name__)
 def test_server_faults_close_1011_with_a_5xx(cls):
-    assert cls.close_code == E.WS_SERVER_ERROR == 1011 and cls.http_status in (500, 502)
+    assert cls.close_code == E.WS_SERVER_ERROR == 1011 and cls.http_status in (500, 502, 507)
 
 
-def test_server_faults_are_fatal_except_a_lost_worker_or_a_call_not_answered():
-    assert [c.__name__ for c in SERVER if not c("x").fatal] == ["WorkerLost", "DialFailed"]
+def test_server_faults_are_fatal_except_a_lost_worker_a_call_not_answered_or_a_full_disk():
+    recoverable = [c.__name__ for c in SERVER if not c("x").fatal]
+    assert recoverable == ["WorkerLost", "DialFailed", "StorageUnavailable"]
 
 
 def test_a_cancelled_ticket_ends_the_session_with_a_normal_close():
@@ -91,9 +99,9 @@ def test_a_cancelled_ticket_ends_the_session_with_a_normal_close():
     assert err.fatal and err.close_code == 1000 and err.http_status == 409
 
 
-def test_1011_is_said_exactly_for_http_500_and_502():
+def test_1011_is_said_exactly_for_http_500_502_and_507():
     for cls in ERRORS:
-        assert (cls.close_code == E.WS_SERVER_ERROR) == (cls.http_status in (500, 502)), cls.__name__
+        assert (cls.close_code == E.WS_SERVER_ERROR) == (cls.http_status in (500, 502, 507)), cls.__name__
         assert cls.close_code in (E.WS_NORMAL, E.WS_POLICY, E.WS_SERVER_ERROR), cls.__name__
 
 

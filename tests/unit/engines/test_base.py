@@ -1,23 +1,22 @@
-"""The Engine contract's defaults: what an engine without voice models or a cache says about itself."""
+"""The Engine contract: roles, what an engine serves by the roles it has, and the defaults."""
 
 from __future__ import annotations
 
 import threading
 
-import pytest
-
-from omnivox.core.errors import WorkerUnavailable
-from omnivox.engines.base import Engine, GenerateParams, GenResult, PrefillStats, VoiceProfile
+from omnivox.engines.base import ChatModel, Engine, GenerateParams, GenResult, PrefillStats, capabilities_of
 from omnivox.protocol.chat import ChatMessage
-from omnivox.voice.llm.base import LlmParams
-from omnivox.voice.reply import ReplyRequest
-from omnivox.voice.vad.turn import TurnParams
+from omnivox.voice.models import VoiceProfile
 
 
-class Bare(Engine):
-    """The least an engine implements."""
+class Bare(Engine, ChatModel):
+    """The least a turn-based engine implements."""
 
     name = "bare"
+
+    @property
+    def chat(self) -> ChatModel:
+        return self
 
     def reset(self) -> None:
         pass
@@ -53,25 +52,28 @@ def test_voice_profile_temperatures_default_to_a_livelier_first_reply() -> None:
     assert t.for_history([ChatMessage(role="assistant", content="hello")]) == t.later
 
 
-def test_an_engine_without_voice_models_refuses_voice_sessions_as_unavailable() -> None:
-    engine = Bare()
-    request = ReplyRequest([ChatMessage(role="user", content="hi")], LlmParams())
-    calls = [
-        engine.voice_profile,
-        lambda: engine.open_listener(TurnParams(), 100.0),
-        lambda: engine.open_listener(None, 100.0),
-        lambda: engine.reply(request, threading.Event()),
-    ]
-    for call in calls:
-        with pytest.raises(WorkerUnavailable) as info:
-            call()
-        assert info.value.code == "no_capable_worker" and "bare" in info.value.message
+def test_an_engine_without_voice_models_has_no_voice_role() -> None:
+    # (a realtime session on it is refused as unavailable: worker/realtime/test_session.py)
+    assert Bare().voice is None
+
+
+def test_an_engine_serves_what_its_roles_serve() -> None:
+    nothing = capabilities_of(Engine())
+    assert not (nothing.streaming or nothing.realtime or nothing.duplex or nothing.audio_in or nothing.vision)
+    chat_only = capabilities_of(Bare())
+    assert chat_only.streaming and not (chat_only.realtime or chat_only.duplex or chat_only.audio_out)
+
+    class Seeing(Bare):
+        sees = True
+
+    assert capabilities_of(Seeing()).vision  # what its own models take in, besides the roles
 
 
 def test_defaults_hold_no_cache_and_the_optional_hooks_do_nothing() -> None:
     engine = Bare()
     assert engine.kv_length == 0 and engine.held_messages() == []
-    assert engine.capabilities.streaming and not engine.capabilities.realtime
+    assert engine.chat is engine and engine.voice is None and engine.duplex is None
+    assert engine.capabilities.streaming and not engine.capabilities.realtime  # the declared default
     assert engine.voices == ()
     engine.load()
     engine.end_session()

@@ -30,9 +30,10 @@ def engine():
 
 @pytest.fixture
 def cascade(engine):
-    engine.reset()
+    """The engine's turn-based role, from a fresh conversation."""
+    engine.chat.reset()
     engine.end_session()
-    return engine
+    return engine.chat
 
 
 @pytest.fixture(scope="module")
@@ -123,12 +124,20 @@ def test_generate_without_a_user_message_is_refused(cascade) -> None:
         run(cascade, GenerateParams())
 
 
-def test_a_session_dying_mid_utterance_leaves_a_clean_decoder(cascade, speech) -> None:
-    asr = cascade.voice.asr
+def test_a_session_dying_mid_utterance_leaves_a_clean_decoder(engine, speech) -> None:
+    asr = engine.stack.asr
     fresh = asr.transcribe(resample(speech, 24000, 16000)).text
     asr.reset()
     asr.feed(resample(speech[: len(speech) // 2], 24000, 16000))  # the session dies here
     assert asr.in_utterance
-    cascade.end_session()  # what the worker does when any session ends
+    engine.end_session()  # what the worker does when any session ends
     assert not asr.in_utterance and asr.audio_ms == 0
     assert asr.transcribe(resample(speech, 24000, 16000)).text == fresh
+
+
+def test_what_the_cascade_serves_is_what_its_roles_serve(engine) -> None:
+    from omnivox.engines.base import capabilities_of
+    from omnivox.engines.cascade import CAPABILITIES
+
+    assert engine.voice is engine.stack and engine.chat is not None and engine.duplex is None
+    assert capabilities_of(engine) == CAPABILITIES  # duplex over its voice models; the echo LLM sees nothing

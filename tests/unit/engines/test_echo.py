@@ -139,3 +139,11 @@ def test_a_consumer_that_walks_away_leaves_the_cut_short_reply_held() -> None:
     gen.close()
     assert result.text == first.text_delta
     assert engine.held_messages()[-1] == msg("assistant", first.text_delta)
+
+
+def test_the_echo_engine_serves_turn_based_streaming_alone() -> None:
+    from omnivox.engines.base import capabilities_of
+
+    engine = EchoEngine()
+    assert engine.chat is engine and engine.voice is None and engine.duplex is None
+    assert capabilities_of(engine) == EchoEngine.capabilities

@@ -148,9 +148,10 @@ def test_the_registry_builds_both_engines(model_dir: Path) -> None:
 
     # Heavy engines are built in load() (in the worker's thread), so the worker reports LOADING.
     tiny = build_engine(Settings(engine="tiny", tiny_seed=3))
-    assert tiny.kv_length == 0 and tiny.held_messages() == []
+    assert tiny.chat is None and tiny.duplex is None  # no roles until it has loaded
     tiny.load()
     assert isinstance(tiny.inner, TinyEngine) and tiny.name == "tiny"
+    assert tiny.chat is tiny.inner and tiny.duplex is not None
     hf = build_engine(Settings(engine="transformers", model=str(model_dir), device="cpu"))
     hf.load()
     assert isinstance(hf.inner, TransformersEngine) and hf.capabilities.streaming

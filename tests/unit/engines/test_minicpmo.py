@@ -29,7 +29,7 @@ from omnivox.core.errors import (
     UnsupportedContent,
 )
 from omnivox.engines import minicpmo_remote as remote
-from omnivox.engines.base import GenerateParams, GenResult
+from omnivox.engines.base import GenerateParams, GenResult, capabilities_of
 from omnivox.engines.deferred import DeferredEngine
 from omnivox.engines.duplex import DuplexParams
 from omnivox.engines.minicpmo import MiniCPMoEngine, UnitPhase
@@ -94,11 +94,12 @@ def test_load_opens_the_duplex_wrapper_over_the_same_weights_and_inits_tts(tmp_p
         "force_listen_count": 0,
         "sliding_window_mode": "basic",
     }
-    assert engine.duplex is fake.duplex and engine.model is fake
+    assert engine.duplex_model is fake.duplex and engine.model is fake
     assert engine.name == "minicpmo:MiniCPM-o-4_5"
     caps = engine.capabilities
     assert (caps.streaming, caps.duplex, caps.audio_in, caps.audio_out, caps.vision) == (True,) * 5
     assert not caps.realtime
+    assert capabilities_of(engine) == caps  # what its roles serve is what it declared
     assert engine.voices == ()  # no reference voice configured
     loads_its_own = FakeMiniCPMo(as_duplex_inits_tts=True)
     MiniCPMoEngine(str(model_dir), load_model=lambda path, device: loads_its_own).load()
@@ -143,9 +144,9 @@ def test_registry_needs_a_model_path_and_defers_the_load(tmp_path: Path) -> None
     engine = build_engine(Settings(engine="minicpmo", model=str(tmp_path), device="cuda"))
     assert isinstance(engine, DeferredEngine) and engine.name == "minicpmo"
     assert engine.capabilities.duplex and engine.capabilities.vision and engine.capabilities.audio_out
+    assert engine.duplex is None  # no duplex role before the load
     with pytest.raises(RuntimeError, match="not loaded"):
-        engine.duplex_prepare(DuplexParams())
-    engine.duplex_cleanup()  # safe before the load
+        _ = engine.inner
 
 
 # ---- the duplex unit loop

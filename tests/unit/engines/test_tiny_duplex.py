@@ -39,16 +39,16 @@ def frame(seed: int, h: int = 48, w: int = 64) -> np.ndarray:
 
 def session(engine_seed: int = 0, **params: object) -> TinyEngine:
     engine = TinyEngine(seed=engine_seed)
-    engine.duplex_prepare(DuplexParams(system_prompt=PROMPT, **params))  # type: ignore[arg-type]
+    engine.duplex.prepare(DuplexParams(system_prompt=PROMPT, **params))  # type: ignore[arg-type]
     return engine
 
 
 def unit(
     engine: TinyEngine, i: int, frames: list[np.ndarray] | None = None, force: bool = False
 ) -> DuplexUnit:
-    engine.duplex_prefill(chunk(i), frames or [])
-    result = engine.duplex_generate(force_listen=force)
-    engine.duplex_finalize()
+    engine.duplex.prefill(chunk(i), frames or [])
+    result = engine.duplex.generate(force_listen=force)
+    engine.duplex.finalize()
     return result
 
 
@@ -69,7 +69,7 @@ def assert_printable(text: str) -> None:
 def test_incremental_units_match_one_full_prefill_of_the_same_embeddings() -> None:
     engine = session(listen_prob_scale=ALWAYS_SPEAK, max_new_speak_tokens=6)
     units = [unit(engine, 1, force=True), unit(engine, 2, [frame(0)])]
-    engine.duplex_prefill(chunk(3), [frame(1)])
+    engine.duplex.prefill(chunk(3), [frame(1)])
     listened, spoke = units
     assert listened.is_listen and not spoke.is_listen and spoke.text
 
@@ -90,7 +90,7 @@ def test_incremental_units_match_one_full_prefill_of_the_same_embeddings() -> No
         cache = model.new_cache()
         logits = model.forward(torch.cat(parts), 0, cache)
     torch.testing.assert_close(pending(engine), logits, rtol=0, atol=1e-10)
-    assert engine.kv_length == cache.get_seq_length()
+    assert engine.duplex.kv_length == cache.get_seq_length()
     full = [t for layer in cache.layers for t in (layer.keys, layer.values)]
     for a, b in zip(keys(engine), full, strict=True):
         torch.testing.assert_close(a, b, rtol=0, atol=1e-10)
@@ -98,12 +98,12 @@ def test_incremental_units_match_one_full_prefill_of_the_same_embeddings() -> No
 
 def test_force_listen_listens_and_feeds_listen() -> None:
     engine = session(listen_prob_scale=ALWAYS_SPEAK)
-    engine.duplex_prefill(chunk(0), [])
-    before = engine.kv_length
-    result = engine.duplex_generate(force_listen=True)
+    engine.duplex.prefill(chunk(0), [])
+    before = engine.duplex.kv_length
+    result = engine.duplex.generate(force_listen=True)
     assert result == DuplexUnit(is_listen=True)
-    engine.duplex_finalize()
-    assert engine.kv_length == before + 1  # <listen> closes the unit; no chunk end after it
+    engine.duplex.finalize()
+    assert engine.duplex.kv_length == before + 1  # <listen> closes the unit; no chunk end after it
 
 
 @pytest.mark.parametrize(("scale", "listens"), [(1e9, True), (ALWAYS_SPEAK, False)])
@@ -160,29 +160,29 @@ def bump_after(engine: TinyEngine, token: int, after_calls: int) -> None:
 @pytest.mark.parametrize(("token", "spoken", "end_of_turn"), [(TURN_END, 0, True), (CHUNK_END, 3, False)])
 def test_speech_stops_at_a_terminator(token: int, spoken: int, end_of_turn: bool) -> None:
     engine = session(listen_prob_scale=ALWAYS_SPEAK, max_new_speak_tokens=20)
-    engine.duplex_prefill(chunk(0), [])
+    engine.duplex.prefill(chunk(0), [])
     bump_after(engine, token, after_calls=spoken)  # <speak> gives the first byte, each byte the next
-    result = engine.duplex_generate(force_listen=False)
+    result = engine.duplex.generate(force_listen=False)
     assert not result.is_listen and len(result.text) == spoken and result.end_of_turn is end_of_turn
-    before = engine.kv_length
-    engine.duplex_finalize()
-    assert engine.kv_length == before + 1  # the terminator picked, once
+    before = engine.duplex.kv_length
+    engine.duplex.finalize()
+    assert engine.duplex.kv_length == before + 1  # the terminator picked, once
 
 
 def test_finalize_trims_to_max_kv_tokens_keeping_the_system_prompt() -> None:
     limit = 160
     engine = session(listen_prob_scale=0.5, max_kv_tokens=limit, max_new_speak_tokens=8)
     prompt = [t.clone() for t in keys(engine)]
-    held = engine.kv_length
+    held = engine.duplex.kv_length
     trimmed = 0
     for i in range(30):
-        engine.duplex_prefill(chunk(i), [frame(i)] if i % 2 else [])
-        result = engine.duplex_generate(force_listen=False)
+        engine.duplex.prefill(chunk(i), [frame(i)] if i % 2 else [])
+        result = engine.duplex.generate(force_listen=False)
         assert_printable(result.text)
         before = [t.clone() for t in keys(engine)]
         unfed = 1 if result.is_listen or result.end_of_turn or len(result.text) < 8 else 2
-        engine.duplex_finalize()
-        assert engine.kv_length <= limit
+        engine.duplex.finalize()
+        assert engine.duplex.kv_length <= limit
         after = keys(engine)
         for p, a, b in zip(prompt, after, before, strict=True):
             torch.testing.assert_close(a[..., :held, :], p, rtol=0, atol=0)  # the prompt stays
@@ -201,7 +201,7 @@ def test_finalize_trims_to_max_kv_tokens_keeping_the_system_prompt() -> None:
 def test_a_limit_that_leaves_no_room_past_the_prompt_is_refused() -> None:
     engine = TinyEngine(seed=0)
     with pytest.raises(InvalidMessage) as err:
-        engine.duplex_prepare(DuplexParams(system_prompt="x" * 100, max_kv_tokens=120))
+        engine.duplex.prepare(DuplexParams(system_prompt="x" * 100, max_kv_tokens=120))
     assert err.value.details["field"] == "max_kv_tokens"
 
 
@@ -213,7 +213,7 @@ def test_the_same_seed_gives_the_same_units() -> None:
     first = decisions(session(seed=7))
     assert first == decisions(session(seed=7))
     engine = session(seed=7)
-    engine.duplex_prepare(DuplexParams(system_prompt=PROMPT, seed=7))  # a second session reseeds
+    engine.duplex.prepare(DuplexParams(system_prompt=PROMPT, seed=7))  # a second session reseeds
     assert decisions(engine) == first
     assert decisions(session(seed=8)) != first
     # Without a session seed the engine's seed decides.
@@ -230,7 +230,7 @@ def test_frames_are_seen_and_only_the_latest_counts() -> None:
         "big": [frame(1, 480, 640)],
     }.items():
         engine = session()
-        engine.duplex_prefill(chunk(0), frames)
+        engine.duplex.prefill(chunk(0), frames)
         logits[name] = pending(engine)
     assert not torch.allclose(logits["audio"], logits["omni"])
     assert not torch.allclose(logits["omni"], logits["other"])
@@ -241,8 +241,8 @@ def test_frames_are_seen_and_only_the_latest_counts() -> None:
 def test_the_reference_audio_is_part_of_the_kept_prefix() -> None:
     plain = session()
     voiced = session(ref_audio=chunk(9, ms=1050))
-    assert voiced.kv_length == plain.kv_length + 11  # one embedding per started 100 ms
-    assert voiced._duplex is not None and voiced._duplex._prefix == voiced.kv_length
+    assert voiced.duplex.kv_length == plain.duplex.kv_length + 11  # one embedding per started 100 ms
+    assert voiced._duplex is not None and voiced._duplex._prefix == voiced.duplex.kv_length
 
 
 @pytest.mark.parametrize(
@@ -257,10 +257,10 @@ def test_the_reference_audio_is_part_of_the_kept_prefix() -> None:
 )
 def test_bad_audio_is_refused_and_the_session_goes_on(audio: object) -> None:
     engine = session()
-    held = engine.kv_length
+    held = engine.duplex.kv_length
     with pytest.raises(InvalidAudio):
-        engine.duplex_prefill(audio, [])  # type: ignore[arg-type]
-    assert engine.kv_length == held
+        engine.duplex.prefill(audio, [])  # type: ignore[arg-type]
+    assert engine.duplex.kv_length == held
     unit(engine, 0)
 
 
@@ -276,31 +276,31 @@ def test_bad_audio_is_refused_and_the_session_goes_on(audio: object) -> None:
 )
 def test_bad_frames_are_refused_and_the_session_goes_on(bad: object) -> None:
     engine = session()
-    held = engine.kv_length
+    held = engine.duplex.kv_length
     with pytest.raises(InvalidMessage):
-        engine.duplex_prefill(chunk(0), [frame(0), bad])  # type: ignore[list-item]
-    assert engine.kv_length == held
+        engine.duplex.prefill(chunk(0), [frame(0), bad])  # type: ignore[list-item]
+    assert engine.duplex.kv_length == held
     unit(engine, 0, [frame(0)])
 
 
 def test_out_of_order_calls() -> None:
     engine = TinyEngine(seed=0)
     with pytest.raises(PrefillRequired):
-        engine.duplex_prefill(chunk(0), [])
+        engine.duplex.prefill(chunk(0), [])
     with pytest.raises(PrefillRequired):
-        engine.duplex_generate(force_listen=False)
-    engine.duplex_finalize()  # nothing to close
-    engine.duplex_prepare(DuplexParams())
+        engine.duplex.generate(force_listen=False)
+    engine.duplex.finalize()  # nothing to close
+    engine.duplex.prepare(DuplexParams())
     with pytest.raises(PrefillRequired):
-        engine.duplex_generate(force_listen=False)
+        engine.duplex.generate(force_listen=False)
     # A skipped finalize is done by the next prefill: the cache matches a session that ran it.
     skipped, ran = session(listen_prob_scale=ALWAYS_SPEAK), session(listen_prob_scale=ALWAYS_SPEAK)
     for engine in (skipped, ran):
-        engine.duplex_prefill(chunk(0), [])
-        engine.duplex_generate(force_listen=False)
-    ran.duplex_finalize()
+        engine.duplex.prefill(chunk(0), [])
+        engine.duplex.generate(force_listen=False)
+    ran.duplex.finalize()
     for engine in (skipped, ran):
-        engine.duplex_prefill(chunk(1), [])
+        engine.duplex.prefill(chunk(1), [])
     torch.testing.assert_close(pending(skipped), pending(ran), rtol=0, atol=0)
 
 
@@ -320,16 +320,16 @@ def text_turn(engine: TinyEngine) -> list[str]:
 
 def test_cleanup_is_idempotent_and_leaves_text_mode_as_a_fresh_engines() -> None:
     engine = TinyEngine(seed=0)
-    engine.duplex_cleanup()  # without a prepare
-    engine.duplex_prepare(DuplexParams(system_prompt=PROMPT, temperature=1.0))
+    engine.duplex.cleanup()  # without a prepare
+    engine.duplex.prepare(DuplexParams(system_prompt=PROMPT, temperature=1.0))
     for i in range(5):
         unit(engine, i)
-    assert engine.kv_length > 0
-    engine.duplex_cleanup()
-    engine.duplex_cleanup()
+    assert engine.duplex.kv_length > 0
+    engine.duplex.cleanup()
+    engine.duplex.cleanup()
     assert engine.kv_length == 0 and engine.held_messages() == []
     with pytest.raises(PrefillRequired):
-        engine.duplex_prefill(chunk(0), [])
+        engine.duplex.prefill(chunk(0), [])
     assert text_turn(engine) == text_turn(TinyEngine(seed=0))
 
 
@@ -337,15 +337,17 @@ def test_a_duplex_session_leaves_the_held_conversation_alone() -> None:
     engine = TinyEngine(seed=0)
     engine.prefill([ChatMessage(role="user", content="remember me")])
     held, length = engine.held_messages(), engine.kv_length
-    engine.duplex_prepare(DuplexParams(system_prompt=PROMPT * 4))
+    engine.duplex.prepare(DuplexParams(system_prompt=PROMPT * 4))
     unit(engine, 0)
-    assert engine.kv_length != length  # the duplex cache, while the session lasts
-    engine.duplex_cleanup()
+    assert engine.duplex.kv_length > 0  # the duplex cache, while the session lasts
+    assert engine.held_messages() == held and engine.kv_length == length
+    engine.duplex.cleanup()
     assert engine.held_messages() == held and engine.kv_length == length
 
 
 def test_capabilities_are_declared_before_and_after_load() -> None:
     from omnivox.core.config import Settings
+    from omnivox.engines.base import capabilities_of
     from omnivox.engines.registry import build_engine
 
     deferred = build_engine(Settings(engine="tiny"))
@@ -353,6 +355,7 @@ def test_capabilities_are_declared_before_and_after_load() -> None:
     assert before.duplex and before.vision and before.streaming
     deferred.load()
     assert deferred.capabilities == before == TinyEngine.capabilities
-    ready = deferred.duplex_prepare(DuplexParams(mode="omni"))
+    assert capabilities_of(deferred) == before  # what its roles serve, once loaded
+    ready = deferred.duplex.prepare(DuplexParams(mode="omni"))
     assert ready.vision and ready.notes == ()
-    assert deferred.duplex_prepare(DuplexParams(voice="puck")).notes
+    assert deferred.duplex.prepare(DuplexParams(voice="puck")).notes

@@ -24,20 +24,24 @@ from fastapi.responses import JSONResponse, Response
 
 from omnivox.core.errors import (
     GatewayDraining,
+    InvalidJson,
     InvalidMessage,
     MessageTooLarge,
     OmnivoxError,
     Unauthorized,
 )
 from omnivox.gateway.auth import allowed, offered_key, origin_allowed
+from omnivox.gateway.bodies import read_body
 from omnivox.gateway.context import GatewayContext
 from omnivox.gateway.edges.calls import Call
 from omnivox.gateway.edges.client import authorize, authorize_control, serve_session
 from omnivox.gateway.edges.client_keys import digest, is_ephemeral
 from omnivox.gateway.edges.elsewhere import pass_on
 from omnivox.protocol.spec import WireProtocol
+from omnivox.protocol.wire import load_json
 
 MAX_SDP_BYTES = 64 * 1024
+_FORM_OVERHEAD = 16 * 1024  # multipart boundaries and part headers around an offer's two parts
 DEFAULT_TTL_S = 600
 
 
@@ -105,12 +109,13 @@ def check_client(request: Request, ctx: GatewayContext) -> None:
 
 
 async def json_body(request: Request) -> dict[str, Any]:
-    raw = await request.body()
+    """The request's JSON object (empty body: ``{}``), read no further than ``http_body_max_bytes``."""
+    raw = await read_body(request, request.app.state.ctx.settings.http_body_max_bytes)
     if not raw.strip():
         return {}
     try:
-        body = json.loads(raw)
-    except ValueError:
+        body = load_json(raw)
+    except InvalidJson:
         raise InvalidMessage("the body is not JSON") from None
     if not isinstance(body, dict):
         raise InvalidMessage("the body must be a JSON object")
@@ -139,11 +144,12 @@ async def _mint(request: Request, protocol: WireProtocol, ctx: GatewayContext) -
     return {"value": key, "expires_at": int(grant.expires_at), "session": effective}
 
 
-async def _offer(request: Request) -> tuple[str, dict[str, Any] | None]:
-    """The SDP offer and the optional session of a call request."""
+async def _offer(request: Request, session_limit: int) -> tuple[str, dict[str, Any] | None]:
+    """The SDP offer and the optional session of a call request, each read within its limit."""
     kind = request.headers.get("content-type", "")
     if kind.startswith("multipart/form-data"):
-        form = await request.form()
+        await read_body(request, MAX_SDP_BYTES + session_limit + _FORM_OVERHEAD)
+        form = await request.form()  # parses the body read above
         sdp, session = form.get("sdp"), form.get("session")
         if sdp is not None and not isinstance(sdp, str):
             sdp = (await sdp.read()).decode("utf-8", "replace")
@@ -152,17 +158,15 @@ async def _offer(request: Request) -> tuple[str, dict[str, Any] | None]:
         parsed = None
         if session:
             try:
-                parsed = json.loads(session)
-            except ValueError:
+                parsed = load_json(session)
+            except InvalidJson:
                 raise InvalidMessage("session is not JSON", param="session") from None
         if not isinstance(parsed, dict | None):
             raise InvalidMessage("session must be an object", param="session")
         if not sdp:
             raise InvalidMessage("the sdp part is missing", param="sdp")
         return sdp, parsed
-    raw = await request.body()
-    if len(raw) > MAX_SDP_BYTES:
-        raise InvalidMessage(f"the SDP offer is larger than {MAX_SDP_BYTES} bytes", param="sdp")
+    raw = await read_body(request, MAX_SDP_BYTES)
     return raw.decode("utf-8", "replace"), None
 
 
@@ -176,7 +180,7 @@ async def _call(request: Request, protocol: WireProtocol, ctx: GatewayContext) -
         await ctx.client_keys.check(key)  # spent only once the offer is answered
     elif not allowed(settings, "client", key):
         raise Unauthorized("a valid API key is required (Authorization: Bearer <key>)")
-    sdp, session = await _offer(request)
+    sdp, session = await _offer(request, settings.http_body_max_bytes)
     if len(sdp) > MAX_SDP_BYTES:
         raise InvalidMessage(f"the SDP offer is larger than {MAX_SDP_BYTES} bytes", param="sdp")
     if session is not None:

@@ -245,7 +245,19 @@ class Call:
             receiver = transceiver.receiver
             if receiver.track is track and hasattr(receiver, "_RTCRtpReceiver__jitter_buffer"):
                 receiver._RTCRtpReceiver__jitter_buffer = JitterBuffer(capacity=16, prefetch=RECEIVE_PREFETCH)
-        self._spawn(hear(track, self.bridge.input_rate, self._on_audio))
+        self._spawn(self._hear(track))
+
+    async def _hear(self, track: MediaStreamTrack) -> None:
+        """The caller's audio until the track or the call ends: a track whose media never came (the
+        caller vanished after its offer) never ends by itself, and would be destroyed pending."""
+        hearing = asyncio.ensure_future(hear(track, self.bridge.input_rate, self._on_audio))
+        ended = asyncio.ensure_future(self._ended.wait())
+        try:
+            await asyncio.wait({hearing, ended}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (hearing, ended):
+                task.cancel()
+            await asyncio.gather(hearing, ended, return_exceptions=True)
 
     def _on_audio(self, pcm: bytes) -> None:
         if self._inbound.qsize() < _MAX_INBOUND:  # past that the session is not reading: drop audio

@@ -8,16 +8,26 @@ no request can name a file outside the folder.
 
 Uploads are bounded before they are parsed: a ``Content-Length`` over the limit is refused without
 reading the body, and a body without one (chunked) is cut off as soon as it passes the limit.
+
+Quotas: all clips together, and each client's (by its client key when one is configured, else by
+its address), are bounded in count and in bytes (``quota_exceeded``, 429). The check and the write
+happen under a lock on the folder (threads and gateways sharing it alike). A write the disk does not
+take (full, over a limit, unwritable), or a disk with less than ``ref_audio_min_free_mb`` free, is
+``storage_unavailable`` (507), and nothing of the clip stays.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
+import hashlib
 import json
 import logging
+import os
 import re
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator
+import shutil
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
@@ -38,10 +48,13 @@ from omnivox.core.errors import (
     MessageTooLarge,
     NotFound,
     OmnivoxError,
+    QuotaExceeded,
+    StorageUnavailable,
     UnsupportedContent,
 )
 from omnivox.core.ids import new_id
-from omnivox.gateway.auth import require, require_same_origin
+from omnivox.gateway.auth import offered_key, require, require_same_origin
+from omnivox.gateway.bodies import bounded_stream, declared_length
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +75,13 @@ class RefAudio:
     sample_rate: int  # of the stored WAV, always STORED_RATE
     bytes: int  # size of the stored WAV
     created_at: str  # ISO 8601, UTC
+    owner: str = ""  # whose quota it counts against (``owner_of``); kept, never answered
+
+    def public(self) -> dict[str, Any]:
+        """What the API answers of it."""
+        view = asdict(self)
+        del view["owner"]
+        return view
 
 
 @dataclass(frozen=True)
@@ -69,10 +89,34 @@ class RefAudioLimits:
     max_bytes: int  # the uploaded file, before conversion
     min_s: float
     max_s: float
+    max_clips: int = 0  # stored at once, all together (0: no limit)
+    max_total_bytes: int = 0
+    max_clips_per_owner: int = 0
+    max_bytes_per_owner: int = 0
+    min_free_bytes: int = 0  # left free on the disk
 
     @classmethod
     def from_settings(cls, settings: Settings) -> RefAudioLimits:
-        return cls(settings.ref_audio_max_bytes, settings.ref_audio_min_s, settings.ref_audio_max_s)
+        return cls(
+            settings.ref_audio_max_bytes,
+            settings.ref_audio_min_s,
+            settings.ref_audio_max_s,
+            max_clips=settings.ref_audio_max_clips,
+            max_total_bytes=settings.ref_audio_max_total_mb * 2**20,
+            max_clips_per_owner=settings.ref_audio_max_clips_per_client,
+            max_bytes_per_owner=settings.ref_audio_max_mb_per_client * 2**20,
+            min_free_bytes=settings.ref_audio_min_free_mb * 2**20,
+        )
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What the stored clips take: all of them, and one owner's."""
+
+    clips: int
+    bytes: int
+    owner_clips: int
+    owner_bytes: int
 
 
 def decode_upload(data: bytes, max_seconds: float | None = None) -> np.ndarray:
@@ -129,7 +173,25 @@ class RefAudioStore:
         except FileNotFoundError:  # deleted since get()
             raise NotFound(f"no reference audio {ref_id}") from None
 
-    def add(self, data: bytes, name: str | None = None) -> RefAudio:
+    def usage(self, owner: str) -> Usage:
+        clips = self.entries()
+        mine = [r for r in clips if r.owner == owner]
+        return Usage(len(clips), sum(r.bytes for r in clips), len(mine), sum(r.bytes for r in mine))
+
+    def check_quota(self, owner: str, adding_bytes: int = 0) -> None:
+        """``QuotaExceeded`` if one more clip of ``adding_bytes`` would pass a quota."""
+        limits, used = self.limits, self.usage(owner)
+        bounds = [
+            (limits.max_clips_per_owner, used.owner_clips + 1, "clips of yours"),
+            (limits.max_bytes_per_owner, used.owner_bytes + adding_bytes, "bytes of your clips"),
+            (limits.max_clips, used.clips + 1, "clips"),
+            (limits.max_total_bytes, used.bytes + adding_bytes, "bytes of clips"),
+        ]
+        for limit, wanted, what in bounds:
+            if limit and wanted > limit:
+                raise QuotaExceeded(f"the server keeps at most {limit} {what}; delete some first")
+
+    def add(self, data: bytes, name: str | None = None, owner: str = "") -> RefAudio:
         """Validate an uploaded file, store it as a 24 kHz WAV and return its metadata."""
         if len(data) > self.limits.max_bytes:
             raise MessageTooLarge(f"the file is {len(data)} bytes; the limit is {self.limits.max_bytes}")
@@ -148,12 +210,45 @@ class RefAudioStore:
             sample_rate=STORED_RATE,
             bytes=len(wav),
             created_at=datetime.now(UTC).isoformat(timespec="milliseconds"),
+            owner=owner,
         )
         meta_path, wav_path = self._paths(ref_id)
-        self.root.mkdir(parents=True, exist_ok=True)
-        _write_atomic(wav_path, wav)
-        _write_atomic(meta_path, json.dumps(asdict(ref)).encode())  # last: the entry now exists
+        with self._locked():
+            self.check_quota(owner, len(wav))
+            self._check_space(len(wav))
+            try:
+                _write_atomic(wav_path, wav)
+                _write_atomic(meta_path, json.dumps(asdict(ref)).encode())  # last: the entry now exists
+            except OSError as exc:
+                for path in (meta_path, wav_path):  # nothing of it stays, temporary files included
+                    path.unlink(missing_ok=True)
+                    _tmp(path).unlink(missing_ok=True)
+                log.warning("a reference audio clip could not be stored in %s: %s", self.root, exc)
+                raise StorageUnavailable(f"the clip could not be stored: {exc.strerror or exc}") from None
         return ref
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """The folder to ourselves: a quota checked is the quota written against."""
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)  # the folder itself: no lock file
+        except OSError as exc:
+            raise StorageUnavailable(f"the clip could not be stored: {exc.strerror or exc}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    def _check_space(self, adding_bytes: int) -> None:
+        if not self.limits.min_free_bytes:
+            return
+        free = shutil.disk_usage(self.root).free
+        if free - adding_bytes < self.limits.min_free_bytes:
+            raise StorageUnavailable(
+                f"the disk keeps {self.limits.min_free_bytes // 2**20} MiB free and has {free // 2**20} MiB"
+            )
 
     def delete(self, ref_id: str) -> None:
         meta, wav = self._paths(ref_id)
@@ -170,10 +265,23 @@ class RefAudioStore:
         return self.root / f"{ref_id}.json", self.root / f"{ref_id}.wav"
 
 
+def _tmp(path: Path) -> Path:
+    return path.with_name(path.name + ".tmp")
+
+
 def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = _tmp(path)
     tmp.write_bytes(data)
     tmp.replace(path)
+
+
+def owner_of(request: Request) -> str:
+    """Whose quota an upload counts against: the client key's (a digest, never the key) when one is
+    configured, else the client's address (any key passes then, so a key names nobody)."""
+    key = offered_key(request.headers)
+    if request.app.state.ctx.settings.key_for("client") and key:
+        return "key:" + hashlib.sha256(key.encode()).hexdigest()[:32]
+    return "address:" + (request.client.host if request.client else "unknown")
 
 
 def _clean_name(name: str | None) -> str:
@@ -227,24 +335,14 @@ def _store(request: Request) -> RefAudioStore:
     return RefAudioStore.from_settings(request.app.state.ctx.settings)
 
 
-async def bounded_stream(stream: AsyncIterator[bytes], limit: int) -> AsyncGenerator[bytes, None]:
-    """Pass ``stream`` through; raise ``MessageTooLarge`` as soon as it has passed ``limit`` bytes."""
-    seen = 0
-    async for chunk in stream:
-        seen += len(chunk)
-        if seen > limit:
-            raise MessageTooLarge(f"the upload passed {limit} bytes")
-        yield chunk
-
-
 async def _read_upload(request: Request, max_bytes: int) -> tuple[bytes, str]:
     """The ``file`` part's bytes and the display name, reading at most about ``max_bytes``."""
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if content_type != "multipart/form-data":
         raise UnsupportedContent("send the clip as multipart/form-data with a 'file' field")
     limit = max_bytes + _FORM_OVERHEAD
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
+    declared = declared_length(request.headers)
+    if declared is not None and declared > limit:
         raise MessageTooLarge(f"the upload is {declared} bytes; the file limit is {max_bytes}")
     parser = MultiPartParser(
         request.headers,
@@ -274,7 +372,7 @@ async def _read_upload(request: Request, max_bytes: int) -> tuple[bytes, str]:
 async def list_ref_audio(request: Request) -> dict[str, Any]:
     """``{"ref_audio": [metadata, ...]}``, oldest first."""
     refs = await asyncio.to_thread(_store(request).entries)
-    return {"ref_audio": [asdict(r) for r in refs]}
+    return {"ref_audio": [r.public() for r in refs]}
 
 
 @router.post(
@@ -286,17 +384,19 @@ async def list_ref_audio(request: Request) -> dict[str, Any]:
 async def upload_ref_audio(request: Request) -> dict[str, Any]:
     """Upload a clip (form fields ``file``, optional ``name``); answers its metadata."""
     store = _store(request)
+    owner = owner_of(request)
     with _as_http():
+        await asyncio.to_thread(store.check_quota, owner)  # a full quota: refused before the upload is read
         data, name = await _read_upload(request, store.limits.max_bytes)
-        ref = await asyncio.to_thread(store.add, data, name)
-    return asdict(ref)
+        ref = await asyncio.to_thread(store.add, data, name, owner)
+    return ref.public()
 
 
 @router.get("/{ref_id}", dependencies=[Depends(require("client"))])
 async def get_ref_audio(ref_id: str, request: Request) -> dict[str, Any]:
     with _as_http():
         ref = await asyncio.to_thread(_store(request).get, ref_id)
-    return asdict(ref)
+    return ref.public()
 
 
 @router.get("/{ref_id}/audio", dependencies=[Depends(require("client"))])

@@ -18,6 +18,7 @@ import contextlib
 import hashlib
 import hmac
 import os
+import re
 import secrets
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -54,6 +55,10 @@ MEDIA_TYPES = {
 }
 
 
+# what ``make`` gives: an expiry in seconds (ASCII digits, far below int()'s digit limit) and a hex HMAC
+_TOKEN = re.compile(r"(?P<expires>[0-9]{1,12})\.(?P<sig>[0-9a-f]{64})", re.ASCII)
+
+
 class MediaTokens:
     """Short-lived links to one recording's files. The secret is random per process unless given
     (``media_secret``, or the one gateways on a shared store keep there): then a link made by one
@@ -71,10 +76,15 @@ class MediaTokens:
         return f"{expires}.{self._sign(recording_id, expires)}"
 
     def check(self, recording_id: str, token: str, now: float | None = None) -> bool:
-        expires, _, sig = token.partition(".")
-        if not expires.isdigit() or int(expires) < (time.time() if now is None else now):
+        """Whether ``token`` opens ``recording_id`` now. Anyone may send one: whatever its shape, the
+        answer is a bool (never an exception)."""
+        match = _TOKEN.fullmatch(token)
+        if match is None:
             return False
-        return hmac.compare_digest(sig, self._sign(recording_id, int(expires)))
+        expires = int(match["expires"])
+        if expires < (time.time() if now is None else now):
+            return False
+        return hmac.compare_digest(match["sig"].encode(), self._sign(recording_id, expires).encode())
 
     def _sign(self, recording_id: str, expires: int) -> str:
         return hmac.new(self._secret, f"{recording_id}\n{expires}".encode(), hashlib.sha256).hexdigest()

@@ -10,6 +10,7 @@ from fastapi import APIRouter, Depends, HTTPException, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from omnivox import __version__
+from omnivox.core.config import Settings
 from omnivox.core.errors import OmnivoxError
 from omnivox.gateway.auth import allowed, offered_key, require, require_same_origin
 from omnivox.gateway.context import GatewayContext
@@ -261,10 +262,18 @@ async def get_model(model_id: str, request: Request) -> dict[str, Any]:
     raise HTTPException(404, detail={"code": "model_not_found", "message": f"no model {model_id!r}"})
 
 
+def metrics_need_admin(settings: Settings) -> bool:
+    """Whether /metrics needs the admin key: as configured, else whenever an admin key is set (they
+    say how many sessions run, which errors happen, how the workers are: not for everyone)."""
+    if settings.metrics_need_admin is not None:
+        return settings.metrics_need_admin
+    return settings.key_for("admin") is not None
+
+
 @router.get("/metrics")
 async def metrics(request: Request) -> Response:
     ctx = _ctx(request)
-    if ctx.settings.metrics_need_admin and not allowed(ctx.settings, "admin", offered_key(request.headers)):
+    if metrics_need_admin(ctx.settings) and not allowed(ctx.settings, "admin", offered_key(request.headers)):
         raise HTTPException(401, detail={"code": "unauthorized", "message": "metrics need the admin key"})
 
     try:

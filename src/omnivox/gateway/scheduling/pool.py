@@ -348,7 +348,7 @@ class WorkerPool:
         return ticket
 
     def _route(self, ticket: Ticket, idle: list[WorkerRecord]) -> WorkerRecord | None:
-        """Cache-aware choice among idle workers (seed 002): hash match, no cache, least recently used."""
+        """Cache-aware choice of an idle worker (MiniCPM-o's): hash match, no cache, least recently used."""
         able = [w for w in idle if w.can_serve(ticket.task_type)]
         if not able:
             return None

@@ -31,6 +31,7 @@ from omnivox.connection.sockets import AsgiSocket
 from omnivox.core.config import Settings
 from omnivox.core.errors import WS_POLICY, OmnivoxError
 from omnivox.gateway.auth import allowed, offered_key
+from omnivox.gateway.bodies import read_body
 from omnivox.gateway.context import GatewayContext
 from omnivox.gateway.telephony.call import PhoneCall, start_call
 from omnivox.gateway.telephony.profiles import opening, profile_for
@@ -89,6 +90,10 @@ def stream_allowed(settings: Settings, carrier: Carrier, url: str, headers: Any)
 async def twilio_voice(request: Request, ctx: GatewayContext) -> Response:
     """Twilio's voice webhook: TwiML that connects the call to our stream, with its parameters."""
     settings = ctx.settings
+    try:
+        await read_body(request, settings.http_body_max_bytes)  # form() parses what this read
+    except OmnivoxError as err:
+        return Response(err.message, status_code=err.http_status)
     form = await request.form()
     params = {k: v for k, v in form.items() if isinstance(v, str)}
     if settings.twilio_auth_token:

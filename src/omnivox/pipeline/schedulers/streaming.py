@@ -1,7 +1,7 @@
 """``StreamingScheduler``: streams in fixed slots with per-request state, stepped in batches.
 
 Seed 003's Code2Wav shape (``new_request`` makes a request's state, ``stream_chunk`` feeds it,
-``stream_done`` flushes it and ends it with a result) over seed 004's fixed slots (Unmute's batched
+``stream_done`` flushes it and ends it with a result) over fixed slots (Unmute's batched
 STT): at most ``slots`` requests hold a state at once; a new one waits (FIFO, its chunks buffered)
 until a slot is free; a freed slot is reset before the next request gets it. A request the handler
 says needs no slot (a one-shot clip) is stepped beside the slotted ones.

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from omnivox.core.errors import InvalidJson, InvalidMessage
 from omnivox.protocol.control.internal import Metrics, is_internal, parse_internal
+from omnivox.protocol.wire import load_json
 
 Role = Literal["user", "assistant"]
 AudioEncoding = Literal["pcm16", "float32", "wav", "pcmu", "pcma", "ogg_opus"]
@@ -133,8 +134,8 @@ class TimelineReader(ABC):
         if not from_client and is_internal(data):
             return _internal(data)
         try:
-            msg = json.loads(data)
-        except (ValueError, RecursionError):
+            msg = load_json(data)  # a frame nested too deep, or with a lone surrogate, says nothing here
+        except (InvalidJson, InvalidMessage):
             return []
         if not isinstance(msg, dict) or not isinstance(msg.get("type"), str):
             return []

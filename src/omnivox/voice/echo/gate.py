@@ -1,6 +1,6 @@
 """An energy gate against the assistant's own echo: quiet input while its reply plays is silenced.
 
-The echo of a reply comes back later than the reference (``voice.echo.reference`` leads it: the
+The echo of a reply comes back later than the reference (the playout ledger's leads it: the
 network, the client's buffer, the room) and quieter (a speakerphone: -6 to -20 dB). So for each
 20 ms of input the gate looks at the loudest 20 ms of reference audio over the last ``window_ms``
 (the longest echo delay it covers): input quieter than a threshold times that is taken for echo and
@@ -117,7 +117,8 @@ class EchoGate(EchoCanceller):
         if not passed:
             self._echo.append(ratio)
         if len(self._passed) == _GREW[0] and sum(self._passed) > _GREW[1] * _GREW[0]:
-            self._echo.clear(), self._passed.clear()  # the echo got louder: start again
+            self._echo.clear()  # the echo got louder: start again
+            self._passed.clear()
         if len(self._echo) < _LEARNT:
             self._threshold = self.factor
             return

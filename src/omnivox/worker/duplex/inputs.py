@@ -78,8 +78,8 @@ class InputDecoder:
 
 def decode_ref_audio(text: str, sample_rate: int) -> np.ndarray:
     """A reference voice clip: a WAV (its header gives the rate) or raw float32 at ``sample_rate``."""
-    fmt = "wav" if text.startswith("UklGR") else "float32"  # base64 of a RIFF header
-    audio = decode_clip_at(text, fmt, sample_rate, INPUT_SAMPLE_RATE)
+    wav = text.startswith("UklGR")  # base64 of a RIFF header
+    audio = decode_clip_at(text, "wav" if wav else "float32", sample_rate, INPUT_SAMPLE_RATE)
     if not len(audio):
         raise InvalidAudio("reference audio is empty")
     return audio

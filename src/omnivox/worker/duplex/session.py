@@ -4,7 +4,7 @@ The session's phase is an explicit state machine (``Phase``): waiting for ``prep
 active (units run), paused (a watchdog releases the worker if no ``resume`` comes in time), and
 stopped. The worker's own state follows (DUPLEX_ACTIVE <-> DUPLEX_PAUSED) and the gateway is told,
 so its view of the worker follows too. However the session ends (``stop``, the pause timeout, the
-client vanishing, the connection failing), ``close`` runs the engine's ``duplex_cleanup`` once,
+client vanishing, the connection failing), ``close`` cleans its unit source up once,
 before the host resets the engine and takes the worker back to IDLE.
 """
 
@@ -15,20 +15,15 @@ import logging
 from enum import StrEnum
 from typing import Any
 
-from omnivox.core.errors import (
-    AlreadyPrepared,
-    NotPaused,
-    PrepareRequired,
-    SessionPaused,
-    WorkerUnavailable,
-)
+from omnivox.core.errors import AlreadyPrepared, NotPaused, PrepareRequired, SessionPaused
 from omnivox.core.transitions import Machine
 from omnivox.engines.duplex import DuplexParams, DuplexReady
 from omnivox.protocol import duplex as dp
 from omnivox.protocol.control.internal import Metrics, PauseReport
 from omnivox.protocol.control.workers import WorkerState
+from omnivox.worker.duplex.agent_units import AgentUnits
 from omnivox.worker.duplex.inputs import Chunk, InputDecoder, InputLimits, decode_ref_audio
-from omnivox.worker.duplex.units import UnitLoop, UnitSettings
+from omnivox.worker.duplex.units import ModelUnits, UnitLoop, UnitSettings, UnitSource
 from omnivox.worker.handler import SessionHandler
 
 log = logging.getLogger(__name__)
@@ -60,6 +55,7 @@ class DuplexSession(SessionHandler):
         self.phase = Machine(PHASES, Phase.WAITING, "duplex phase")
         self.mode = dp.mode_of(self.info.session_id, self.info.query)
         self.loop: UnitLoop | None = None
+        self.source: UnitSource | None = None  # what decides each unit
         self.inputs: InputDecoder | None = None
         self.diagnostics: dict[str, Any] = {}  # the client's last client_diagnostic figures
         self._cleaned = False
@@ -118,8 +114,9 @@ class DuplexSession(SessionHandler):
             ),
         )
         self.phase.move(Phase.PREPARING)
+        self.source = self._source()
         try:
-            ready: DuplexReady = await self.host.call(self.host.engine.duplex_prepare, params)
+            ready: DuplexReady = await self.source.prepare(params)
         except BaseException:
             if self.phase.state is Phase.PREPARING:
                 self.phase.move(Phase.WAITING)
@@ -133,7 +130,7 @@ class DuplexSession(SessionHandler):
         )
         self.inputs = InputDecoder(rate, limits, see_frames=see)
         self.loop = UnitLoop(
-            self.host,
+            self.source,
             self._send_result,
             lambda err: self.conn.error(err),
             UnitSettings(
@@ -156,6 +153,13 @@ class DuplexSession(SessionHandler):
             ).model_dump_json()
         )
         await self.conn.units.start("units", self.loop.run())
+
+    def _source(self) -> UnitSource:
+        """A model that decides each unit itself, else the voice agent over the voice models."""
+        engine = self.host.engine
+        if engine.duplex is None and engine.voice is not None:
+            return AgentUnits(engine.voice, self.conn.units, self.settings, lambda err: self.conn.error(err))
+        return ModelUnits(self.host)
 
     def _send_result(self, result: dp.Result) -> None:
         self.conn.send(result.model_dump_json(exclude_none=True))
@@ -220,12 +224,7 @@ class DuplexSession(SessionHandler):
         self._cleaned = True
         if self.loop is not None:
             await self.loop.close()
-        try:
-            await self.host.call(self.host.engine.duplex_cleanup)
-        except WorkerUnavailable:
-            pass  # an engine without duplex never prepared one
-        except Exception:
-            log.exception("duplex cleanup failed")
+        await (self.source or ModelUnits(self.host)).cleanup()
 
     async def close(self) -> None:
         if self.phase.state is not Phase.STOPPED:

@@ -1,10 +1,13 @@
-"""The duplex unit loop (seed 001): prefill -> generate -> result -> finalize, one unit at a time.
+"""The duplex unit loop (MiniCPM-o's full-duplex loop): hear -> decide -> result -> finalize, one
+unit at a time.
 
-Chunks arrive from the client (``push``); the loop takes what is waiting and runs one unit on it in
-the engine's thread: ``duplex_prefill`` (audio, frames), ``duplex_generate`` (listen or speak), then
-the result goes to the client. ``duplex_finalize`` closes the unit: with deferred finalize (the
-default) it runs after the result is sent, overlapping the network, and the next unit's prefill
-waits on it (the barrier); without, it runs before the result is sent.
+Chunks arrive from the client (``push``); the loop takes what is waiting and has its ``UnitSource``
+decide one unit on it: listen, or speak (with the audio the unit carries), then the result goes to
+the client. Two sources decide units: a model that decides each unit itself (``ModelUnits``: the
+engine's ``duplex`` role, ``engines.duplex``, in the engine's thread), or the voice agent over
+the engine's voice models (``worker.duplex.agent_units``). ``finalize`` closes the unit: with
+deferred finalize (the default) it runs after the result is sent, overlapping the network, and the
+next unit's prefill waits on it (the barrier); without, it runs before the result is sent.
 
 Units run strictly in order. If chunks arrive faster than units finish, the loop does not fall
 further and further behind: everything waiting is merged into the next unit (its result says
@@ -15,16 +18,20 @@ and counted.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from omnivox.audio.pcm import pcm16_to_b64
-from omnivox.core.errors import OmnivoxError
-from omnivox.engines.duplex import INPUT_SAMPLE_RATE, DuplexUnit
+from omnivox.core.errors import OmnivoxError, WorkerUnavailable
+from omnivox.engines.duplex import INPUT_SAMPLE_RATE, DuplexModel, DuplexParams, DuplexReady, DuplexUnit
 from omnivox.protocol.duplex import Result
 from omnivox.worker.duplex.inputs import Chunk, merge
 from omnivox.worker.host import EngineHost
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -36,7 +43,9 @@ class UnitSettings:
 
 
 @dataclass(frozen=True)
-class _Costs:
+class UnitCosts:
+    """One unit's decision and what it cost."""
+
     unit: DuplexUnit
     prefill_ms: float
     generate_ms: float
@@ -44,16 +53,87 @@ class _Costs:
     kv_length: int
 
 
+class UnitSource(Protocol):
+    """What decides each unit of a duplex session (see the module docstring)."""
+
+    async def prepare(self, params: DuplexParams) -> DuplexReady:
+        """Start the session (its prompt and settings)."""
+        ...
+
+    async def step(self, chunk: Chunk, force_listen: bool, finalize: bool) -> UnitCosts:
+        """Hear ``chunk`` and decide its unit (and close it too, with ``finalize``)."""
+        ...
+
+    async def finalize(self) -> float:
+        """Close the last unit; returns what it took (ms)."""
+        ...
+
+    async def cleanup(self) -> None:
+        """End the session however it ended; safe to call twice or without a prepare."""
+        ...
+
+
+class ModelUnits:
+    """Units a duplex model decides itself, in the engine's thread (``engines.duplex``)."""
+
+    def __init__(self, host: EngineHost) -> None:
+        self.host = host
+
+    @property
+    def model(self) -> DuplexModel:
+        model = self.host.engine.duplex
+        if model is None:
+            raise WorkerUnavailable(f"engine {self.host.engine.name} cannot serve duplex sessions")
+        return model
+
+    async def prepare(self, params: DuplexParams) -> DuplexReady:
+        ready: DuplexReady = await self.host.call(self.model.prepare, params)
+        return ready
+
+    async def step(self, chunk: Chunk, force_listen: bool, finalize: bool) -> UnitCosts:
+        costs: UnitCosts = await self.host.call(self._compute, chunk, force_listen, finalize)
+        return costs
+
+    async def finalize(self) -> float:
+        ms: float = await self.host.call(self._finalize)
+        return ms
+
+    async def cleanup(self) -> None:
+        try:
+            await self.host.call(self.model.cleanup)
+        except WorkerUnavailable:
+            pass  # an engine without duplex never prepared one
+        except Exception:
+            log.exception("duplex cleanup failed")
+
+    # ---- in the engine's thread
+
+    def _compute(self, chunk: Chunk, force_listen: bool, finalize: bool) -> UnitCosts:
+        model = self.model
+        t0 = time.perf_counter()
+        model.prefill(chunk.audio, chunk.frames)
+        t1 = time.perf_counter()
+        unit = model.generate(force_listen)
+        t2 = time.perf_counter()
+        finalize_ms = self._finalize() if finalize else 0.0
+        return UnitCosts(unit, (t1 - t0) * 1000, (t2 - t1) * 1000, finalize_ms, model.kv_length)
+
+    def _finalize(self) -> float:
+        t0 = time.perf_counter()
+        self.model.finalize()
+        return (time.perf_counter() - t0) * 1000
+
+
 class UnitLoop:
     def __init__(
         self,
-        host: EngineHost,
+        source: UnitSource,
         send: Callable[[Result], None],
         report: Callable[[OmnivoxError], None],
         settings: UnitSettings,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.host = host
+        self.source = source
         self.send = send
         self.report = report  # a unit's recoverable failure: said, and the loop goes on
         self.settings = settings
@@ -100,7 +180,7 @@ class UnitLoop:
         if chunk.merged > 1:
             self.lagging_units += 1
         force = chunk.force_listen or index < self.settings.force_listen_count
-        costs = await self.host.call(self._compute, chunk, force)
+        costs = await self.source.step(chunk, force, finalize=not self.settings.deferred_finalize)
         self.heard_samples += len(chunk.audio)
         unit = costs.unit
         result = Result(
@@ -122,7 +202,7 @@ class UnitLoop:
         result.wall_clock_ms = round((self.clock() - chunk.arrived) * 1000, 3)
         self.send(result)
         if self.settings.deferred_finalize:
-            self._finalizing = asyncio.ensure_future(self.host.call(self._finalize))
+            self._finalizing = asyncio.ensure_future(self.source.finalize())
 
     async def barrier(self) -> None:
         """Wait until the previous unit's deferred finalize is done."""
@@ -135,20 +215,3 @@ class UnitLoop:
         if self._finalizing is not None:
             await asyncio.gather(self._finalizing, return_exceptions=True)
             self._finalizing = None
-
-    # ---- in the engine's thread
-
-    def _compute(self, chunk: Chunk, force_listen: bool) -> _Costs:
-        engine = self.host.engine
-        t0 = time.perf_counter()
-        engine.duplex_prefill(chunk.audio, chunk.frames)
-        t1 = time.perf_counter()
-        unit = engine.duplex_generate(force_listen)
-        t2 = time.perf_counter()
-        finalize_ms = 0.0 if self.settings.deferred_finalize else self._finalize()
-        return _Costs(unit, (t1 - t0) * 1000, (t2 - t1) * 1000, finalize_ms, engine.kv_length)
-
-    def _finalize(self) -> float:
-        t0 = time.perf_counter()
-        self.host.engine.duplex_finalize()
-        return (time.perf_counter() - t0) * 1000

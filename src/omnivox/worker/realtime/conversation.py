@@ -1,9 +1,10 @@
 """The conversation of one realtime session: ordered items, their events, and the LLM's view of them.
 
 Items are messages, function calls the assistant made, and the outputs clients give them. Spoken
-items keep their transcript (user: what the ASR heard; assistant:
-what was said, cut to what the user heard when interrupted) and never their audio: the cascade's
-LLM reads text, and holding audio would grow memory with the call.
+items keep their transcript (user: what the ASR heard; assistant: what was said, cut to what the
+user heard when interrupted: the playout ledger's ``Playback`` of the reply says which words that
+was) and never their audio: the cascade's LLM reads text, and holding audio would grow memory with
+the call.
 
 The conversation sends its own item events (``conversation.item.*``, ``committed``, the
 transcription's ``completed``), each with the id of the item before it at the time it was placed.
@@ -13,9 +14,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
+from omnivox.agent.playout import Playback
 from omnivox.core.errors import (
     CallNotFound,
     DeleteItemNotFound,
@@ -58,17 +60,21 @@ class Item:
     text: str = ""  # the text, or the transcript of the audio
     status: Status = "completed"
     id: str = ""
-    audio_ms: float = 0.0  # assistant audio sent so far, the bound for conversation.item.truncate
-    # assistant audio: where each spoken sentence starts (ms into the item's audio) and its text
-    spans: list[tuple[float, str]] = field(default_factory=list)
     type: Kind = "message"
     call_id: str = ""  # function_call / function_call_output: the call
     name: str = ""  # function_call: the function
     arguments: str = ""  # function_call: its JSON arguments
     output: str = ""  # function_call_output: what the function returned
+    # assistant audio a response of this session says: the ledger's record of it (sent, heard)
+    playback: Playback | None = None
 
     def __post_init__(self) -> None:
         self.id = self.id or item_id()
+
+    @property
+    def audio_ms(self) -> float:
+        """Assistant audio sent (once truncated: heard), the bound for ``conversation.item.truncate``."""
+        return self.playback.audio_ms if self.playback is not None else 0.0
 
     @classmethod
     def call(cls, call_id: str, name: str, arguments: str = "", **kw: Any) -> Item:
@@ -80,23 +86,10 @@ class Item:
     def call_output(cls, call_id: str, output: str, **kw: Any) -> Item:
         return cls("user", False, type="function_call_output", call_id=call_id, output=output, **kw)
 
-    def heard_text(self, heard_ms: float) -> str:
-        """The words of the sentences heard in the first ``heard_ms``, the last one cut at its share."""
-        words: list[str] = []
-        for n, (start, text) in enumerate(self.spans):
-            if start >= heard_ms:
-                break
-            end = self.spans[n + 1][0] if n + 1 < len(self.spans) else self.audio_ms
-            share = 1.0 if end <= start else min(1.0, (heard_ms - start) / (end - start))
-            sentence = text.split()
-            words += sentence[: math.ceil(len(sentence) * share)]
-        return " ".join(words)
-
     def truncate(self, heard_ms: float) -> None:
-        """Keep only what was heard: the text, and the audio length (later truncations bound to it)."""
-        self.text = self.heard_text(heard_ms)
-        self.audio_ms = min(self.audio_ms, heard_ms)
-        self.spans = [(start, text) for start, text in self.spans if start < heard_ms]
+        """Keep only what was heard: the text, and the audio length (later truncations bound to it).
+        Audio this session did not say (a client's item) has no heard words to keep."""
+        self.text = self.playback.truncate(heard_ms) if self.playback is not None else ""
 
     def wire(self) -> dict[str, Any]:
         head = {"id": self.id, "object": "realtime.item", "type": self.type, "status": self.status}
@@ -104,6 +97,7 @@ class Item:
             return {**head, "call_id": self.call_id, "name": self.name, "arguments": self.arguments}
         if self.type == "function_call_output":
             return {**head, "call_id": self.call_id, "output": self.output}
+        part: dict[str, str | None]
         if self.role == "assistant":
             part = (
                 {"type": "output_audio", "transcript": self.text}

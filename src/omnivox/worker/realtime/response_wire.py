@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from omnivox.core.errors import OmnivoxError
+from omnivox.agent.events import ReplyFigures
 from omnivox.voice.llm.base import Usage
 from omnivox.voice.reply import ReplyRequest
 from omnivox.worker.realtime.conversation import Item
@@ -19,7 +19,6 @@ class ResponsePlan:
     request: ReplyRequest  # what the engine is asked (messages, LLM parameters, voice)
     in_conversation: bool = True  # False: an out-of-band response ("conversation": "none")
     metadata: dict[str, str] | None = None
-    speech_end_at: float | None = None  # monotonic time the user's speech ended, if it prompted this
     context_tokens: int = 0  # the LLM's history budget (reported in rate_limits.updated)
 
     @property
@@ -27,22 +26,9 @@ class ResponsePlan:
         return self.request.speak
 
 
-@dataclass
-class Figures:
-    """What a finished response reports (seconds)."""
-
-    reason: str | None = None  # why it was cancelled (turn_detected, client_cancelled)
-    error: OmnivoxError | None = None
-    llm_ttft_s: float | None = None
-    tts_ttfa_s: float | None = None
-    voice_to_voice_s: float | None = None
-    tts_busy_s: float = 0.0  # synthesis time (output thread) and the audio it made
-    tts_audio_s: float = 0.0
-
-
 def response_object(
     p: ResponsePlan,
-    figures: Figures,
+    figures: ReplyFigures,
     status: str,
     outputs: list[Item],
     audio_ms: float,

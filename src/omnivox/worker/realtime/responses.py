@@ -1,257 +1,86 @@
-"""The responses of one realtime session: at most one speaking, at most one held, each a work unit.
+"""The responses of one realtime session: planned from ``response.create`` and the conversation,
+and each worded as its client sees it. The replies themselves are the agent's (``agent.replies``).
 
-- ``create``: a response now (``response.create``, the end of a turn, the idle prompt); refused with
-  ``conversation_already_has_active_response`` while one is speaking.
-- ``speculate``: prepare the reply to what the user said so far, held during their pause;
-  ``confirm`` releases it when the turn ends with the same words (else it is dropped unheard);
-  ``discard_speculation`` drops it when they go on talking.
-- ``pause`` (speech over the assistant, not judged yet) stops the speaking response's audio, or the
-  playback of the last one still playing at the client; ``resume`` plays it on.
-- ``interrupt`` (a barge-in) cancels the speaking response, or cuts the audio of the last one that
-  is still playing at the client; ``cancel`` is the client's ``response.cancel``.
-- ``spoken_recently``: the words the user may just have heard (the echo guard compares them with
-  what the recogniser hears over the assistant).
-
-When a response that was heard ends, ``on_finished`` gets it (the session reports its figures and
-arms the idle timer).
+- ``plan``: what the agent is asked to say (``response.create``'s parameters, or the defaults when
+  the agent answers a turn itself), as a ``ResponsePlan`` (the response's id, its assistant item,
+  the request to the voice models); the agent's ``ReplyPlan`` carries the same id.
+- ``on_event``: each reply's events go to its ``Response`` (``worker.realtime.response``), which
+  words them as ``response.*`` events and output items; a cut playback truncates its item.
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
-import time
-from collections.abc import Awaitable, Callable
-from concurrent.futures import Executor
+from collections import OrderedDict
+from collections.abc import Callable
 
-from omnivox.connection.units import WorkUnits
-from omnivox.core.errors import ActiveResponse, ResponseCancelNotActive
+from omnivox.agent.events import ReplyCut, ReplyEnded, ReplyEvent, ReplyState
+from omnivox.agent.reply import ReplyPlan
 from omnivox.core.ids import new_id
-from omnivox.engines.base import Engine, VoiceProfile
 from omnivox.protocol.chat import ChatMessage
 from omnivox.protocol.realtime import wire as rt
 from omnivox.protocol.realtime.session_config import SessionConfig, chat_tool_choice, check_tools
-from omnivox.voice.echo.reference import EchoReference
 from omnivox.voice.llm.base import LlmParams
 from omnivox.voice.llm.history import trim_history
+from omnivox.voice.models import VoiceProfile
 from omnivox.voice.reply import ReplyRequest
 from omnivox.worker.realtime.audio_io import OutputEncoder
 from omnivox.worker.realtime.conversation import Conversation, Item, item_text
 from omnivox.worker.realtime.events import Events
-from omnivox.worker.realtime.response import Response, ResponsePlan, ResponseState
+from omnivox.worker.realtime.response import Response
+from omnivox.worker.realtime.response_wire import ResponsePlan
 
-log = logging.getLogger(__name__)
-
-UNIT = "response"
+KEEP_ENDED = 2  # ended responses kept worded: a barge-in may still cut the last one's playback
 
 
 class Responses:
     def __init__(
         self,
         *,
-        engine: Engine,
         profile: VoiceProfile,
         events: Events,
         conversation: Conversation,
-        units: WorkUnits,
-        executor: Executor,
-        lead_ms: float,
-        apology: str = "",
         config: Callable[[], SessionConfig],
         encoder: Callable[[], OutputEncoder],
-        on_finished: Callable[[Response], Awaitable[None]],
-        clock: Callable[[], float] = time.monotonic,
-        reference: EchoReference | None = None,
+        apology: str = "",
     ) -> None:
-        self.engine = engine
-        self.reference = reference  # where the echo guard learns what plays when
         self.profile = profile
         self.events = events
         self.conversation = conversation
-        self.units = units
-        self.executor = executor
-        self.lead_ms = lead_ms
-        self.apology = apology  # said when a reply cannot be made
         self.config = config
         self.encoder = encoder
-        self.on_finished = on_finished
-        self.clock = clock
-        self.active: Response | None = None  # speaking
-        self.held: Response | None = None  # prepared during the user's pause, not said yet
-        self.last: Response | None = None  # the last one that was heard (its audio may still play)
-        self._held_text = ""
-        self._paused: Response | None = None  # paused by speech over it, not judged yet
+        self.apology = apology  # said when a reply cannot be made
+        self._worded: dict[str, Response] = {}  # reply id -> its response, while it runs
+        self._ended: OrderedDict[str, Response] = OrderedDict()  # the last few that ended
 
-    # ---- what turn-taking needs to know
+    def plan(self, params: rt.ResponseParams | None, extra: list[ChatMessage]) -> ReplyPlan:
+        """The reply to ``params`` (None: the session's defaults), worded as it goes."""
+        plan = self._response_plan(params or rt.ResponseParams(), extra)
+        self._worded[plan.response_id] = Response(plan, self.events, self.conversation, self.encoder())
+        return ReplyPlan(plan.request, plan.response_id)
 
-    def speaking(self) -> bool:
-        """Whether the assistant is talking: a response runs, or its audio is still playing."""
-        return self.active is not None or self.playback_left_s() > 0
+    def worded(self, reply_id: str) -> Response | None:
+        """The response a reply is (None: no such reply, or long over)."""
+        return self._worded.get(reply_id) or self._ended.get(reply_id)
 
-    def playback_left_s(self) -> float:
-        """Seconds of the last finished response's audio the client has yet to play."""
-        last = self.last
-        if last is None or self.active is not None:
-            return 0.0
-        return max(0.0, (last.plan.item.audio_ms - last.played_ms()) / 1000)
-
-    # ---- starting
-
-    async def create(
-        self,
-        params: rt.ResponseParams | None,
-        *,
-        speech_end_at: float | None = None,
-        extra: list[ChatMessage] | None = None,
-    ) -> Response:
-        """Start a response; raises ``ActiveResponse`` while one runs."""
-        if self.active is not None and self.active.over:  # cut a moment ago: let it finish its events
-            await asyncio.wait_for(self.active.ended.wait(), 10)
-        if self.active is not None:
-            raise ActiveResponse(
-                f"response {self.active.response_id} is in progress; cancel it or wait for response.done"
-            )
-        await self.discard_speculation()
-        plan = self._plan(params or rt.ResponseParams(), speech_end_at, extra or [])
-        response = self._response(plan, held=False)
-        self.active = response
-        await self.units.start(UNIT, self._run(response))
-        return response
-
-    async def speculate(self, user_text: str) -> None:
-        """Prepare (and hold) the reply to ``user_text`` while the user's pause runs out."""
-        await self.discard_speculation()
-        tentative = ChatMessage(role="user", content=user_text)
-        plan = self._plan(rt.ResponseParams(), None, [tentative])
-        self.held, self._held_text = self._response(plan, held=True), user_text
-        await self.units.start(UNIT, self._run(self.held))
-
-    async def confirm(self, user_item: Item, speech_end_at: float | None) -> bool:
-        """The turn ended: say the held reply if it answers ``user_item``'s words (False: it did
-        not, and it is dropped unheard)."""
-        held, self.held = self.held, None
-        if held is None:
-            return False
-        if self._held_text != user_item.text:
-            held.discard()
-            await self.units.cancel(UNIT)
-            return False
-        self.active = held
-        held.release(speech_end_at)
-        return True
-
-    async def discard_speculation(self) -> None:
-        held, self.held = self.held, None
-        if held is not None:
-            held.discard()
-            await self.units.cancel(UNIT)
-
-    # ---- stopping
-
-    def cancel(self, response_id: str | None) -> None:
-        """``response.cancel``: raises ``ResponseCancelNotActive`` if there is nothing to cancel."""
-        active = self.active
-        if active is None or (response_id is not None and response_id != active.response_id):
-            raise ResponseCancelNotActive(
-                "no response is in progress"
-                if active is None
-                else f"response {response_id} is not in progress",
-                param="response_id" if response_id else None,
-            )
-        active.cancel("client_cancelled")
-
-    def interrupt(self, reason: str) -> None:
-        """Barge-in: cancel the running response, or cut the audio of the last one still playing."""
-        self._paused = None
-        if self.active is not None:
-            self.active.cancel(reason)
-        else:
-            self.cut_playback()
-
-    def truncate(self, item: Item, heard_ms: float) -> None:
-        """A client's ``conversation.item.truncate``: the reply the item holds stops at ``heard_ms``
-        (at once, if it is still being said) and the item keeps only what was heard."""
-        active, last = self.active, self.last
-        if active is not None and active.plan.item is item and item.status == "in_progress":
-            active.cancel("client_cancelled", heard_ms)  # its events end with the truncation
+    def on_event(self, event: ReplyEvent) -> None:
+        """Word one of the agent's reply events."""
+        if isinstance(event, ReplyCut):
+            cut = self.worded(event.reply_id)
+            if cut is not None:
+                self.conversation.truncate(cut.plan.item, event.stopped_ms)
             return
-        if last is not None and last.plan.item is item:
-            last.play.stop(heard_ms)  # what still played at the client is not echo any more
-            self.last = None
-        self.conversation.truncate(item, heard_ms)
-
-    def cut_playback(self) -> None:
-        """Barge-in after a response finished but while its audio still plays: keep what was heard."""
-        last = self.last
-        if last is None or not last.plan.audio or last.plan.item.audio_ms <= 0:
-            return  # nothing of it was said (a reply that only called functions has no audio)
-        self.conversation.truncate(last.plan.item, last.play.stop())
-        self.last = None
-
-    def pause(self) -> bool:
-        """Speech over the assistant: stop its audio now, undoably (False: nothing was playing)."""
-        target = self.active if self.active is not None else self.last
-        if target is None or not target.pause():
-            return False
-        self._paused = target
-        return True
-
-    def resume(self, reason: str) -> None:
-        """The speech was not an interruption (``no_words``, ``backchannel``, ``echo``): play on."""
-        paused, self._paused = self._paused, None
-        if paused is not None:
-            paused.resume(reason)
-
-    def spoken_recently(self, window_ms: float = 8000.0) -> str:
-        """The assistant's words the user may have heard in the last ``window_ms`` of its audio."""
-        response = self.active if self.active is not None else self.last
+        response = self._worded.get(event.reply_id)
         if response is None:
-            return ""
-        item, played = response.plan.item, response.played_ms()
-        spans = item.spans
-        words = []
-        for n, (start, text) in enumerate(spans):
-            end = spans[n + 1][0] if n + 1 < len(spans) else response.play.sent_ms
-            if start <= played and end >= played - window_ms:
-                words.append(text)
-        return " ".join(words)
+            return
+        response.on_event(event)
+        if isinstance(event, ReplyEnded):
+            del self._worded[event.reply_id]
+            if event.state is not ReplyState.DISCARDED:
+                self._ended[event.reply_id] = response
+                while len(self._ended) > KEEP_ENDED:
+                    self._ended.popitem(last=False)
 
-    # ---- internals
-
-    def _response(self, plan: ResponsePlan, held: bool) -> Response:
-        return Response(
-            plan,
-            self.engine.reply,
-            self.events,
-            self.conversation,
-            self.encoder(),
-            self.executor,
-            self.lead_ms,
-            held=held,
-            clock=self.clock,
-            reference=self.reference,
-        )
-
-    async def _run(self, response: Response) -> None:
-        try:
-            state = await response.run()
-        finally:
-            if self.active is response:
-                self.active = None
-        if state is ResponseState.DISCARDED:
-            return  # a held reply the user never heard: it leaves no trace
-        self.last = response
-        if (error := response.figures.error) is not None:
-            said = "failed" if state is ResponseState.FAILED else "could not be made (apologised)"
-            log.warning("response %s %s: %s", response.response_id, said, error.message)
-        await self.on_finished(response)
-
-    def _plan(
-        self,
-        params: rt.ResponseParams,
-        speech_end_at: float | None,
-        extra: list[ChatMessage],
-    ) -> ResponsePlan:
+    def _response_plan(self, params: rt.ResponseParams, extra: list[ChatMessage]) -> ResponsePlan:
         config, profile = self.config(), self.profile
         modalities = params.output_modalities or params.modalities or config.output_modalities
         voice = profile.resolve_voice(
@@ -296,6 +125,5 @@ class Responses:
             request=request,
             in_conversation=in_conversation,
             metadata=params.metadata,
-            speech_end_at=speech_end_at,
             context_tokens=profile.context_tokens,
         )

@@ -1,28 +1,49 @@
-"""One realtime session on a worker: the OpenAI Realtime protocol over the engine's voice methods.
+"""One realtime session on a worker: the OpenAI Realtime protocol, adapted onto the voice agent.
 
-The session is a protocol handler on the connection runtime (``connection.runtime``): client events arrive
-through ``on_frame``, its events leave through the connection's outbox, work units are the
-connection's. Its parts own their state: ``Conversation`` (items and their events), ``TurnTaking``
-(what was heard -> typed actions), ``Responses`` (each response an explicit state machine),
-``Hearing`` (audio-ordered jobs). This module wires them: it dispatches client events, runs the
-hearing loop (``main``), and carries out turn-taking's actions.
+The session is a protocol handler on the connection runtime (``connection.runtime``): client events
+arrive through ``on_frame``, its events leave through the connection's outbox, work units are the
+connection's. It only translates:
 
-Threads: hearing (VAD + ASR) runs in an input thread and responses (LLM + TTS) in an output thread,
-so hearing a barge-in never waits for speech synthesis, and the event loop never blocks.
+- client events -> agent commands (``agent.loop.VoiceAgent``): audio appends, commits and clears,
+  ``session.update`` (as ``AgentSettings``), ``response.create`` / ``.cancel``, truncations,
+  ``output_audio_buffer.clear``; and the conversation's own events (``Conversation``: items the
+  client creates, retrieves, deletes);
+- agent events -> OpenAI events and items: what was heard (``input_audio_buffer.*``, transcription
+  deltas), the user's turn (a committed item), each reply (``Responses`` plans it and words it as
+  ``response.*``), the idle timeout, failures; and each reply's figures to the gateway.
+
+The agent owns hearing, turn-taking, interruption, the playout ledger and the replies, and its own
+input and output threads; the event loop never blocks.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Coroutine
 from typing import Any
 
+from omnivox.agent.events import (
+    AgentEvent,
+    Failure,
+    HearingEvent,
+    IdleTimeout,
+    InputCleared,
+    ReplyReport,
+    ReplyState,
+    SpeechStarted,
+    SpeechStopped,
+    TranscriptDelta,
+    UserTurn,
+)
+from omnivox.agent.hearing import Echo
+from omnivox.agent.interruption import InterruptionPolicy
+from omnivox.agent.loop import AgentSettings, VoiceAgent
+from omnivox.agent.pacing import LeadPacing
+from omnivox.agent.turns import TurnSettings
 from omnivox.audio.clips import decode_clip_at
-from omnivox.core.errors import InputAudioBufferCommitEmpty, InvalidMessage, OmnivoxError
+from omnivox.core.errors import InvalidMessage, OmnivoxError, WorkerUnavailable
 from omnivox.core.ids import new_id
-from omnivox.protocol.chat import ChatMessage
 from omnivox.protocol.control.internal import Metrics
 from omnivox.protocol.realtime import events as ev
 from omnivox.protocol.realtime import wire as rt
@@ -32,40 +53,17 @@ from omnivox.protocol.realtime.session_config import (
     TurnDetection,
     apply_update,
 )
-from omnivox.voice.echo.reference import EchoReference
-from omnivox.voice.turn.interruption import InterruptionPolicy
+from omnivox.protocol.wire import Msg
+from omnivox.voice.stack import ASR_RATE
 from omnivox.voice.vad.turn import TurnParams
 from omnivox.worker.handler import SessionHandler
 from omnivox.worker.realtime.audio_io import InputDecoder, OutputEncoder
 from omnivox.worker.realtime.conversation import Conversation, Item, item_id, item_text
 from omnivox.worker.realtime.events import Events
-from omnivox.worker.realtime.hearing import ASR_RATE, Clear, Commit, Configure, Echo, Feed, Hearing
-from omnivox.worker.realtime.response import Response, ResponseState
 from omnivox.worker.realtime.responses import Responses
-from omnivox.worker.realtime.turns import (
-    Action,
-    BargeIn,
-    CommitTurn,
-    DropPrepared,
-    Emit,
-    Floor,
-    PauseReply,
-    Prepare,
-    ResumeReply,
-    StopIdle,
-    TurnTaking,
-)
 from omnivox.worker.realtime.warnings import SettingWarnings, own_recogniser
 
 log = logging.getLogger(__name__)
-
-MIN_COMMIT_MS = 100  # less audio than this cannot be a turn (OpenAI's rule too)
-# A turn is not answered while more than this of the user's audio already waits to be heard (it
-# came in a burst: held while the session waited for a worker): they went on talking after it, and
-# answering now would be cut by their own next words, heard at once. It is answered when that
-# audio has been heard, unless it held another turn (which is answered instead).
-BACKLOG_MS = 300
-SILENCE_MARKER = "..."  # what the user "said" when the idle timeout prompts them
 
 
 def turn_params(vad: TurnDetection | None) -> TurnParams | None:
@@ -80,6 +78,13 @@ def turn_params(vad: TurnDetection | None) -> TurnParams | None:
     )
 
 
+def turn_settings(vad: TurnDetection | None) -> TurnSettings | None:
+    params = turn_params(vad)
+    if vad is None or params is None:
+        return None
+    return TurnSettings(params, vad.create_response, vad.interrupt_response, vad.idle_timeout_ms)
+
+
 def interruption_policy(options: OmnivoxOptions) -> InterruptionPolicy:
     return InterruptionPolicy(
         resume_ms=options.false_interruption_ms,
@@ -89,15 +94,38 @@ def interruption_policy(options: OmnivoxOptions) -> InterruptionPolicy:
     )
 
 
-def echo_job(options: OmnivoxOptions) -> Echo:
-    return Echo(options.echo_canceller, options.echo_gate_factor)
+def agent_settings(config: SessionConfig) -> AgentSettings:
+    """The session's settings as the agent takes them."""
+    options = config.omnivox
+    return AgentSettings(
+        turns=turn_settings(config.audio.input.turn_detection),
+        interruption=interruption_policy(options),
+        echo=Echo(options.echo_canceller, options.echo_gate_factor),
+        transcribe=config.audio.input.transcription is not None,
+        answer=not config.transcription_only,
+    )
+
+
+def hearing_event(event: HearingEvent) -> Msg:
+    """What the agent heard, as the OpenAI event that says it."""
+    if isinstance(event, SpeechStarted):
+        return ev.SpeechStarted(audio_start_ms=int(event.audio_ms), item_id=event.turn_id)
+    if isinstance(event, SpeechStopped):
+        return ev.SpeechStopped(audio_end_ms=int(event.audio_ms), item_id=event.turn_id)
+    if isinstance(event, TranscriptDelta):
+        return ev.TranscriptionDelta(item_id=event.turn_id, delta=event.text)
+    assert isinstance(event, InputCleared)
+    return ev.Cleared()
 
 
 class RealtimeSession(SessionHandler):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         engine = self.host.engine
-        self.profile = engine.voice_profile()
+        voice = engine.voice
+        if voice is None:
+            raise WorkerUnavailable(f"engine {engine.name} has no voice models for voice sessions")
+        self.profile = voice.profile()
         self.config = SessionConfig(instructions=self.profile.system_prompt)
         if self.info.query.get("intent") == "transcription":
             self.config.type = "transcription"
@@ -112,50 +140,43 @@ class RealtimeSession(SessionHandler):
             backchannels=[b.strip() for b in settings.backchannels.split(",") if b.strip()],
             backchannel_max_ms=settings.backchannel_max_ms,
         )
-        self.reference = EchoReference()  # the reply audio as it plays, for the echo guard
         self.events = Events(
             self.conn,
             beta=self.info.query.get("beta") in ("1", "true"),
             extensions=self.info.behind_gateway or rt.wants_extensions(self.info.query),
         )
         self.conversation = Conversation(self.events.put)
-        self.input_thread = ThreadPoolExecutor(1, thread_name_prefix="rt-input")
-        self.output_thread = ThreadPoolExecutor(1, thread_name_prefix="rt-output")
+        self.conversation.transcribing = self.config.audio.input.transcription is not None
         self.decoder = InputDecoder(self.config.audio.input.format, ASR_RATE)
         self.encoder = OutputEncoder(self.config.audio.output.format)
-        vad = self.config.audio.input.turn_detection
-        listener = engine.open_listener(turn_params(vad), self.settings.barge_in_min_ms)
-        self.hearing = Hearing(listener, self.input_thread, self.reference)
-        self.hearing.set_echo(echo_job(self.config.omnivox))
-        self.turns = TurnTaking(
-            vad,
-            transcribe=self.config.audio.input.transcription is not None,
-            policy=interruption_policy(self.config.omnivox),
-        )
-        self.conversation.transcribing = self.turns.transcribe
         self.responses = Responses(
-            engine=engine,
             profile=self.profile,
             events=self.events,
             conversation=self.conversation,
-            units=self.conn.units,
-            executor=self.output_thread,
-            lead_ms=float(self.settings.audio_lead_ms),
-            apology=self.settings.failure_apology,
             config=lambda: self.config,
             encoder=lambda: self.encoder,
-            on_finished=self._finished,
-            reference=self.reference,
+            apology=settings.failure_apology,
+        )
+        self.agent = VoiceAgent(
+            voice,
+            emit=self._on_agent_event,
+            plan=lambda extra: self.responses.plan(None, extra),
+            units=self.conn.units,
+            pacing=LeadPacing(float(settings.audio_lead_ms)),
+            settings=agent_settings(self.config),
+            confirm_ms=settings.barge_in_min_ms,
+            turn_ids=item_id,  # a user turn is the conversation item it becomes
+            drop_unsent=self.events.drop_audio,
         )
         self.events.put(ev.SessionCreated(session=self.config.wire()))
-        self._owed: float | None = None  # a turn to answer once the backlog is heard (its speech end)
+
+    def main(self) -> Coroutine[Any, Any, None]:
+        return self.agent.run()
 
     async def close(self) -> None:
-        # the threads finish their current step before the worker resets the models
-        await asyncio.to_thread(self.input_thread.shutdown, True, cancel_futures=True)
-        await asyncio.to_thread(self.output_thread.shutdown, True, cancel_futures=True)
+        await self.agent.close()  # its threads finish their step before the worker resets the models
 
-    # ---- client events
+    # ---- client events -> agent commands
 
     async def on_frame(self, raw: str | bytes) -> None:
         arrival = time.monotonic()
@@ -168,27 +189,31 @@ class RealtimeSession(SessionHandler):
             raise
 
     async def _dispatch(self, event: Any, arrival: float) -> None:
+        agent = self.agent
         if isinstance(event, rt.InputAudioBufferAppend):
-            self.hearing.submit(Feed(self.decoder.decode(event.audio), arrival))
+            agent.feed(self.decoder.decode(event.audio), arrival)
         elif isinstance(event, rt.SessionUpdate):
             await self._update_session(event.session)
         elif isinstance(event, rt.InputAudioBufferCommit):
-            self.hearing.submit(Commit(event.event_id))
+            agent.commit(event.event_id)
         elif isinstance(event, rt.InputAudioBufferClear):
-            self.hearing.submit(Clear(event.event_id))
+            agent.clear(event.event_id)
         elif isinstance(event, rt.ResponseCreate):
             await self._respond(event.response)
         elif isinstance(event, rt.ResponseCancel):
-            self.responses.cancel(event.response_id)
+            agent.cancel(event.response_id)
         elif isinstance(event, rt.OutputAudioBufferClear):
-            self._clear_output()
+            if (stopped := agent.stop_speaking()) is not None:
+                self.events.put(ev.OutputAudioCleared(response_id=stopped))
         elif isinstance(event, rt.ConversationItemCreate):
             await self._create_item(event)
         elif isinstance(event, rt.ConversationItemRetrieve):
             self.conversation.retrieve(event.item_id)
         elif isinstance(event, rt.ConversationItemTruncate):
             item, heard_ms = self.conversation.check_truncation(event.item_id, event.audio_end_ms)
-            self.responses.truncate(item, heard_ms)
+            # a reply still being said ends with the truncation; otherwise the item is cut here
+            if item.playback is None or not agent.truncate(item.playback, heard_ms):
+                self.conversation.truncate(item, heard_ms)
         elif isinstance(event, rt.ConversationItemDelete):
             self.conversation.delete(event.item_id)
 
@@ -200,15 +225,7 @@ class RealtimeSession(SessionHandler):
             self.decoder = InputDecoder(new.audio.input.format, ASR_RATE)
         if new.audio.output.format != old.audio.output.format:
             self.encoder = OutputEncoder(new.audio.output.format)
-        vad = new.audio.input.turn_detection
-        self.turns.vad = vad
-        self.turns.transcribe = self.conversation.transcribing = new.audio.input.transcription is not None
-        if vad != old.audio.input.turn_detection:
-            self.hearing.submit(Configure(turn_params(vad)))
-        if new.omnivox != old.omnivox:
-            self.turns.interruption.policy = interruption_policy(new.omnivox)
-            if echo_job(new.omnivox) != echo_job(old.omnivox):
-                self.hearing.submit(echo_job(new.omnivox))
+        self.conversation.transcribing = new.audio.input.transcription is not None
         warnings = self.warnings.check(patch, new)
         if (asr := new.audio.input.transcription) is not None and not own_recogniser(asr.model):
             asr.model = "default"  # what transcribes (the warning said which was asked for)
@@ -216,19 +233,12 @@ class RealtimeSession(SessionHandler):
         for warning in warnings:
             log.info("session %s: %s (%s)", self.info.session_id or "-", warning.message, warning.param)
             self.events.put(warning)  # only to clients that asked for omnivox's events
-        idle = vad is not None and vad.idle_timeout_ms is not None
-        if idle and self.responses.active is None and not self.turns.in_turn:
-            await self._arm_idle(self.responses.playback_left_s())  # the timer runs from now on
+        await self.agent.configure(agent_settings(new))
 
-    def _clear_output(self) -> None:
-        """``output_audio_buffer.clear``: stop the reply's audio (running, or still playing)."""
-        active, last = self.responses.active, self.responses.last
-        if active is not None:
-            active.cancel("client_cancelled")
-            self.events.put(ev.OutputAudioCleared(response_id=active.response_id))
-        elif last is not None and self.responses.playback_left_s() > 0:
-            self.responses.cut_playback()
-            self.events.put(ev.OutputAudioCleared(response_id=last.response_id))
+    async def _respond(self, params: rt.ResponseParams | None) -> None:
+        if self.config.transcription_only:
+            raise InvalidMessage("a transcription session makes no responses", param="session.type")
+        await self.agent.respond(lambda: self.responses.plan(params, []))
 
     async def _create_item(self, event: rt.ConversationItemCreate) -> None:
         spec = event.item
@@ -268,153 +278,50 @@ class RealtimeSession(SessionHandler):
             if part.type == "input_audio" and part.audio:
                 audio = decode_clip_at(part.audio, "pcm16", fmt.rate, ASR_RATE)
                 try:
-                    texts.append(await self.hearing.run(self.hearing.listener.transcribe_clip, audio))
+                    texts.append(await self.agent.transcribe(audio))
                 except RuntimeError:
                     raise InvalidMessage(
                         "cannot transcribe an audio item while the user is speaking", param="item.content"
                     ) from None
         return " ".join(t for t in texts if t)
 
-    # ---- hearing
+    # ---- agent events -> OpenAI events and items
 
-    async def main(self) -> None:
-        """Audio-ordered jobs (appends, commits, clears, settings) through the input thread, in order."""
-        hearing = self.hearing
-        while True:
-            job = await hearing.next_job()
-            if isinstance(job, Feed):
-                try:
-                    heard_now = await hearing.feed(job)
-                except OmnivoxError as err:
-                    if err.fatal:
-                        raise
-                    self.conn.error(err, keep_open=True)  # e.g. stage_lost: the next turn is heard again
-                    continue
-                for heard in heard_now:
-                    await self.execute(self.turns.heard(heard, job.arrival, self._floor()))
-                if self.turns.interruption.due(hearing.listener.audio_ms):
-                    await self._expire()
-                if self._owed is not None and hearing.backlog_ms <= BACKLOG_MS and not self.turns.in_turn:
-                    speech_end_at, self._owed = self._owed, None
-                    if self.responses.active is None:  # (a client's response.create came first)
-                        await self.responses.create(None, speech_end_at=speech_end_at)
-            elif isinstance(job, Commit):
-                await self._commit(job.event_id)
-            elif isinstance(job, Clear):
-                await hearing.run(hearing.listener.clear)
-                self.events.put(ev.Cleared())
-            elif isinstance(job, Echo):
-                await hearing.run(hearing.set_echo, job)
-            else:
-                await hearing.run(hearing.listener.configure, job.params)
-
-    async def _commit(self, client_event_id: str | None) -> None:
-        pending_ms = self.hearing.listener.pending_samples * 1000 / ASR_RATE
-        if pending_ms < MIN_COMMIT_MS:
-            err = InputAudioBufferCommitEmpty(
-                f"the input buffer holds {pending_ms:.0f} ms of audio; {MIN_COMMIT_MS} ms are needed"
-            )
-            self.conn.error(err, client_event_id)
-            return
-        heard = await self.hearing.run(self.hearing.listener.commit)
-        await self.execute(self.turns.commit(heard.text, keep_empty=True))
-
-    async def _expire(self) -> None:
-        """The reply has been paused for speech with no words settled: decode what was said so far."""
-        listener = self.hearing.listener
-        text = await self.hearing.run(listener.peek)
-        await self.execute(self.turns.expire(text, listener.audio_ms, self._floor()))
-
-    def _floor(self) -> Floor:
-        responses = self.responses
-        return Floor(
-            speaking=responses.speaking(),
-            responding=responses.active is not None,
-            spoken=responses.spoken_recently() if self.config.omnivox.echo_guard else "",
-        )
-
-    async def execute(self, actions: list[Action]) -> None:
-        """Carry out what turn-taking decided, in order."""
-        for action in actions:
-            if isinstance(action, Emit):
-                self.events.put(action.event)
-            elif isinstance(action, StopIdle):
-                await self.conn.units.cancel("idle")
-            elif isinstance(action, BargeIn):
-                log.info(
-                    "barge-in (%s): %r", self.turns.interruption.verdict, self.turns.interruption.heard_text
+    def _on_agent_event(self, event: AgentEvent) -> None:
+        if isinstance(event, SpeechStarted | SpeechStopped | TranscriptDelta | InputCleared):
+            self.events.put(hearing_event(event))
+        elif isinstance(event, UserTurn):
+            self.conversation.commit_user_turn(event.turn_id, event.text)
+        elif isinstance(event, ReplyReport):
+            self._report(event)
+        elif isinstance(event, IdleTimeout):
+            self.events.put(
+                ev.TimeoutTriggered(
+                    audio_start_ms=int(event.audio_start_ms),
+                    audio_end_ms=int(event.audio_end_ms),
+                    item_id=item_id(),
                 )
-                self.responses.interrupt(action.reason)
-            elif isinstance(action, PauseReply):
-                log.info("speech over the reply: paused")
-                self.responses.pause()
-            elif isinstance(action, ResumeReply):
-                log.info("resumed (%s): %r", action.reason, self.turns.interruption.heard_text)
-                self.responses.resume(action.reason)
-            elif isinstance(action, Prepare):
-                if not self.config.transcription_only:
-                    await self.responses.speculate(action.text)
-            elif isinstance(action, DropPrepared):
-                await self.responses.discard_speculation()
-            elif isinstance(action, CommitTurn):
-                item = self.conversation.commit_user_turn(action.item_id, action.text)
-                if action.respond and not self.config.transcription_only:
-                    await self.conn.units.cancel("idle")
-                    if self.hearing.backlog_ms > BACKLOG_MS:
-                        self._owed = action.speech_end_at  # answered once the rest is heard
-                        await self.responses.discard_speculation()
-                    else:
-                        self._owed = None
-                        if not await self.responses.confirm(item, action.speech_end_at):
-                            await self.responses.create(None, speech_end_at=action.speech_end_at)
+            )
+        elif isinstance(event, Failure):
+            self.conn.error(event.error, event.tag, keep_open=True)
+        else:
+            self.responses.on_event(event)
 
-    async def _respond(
-        self, params: rt.ResponseParams | None, extra: list[ChatMessage] | None = None
-    ) -> None:
-        if self.config.transcription_only:
-            raise InvalidMessage("a transcription session makes no responses", param="session.type")
-        await self.conn.units.cancel("idle")
-        await self.responses.create(params, extra=extra)
-
-    # ---- after a response
-
-    async def _finished(self, response: Response) -> None:
-        figures = response.figures
-        # a failed reply is told in its response.done alone (stock clients take an error event as
-        # the session's end); the gateway counts it
-        asr_busy, asr_audio = self.hearing.take_figures()
+    def _report(self, report: ReplyReport) -> None:
+        """A heard reply's figures, for the gateway. A failed reply is told in its response.done
+        alone (stock clients take an error event as the session's end); the gateway counts it."""
+        figures = report.figures
         self.internal(
             Metrics(
                 error_code=figures.error.wire_code if figures.error is not None else None,
                 voice_to_voice_s=figures.voice_to_voice_s,
                 llm_ttft_s=figures.llm_ttft_s,
                 tts_ttfa_s=figures.tts_ttfa_s,
-                interrupted=response.state is ResponseState.CANCELLED,
+                interrupted=report.state is ReplyState.CANCELLED,
                 response_done=True,
-                asr_busy_s=asr_busy,
-                asr_audio_s=asr_audio,
+                asr_busy_s=report.asr_busy_s,
+                asr_audio_s=report.asr_audio_s,
                 tts_busy_s=figures.tts_busy_s,
                 tts_audio_s=figures.tts_audio_s,
             )
         )
-        await self._arm_idle(self.responses.playback_left_s())
-
-    async def _arm_idle(self, playback_left_s: float) -> None:
-        """(Re)start the idle timer: it runs from when the reply's audio has finished playing."""
-        vad = self.config.audio.input.turn_detection
-        if vad is None or vad.idle_timeout_ms is None:
-            return
-        await self.conn.units.start("idle", self._idle(playback_left_s + vad.idle_timeout_ms / 1000))
-
-    async def _idle(self, delay_s: float) -> None:
-        listener = self.hearing.listener
-        start_ms = listener.audio_ms
-        await asyncio.sleep(delay_s)
-        if self.responses.active or self.turns.in_turn or self.config.transcription_only:
-            return
-        self.events.put(
-            ev.TimeoutTriggered(
-                audio_start_ms=int(start_ms), audio_end_ms=int(listener.audio_ms), item_id=item_id()
-            )
-        )
-        await self._respond(None, extra=[ChatMessage(role="user", content=SILENCE_MARKER)])

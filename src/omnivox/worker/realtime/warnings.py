@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from omnivox.engines.base import VoiceProfile
 from omnivox.protocol.realtime import events as ev
 from omnivox.protocol.realtime.session_config import SessionConfig, unserved
+from omnivox.voice.models import VoiceProfile
 
 # names that mean "whatever the server transcribes with"
 _OWN_ASR = {"default", "omnivox", "", None}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 from omnivox.audio.opus import encode_opus
 from omnivox.audio.wav import read_wav, write_wav
 from omnivox.core.config import Settings
-from omnivox.core.errors import InvalidAudio, MessageTooLarge, NotFound
+from omnivox.core.errors import InvalidAudio, MessageTooLarge, NotFound, QuotaExceeded
 from omnivox.gateway.app import create_gateway_app
 from omnivox.gateway.http.assets import (
     STORED_RATE,
@@ -21,7 +21,6 @@ from omnivox.gateway.http.assets import (
     RefAudioStore,
     _clean_name,
     _filename_stem,
-    bounded_stream,
     decode_upload,
 )
 from omnivox.gateway.http.voices import gather_voices
@@ -143,7 +142,7 @@ def upload(client: TestClient, data: bytes, filename: str = "clip.wav", **form: 
 
 def stored_files(data_dir: Path) -> list[str]:
     folder = data_dir / "ref_audio"
-    return sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+    return sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []  # .tmp files too
 
 
 def assert_error(resp, status: int, code: str) -> None:
@@ -252,22 +251,6 @@ def test_ref_audio_chunked_upload_without_length_is_cut_off(client: TestClient, 
     assert stored_files(data_dir) == []
 
 
-async def test_bounded_stream_stops_reading_past_the_limit():
-    pulled = 0
-
-    async def endless() -> AsyncIterator[bytes]:
-        nonlocal pulled
-        while True:
-            pulled += 1
-            yield bytes(1000)
-
-    got = 0
-    with pytest.raises(MessageTooLarge):
-        async for chunk in bounded_stream(endless(), 10_500):
-            got += len(chunk)
-    assert got == 10_000 and pulled == 11  # the chunk that crossed the limit is the last one read
-
-
 def test_ref_audio_bad_forms(client: TestClient):
     assert_error(client.post(URL, content=write_wav(tone(2, 16000), 16000)), 400, "unsupported_content")
     assert_error(client.post(URL, data={"name": "no file"}), 400, "unsupported_content")
@@ -322,7 +305,86 @@ def test_ref_audio_damaged_metadata_is_not_listed(client: TestClient, data_dir: 
     (data_dir / "ref_audio" / f"{bad['id']}.json").write_text("{not json")
     assert client.get(URL).json() == {"ref_audio": [good]}
     assert_error(client.get(f"{URL}/{bad['id']}"), 404, "not_found")
-    assert json.loads((data_dir / "ref_audio" / f"{good['id']}.json").read_text()) == good
+    stored = json.loads((data_dir / "ref_audio" / f"{good['id']}.json").read_text())
+    assert stored.pop("owner") == "address:testclient" and stored == good  # whose: kept, never answered
+
+
+# ---- quotas and a disk that will not take it (issue 25, finding 9)
+
+
+def _quota_app(data_dir: Path, **limits: int):
+    settings = Settings(data_dir=data_dir, ref_audio_max_bytes=MAX_BYTES, ref_audio_max_s=3.0, **limits)
+    return create_gateway_app(settings)
+
+
+def test_uploads_are_bounded_per_client_and_in_total(data_dir: Path):
+    app = _quota_app(data_dir, ref_audio_max_clips_per_client=2, ref_audio_max_clips=3)
+    clip = write_wav(tone(1.5, 16000), 16000)
+    one = TestClient(app, client=("10.0.0.1", 5000))
+    two = TestClient(app, client=("10.0.0.2", 5000))
+    first = [upload(one, clip).json() for _ in range(2)]
+    assert_error(upload(one, clip), 429, "quota_exceeded")  # its share is full
+    assert upload(two, clip).status_code == 201  # another client still has room
+    assert_error(upload(two, clip), 429, "quota_exceeded")  # all of them together are full
+    assert one.delete(f"{URL}/{first[0]['id']}").status_code == 200
+    assert upload(one, clip).status_code == 201  # room again
+    assert len(one.get(URL).json()["ref_audio"]) == 3 == len(stored_files(data_dir)) // 2
+
+
+def test_a_full_quota_refuses_an_upload_before_reading_it(data_dir: Path):
+    app = _quota_app(data_dir, ref_audio_max_clips_per_client=1)
+    client = TestClient(app)
+    assert upload(client, write_wav(tone(1.5, 16000), 16000)).status_code == 201
+    read = 0
+
+    def body():
+        nonlocal read
+        for _ in range(100):
+            read += 1
+            yield b"x" * 1000
+
+    resp = client.post(URL, content=body(), headers={"content-type": "multipart/form-data; boundary=b"})
+    assert_error(resp, 429, "quota_exceeded")
+    assert read <= 1  # (the test client hands over the first chunk with the request)
+
+
+def test_with_a_client_key_each_key_is_a_client_whatever_its_address(data_dir: Path):
+    app = create_gateway_app(
+        Settings(data_dir=data_dir, client_key="k1", ref_audio_max_s=3.0, ref_audio_max_clips_per_client=1)
+    )
+    client = TestClient(app)
+    clip = write_wav(tone(1.5, 16000), 16000)
+    headers = {"Authorization": "Bearer k1"}
+    resp = client.post(URL, files={"file": ("c.wav", clip, "audio/wav")}, headers=headers)
+    assert resp.status_code == 201
+    again = client.post(URL, files={"file": ("c.wav", clip, "audio/wav")}, headers=headers)
+    assert_error(again, 429, "quota_exceeded")
+    owner = json.loads((data_dir / "ref_audio" / f"{resp.json()['id']}.json").read_text())["owner"]
+    assert owner.startswith("key:") and "k1" not in owner  # a digest of the key, never the key
+
+
+def test_a_disk_short_of_free_space_stores_nothing(data_dir: Path):
+    client = TestClient(_quota_app(data_dir, ref_audio_min_free_mb=2**30))  # never enough
+    assert_error(upload(client, write_wav(tone(1.5, 16000), 16000)), 507, "storage_unavailable")
+    assert stored_files(data_dir) == []
+    assert client.get(URL).json() == {"ref_audio": []}
+
+
+def test_byte_quotas_count_the_stored_wavs(tmp_path: Path):
+    clip = write_wav(tone(1.0, 24000), 24000)  # stored as it is: 48,044 bytes
+    limits = RefAudioLimits(max_bytes=MAX_BYTES, min_s=0.5, max_s=3.0, max_bytes_per_owner=100_000)
+    store = RefAudioStore(tmp_path / "ref_audio", limits)
+    store.add(clip, owner="a")
+    store.add(clip, owner="a")
+    with pytest.raises(QuotaExceeded):
+        store.add(clip, owner="a")
+    store.add(clip, owner="b")
+    total = RefAudioStore(
+        tmp_path / "ref_audio", RefAudioLimits(MAX_BYTES, 0.5, 3.0, max_total_bytes=180_000)
+    )
+    with pytest.raises(QuotaExceeded):
+        total.add(clip, owner="c")
+    assert len(store.entries()) == 3
 
 
 @pytest.fixture
@@ -397,9 +459,18 @@ def test_a_truncated_wav_is_not_audio():
 
 def test_limits_from_settings():
     limits = RefAudioLimits.from_settings(
-        Settings(ref_audio_max_bytes=4096, ref_audio_min_s=0.2, ref_audio_max_s=5)
+        Settings(
+            ref_audio_max_bytes=4096,
+            ref_audio_min_s=0.2,
+            ref_audio_max_s=5,
+            ref_audio_max_clips=7,
+            ref_audio_max_total_mb=3,
+            ref_audio_max_clips_per_client=2,
+            ref_audio_max_mb_per_client=1,
+            ref_audio_min_free_mb=9,
+        )
     )
-    assert limits == RefAudioLimits(4096, 0.2, 5.0)
+    assert limits == RefAudioLimits(4096, 0.2, 5.0, 7, 3 * 2**20, 2, 2**20, 9 * 2**20)
 
 
 def test_store_under_the_data_dir(tmp_path):

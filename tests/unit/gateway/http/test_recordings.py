@@ -92,3 +92,34 @@ def test_media_tokens_open_one_recording_for_a_while():
     assert not tokens.check("rec-1", f"{int(expires) + 100}.{sig}", now=1000.0)  # a longer life, forged
     assert not tokens.check("rec-1", "garbage", now=1000.0) and not tokens.check("rec-1", "", now=1000.0)
     assert not MediaTokens().check("rec-1", token, now=1000.0)  # another gateway's secret
+
+
+@pytest.mark.parametrize(
+    "token",
+    [
+        "é.abc",
+        "٣٣٣٣٣٣٣٣٣٣.abc",  # digits, but not ASCII ones
+        "9" * 5000 + ".abc",  # past int()'s digit limit
+        "99999999999.é" + "a" * 63,  # a signature int cannot be compared in constant time
+        "4102444800." + "ü" * 64,
+        "",
+        ".",
+        "4102444800",
+        "4102444800.",
+        "-1.abc",
+    ],
+    ids=[
+        "non-ascii",
+        "arabic-digits",
+        "5000-digits",
+        "non-ascii-sig",
+        "umlaut-sig",
+        "empty",
+        "dot",
+        "no-sig",
+        "empty-sig",
+        "negative",
+    ],
+)
+def test_a_malformed_token_opens_nothing_and_raises_nothing(token):
+    assert MediaTokens().check("rec-1", token, now=1000.0) is False

@@ -55,6 +55,23 @@ def test_frames_no_reader_can_make_sense_of_say_nothing():
         assert reader.read(True, json.dumps(bad_b64)) == []
 
 
+def test_frames_a_recording_cannot_keep_say_nothing():
+    """A lone surrogate cannot be written as UTF-8; nesting past Python's recursion limit cannot be
+    parsed: the recorder read them and logged a traceback each (found by bench fuzz)."""
+    deep = '{"type": "x", "v": ' + "[" * 5000 + "]" * 5000 + "}"
+    surrogate = {
+        "streaming": '{"type": "prefill", "messages": [{"role": "user", "content": "\\ud800"}]}',
+        "duplex": '{"type": "prepare", "system_prompt": "\\ud800"}',
+        "realtime": '{"type": "conversation.item.create", "event_id": "\\ud800", "item": {"type": "message",'
+        ' "role": "user", "content": [{"type": "input_text", "text": "\\ud800"}]}}',
+    }
+    for protocol in PROTOCOLS:
+        reader = protocol.timeline_reader()
+        assert reader.read(True, deep) == [] and reader.read(False, deep) == []
+        if protocol.name in surrogate:
+            assert reader.read(True, surrogate[protocol.name]) == [], protocol.name
+
+
 def test_internal_metrics_are_figures_of_the_turn():
     reader = by_name("realtime").timeline_reader()
     frame = Metrics(voice_to_voice_s=0.4, llm_ttft_s=0.1, response_done=True).model_dump_json()

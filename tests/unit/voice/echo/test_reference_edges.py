@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from omnivox.voice.echo.reference import RATE, EchoReference, PlayClock
+from omnivox.agent.playout import RATE, EchoReference, PlayClock
 
 
 class Clock:

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from omnivox.core.config import BACKCHANNELS
-from omnivox.voice.turn.interruption import (
+from omnivox.agent.interruption import (
     TRANSITIONS,
     Cut,
     Interruption,
@@ -18,6 +17,7 @@ from omnivox.voice.turn.interruption import (
     is_echo,
     words,
 )
+from omnivox.core.config import BACKCHANNELS
 
 SPOKEN = "the weather in paris is sunny with a light breeze all afternoon"
 

@@ -12,7 +12,7 @@ from omnivox.core.errors import EngineFailure, InvalidAudio, OmnivoxError
 from omnivox.engines.duplex import DuplexParams
 from omnivox.protocol.duplex import Result
 from omnivox.worker.duplex.inputs import Chunk
-from omnivox.worker.duplex.units import UnitLoop, UnitSettings
+from omnivox.worker.duplex.units import ModelUnits, UnitLoop, UnitSettings
 from omnivox.worker.host import EngineHost
 
 
@@ -21,7 +21,7 @@ async def host():
     engine = FakeDuplexEngine()
     h = EngineHost(engine)
     await h.load()
-    await h.call(engine.duplex_prepare, DuplexParams())
+    await h.call(engine.duplex.prepare, DuplexParams())
     yield h
     h.close()
 
@@ -29,7 +29,8 @@ async def host():
 def loop_for(host: EngineHost, **settings) -> tuple[UnitLoop, list[Result], list[OmnivoxError]]:
     results: list[Result] = []
     errors: list[OmnivoxError] = []
-    return UnitLoop(host, results.append, errors.append, UnitSettings(**settings)), results, errors
+    loop = UnitLoop(ModelUnits(host), results.append, errors.append, UnitSettings(**settings))
+    return loop, results, errors
 
 
 def second() -> Chunk:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
+from omnivox.agent.playout import Playback
 from omnivox.core.errors import (
     DeleteItemNotFound,
     InvalidMessage,
@@ -13,6 +15,19 @@ from omnivox.core.errors import (
     TruncateItemNotFound,
 )
 from omnivox.worker.realtime.conversation import Conversation, Item
+
+
+def said(*sentences: tuple[float, str], audio_ms: float) -> Playback:
+    """A reply's playback that spoke ``sentences`` (each from its start, in ms) over ``audio_ms``."""
+    playback = Playback(lambda: 0.0)
+    ends = [start for start, _ in sentences[1:]] + [audio_ms]
+    for (start, text), end in zip(sentences, ends, strict=False):
+        assert playback.sent_ms == start
+        playback.sentence(text)
+        playback.send(np.zeros(round((end - start) * 16), np.float32), 16000)
+    if not sentences:
+        playback.send(np.zeros(round(audio_ms * 16), np.float32), 16000)
+    return playback
 
 
 def test_conversation_orders_items_and_truncates_to_what_was_heard() -> None:
@@ -28,11 +43,11 @@ def test_conversation_orders_items_and_truncates_to_what_was_heard() -> None:
     conv.delete(c.id)
     assert [m.content for m in conv.messages("sys")] == ["sys", "one", "two"]
 
-    spoken = Item("assistant", True)
-    spoken.spans = [(0.0, "Hello there."), (1000.0, "How are you doing today?")]
-    spoken.audio_ms = 3000.0
-    assert spoken.heard_text(500) == "Hello"
-    assert spoken.heard_text(2000) == "Hello there. How are you"  # half of the second sentence
+    playback = said((0.0, "Hello there."), (1000.0, "How are you doing today?"), audio_ms=3000.0)
+    spoken = Item("assistant", True, playback=playback)
+    assert spoken.audio_ms == 3000.0
+    assert playback.heard_text(500) == "Hello"
+    assert playback.heard_text(2000) == "Hello there. How are you"  # half of the second sentence
     spoken.truncate(1200)
     assert spoken.text == "Hello there. How" and spoken.audio_ms == 1200
     assert spoken.wire()["content"] == [{"type": "output_audio", "transcript": "Hello there. How"}]
@@ -94,7 +109,7 @@ def test_a_missing_item_is_named_by_what_the_client_tried_as_openai_names_it(op,
 
 def test_a_reply_still_being_sent_is_cut_anywhere_up_to_what_was_sent() -> None:
     conv = Conversation()
-    playing = Item("assistant", True, status="in_progress", audio_ms=1500.0)
+    playing = Item("assistant", True, status="in_progress", playback=said(audio_ms=1500.0))
     conv.add(playing)
     assert conv.check_truncation(playing.id, 0) == (playing, 0.0)
     assert conv.check_truncation(playing.id, 1000) == (playing, 1000.0)
@@ -104,11 +119,11 @@ def test_a_reply_still_being_sent_is_cut_anywhere_up_to_what_was_sent() -> None:
 
 def test_a_finished_reply_is_cut_within_a_little_of_its_end_and_no_further() -> None:
     conv = Conversation()
-    said = Item("assistant", True, status="completed", audio_ms=1500.0)
-    conv.add(said)
-    assert conv.check_truncation(said.id, 1700) == (said, 1500.0)
+    done = Item("assistant", True, status="completed", playback=said(audio_ms=1500.0))
+    conv.add(done)
+    assert conv.check_truncation(done.id, 1700) == (done, 1500.0)
     with pytest.raises(InvalidMessage) as past:
-        conv.check_truncation(said.id, 2500)
+        conv.check_truncation(done.id, 2500)
     assert past.value.details["param"] == "audio_end_ms"
     typed = Item("assistant", False, "text only")
     conv.add(typed)

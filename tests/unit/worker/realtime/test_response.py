@@ -1,4 +1,5 @@
-"""A realtime response's life, driven by a fake engine and a fake clock: every state of its enum."""
+"""A realtime response: an agent reply driven by a fake engine and a fake clock, worded as OpenAI
+events and items in every state of its enum."""
 
 from __future__ import annotations
 
@@ -10,6 +11,10 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
+from omnivox.agent.events import ReplyState as ResponseState
+from omnivox.agent.pacing import LeadPacing
+from omnivox.agent.playout import Playback
+from omnivox.agent.reply import TRANSITIONS, Reply, ReplyPlan
 from omnivox.core.errors import EngineFailure, IllegalTransition
 from omnivox.core.transitions import terminal
 from omnivox.protocol.realtime import events as ev
@@ -18,12 +23,8 @@ from omnivox.voice.llm.base import LlmParams
 from omnivox.voice.reply import FirstToken, ReplyPiece, ReplyRequest, Spoken, Word
 from omnivox.worker.realtime.audio_io import OutputEncoder
 from omnivox.worker.realtime.conversation import Conversation, Item
-from omnivox.worker.realtime.response import (
-    TRANSITIONS,
-    Response,
-    ResponsePlan,
-    ResponseState,
-)
+from omnivox.worker.realtime.response import Response
+from omnivox.worker.realtime.response_wire import ResponsePlan
 
 RATE = 24000
 
@@ -96,20 +97,30 @@ def make(produce, thread, *, speak=True, held=False, clock=None, conversation=No
         response_id="resp_1",
         item=item,
         request=ReplyRequest([], LlmParams(max_tokens=50), speak=speak, voice="v"),
-        speech_end_at=speech_end_at,
     )
-    response = Response(
-        plan,
+    clock = clock or Clock()
+    wire = Response(plan, recorder, conversation, OutputEncoder(AudioFormat()))  # type: ignore[arg-type]
+    reply = Reply(
+        ReplyPlan(plan.request, plan.response_id, speech_end_at),
         produce,
-        recorder,  # type: ignore[arg-type]
-        conversation,
-        OutputEncoder(AudioFormat()),
+        wire.on_event,
+        Playback(clock),
         thread,
-        lead_ms=1e9,  # never paced: the fake clock does not move by itself
+        LeadPacing(lead_ms=1e9),  # never paced: the fake clock does not move by itself
         held=held,
-        clock=clock or Clock(),
+        clock=clock,
+        drop_unsent=recorder.drop_audio,
     )
-    return response, recorder, conversation
+    WORDED[reply.reply_id] = wire
+    return reply, recorder, conversation
+
+
+WORDED: dict[str, Response] = {}
+
+
+def item_of(reply: Reply):
+    """The assistant item ``reply`` fills."""
+    return WORDED[reply.reply_id].plan.item
 
 
 def test_the_table_has_the_states_the_design_names_and_four_ends() -> None:
@@ -146,7 +157,7 @@ async def test_speaking_to_done_in_text_sends_every_event_in_order(thread) -> No
     assert done["status"] == "completed" and done["output"][0]["content"][0]["text"] == "Hello there."
     assert done["usage"]["output_tokens"] > 0
     assert response.figures.llm_ttft_s == 0.05
-    assert conversation.get(response.plan.item.id).status == "completed"
+    assert conversation.get(item_of(response).id).status == "completed"
 
 
 async def test_speaking_audio_sends_sentences_and_paced_deltas_with_figures(thread) -> None:
@@ -166,9 +177,9 @@ async def test_speaking_audio_sends_sentences_and_paced_deltas_with_figures(thre
     assert not any(isinstance(e, ev.TextDelta) for e in rec.events)
     audio = [e for e in rec.events if isinstance(e, ev.AudioDelta)]
     assert len(audio) == 3 + 1 + 1  # 250 ms in 100 ms frames, then 100 ms, then 50 ms
-    item = response.plan.item
+    item = item_of(response)
     assert item.text == "Hi. Bye." and item.audio_ms == pytest.approx(400, abs=1)
-    assert item.spans == [(0.0, "Hi."), (pytest.approx(250.0), "Bye.")]
+    assert response.playback.spans == ((0.0, "Hi."), (pytest.approx(250.0), "Bye."))
     figures = response.figures
     assert figures.voice_to_voice_s == pytest.approx(0.6)  # first audio at 10.0, speech ended at 9.4
     assert figures.tts_ttfa_s == pytest.approx(0.0)
@@ -191,7 +202,7 @@ async def test_speaking_to_cancelled_keeps_only_what_was_heard(thread) -> None:
     assert await asyncio.wait_for(running, 2) is ResponseState.CANCELLED
     truncated = [e for e in rec.events if isinstance(e, ev.ItemTruncated)]
     assert truncated and truncated[0].audio_end_ms == 500
-    item = response.plan.item
+    item = item_of(response)
     # 700 ms reached the client, 500 ms of it were heard: the words of the first 5/7 of the sentence
     assert item.text == "One two three" and item.status == "incomplete"
     assert item.audio_ms == 500  # a later truncation is bounded by what was heard
@@ -211,7 +222,7 @@ async def test_the_item_knows_its_audio_as_sent_and_a_client_cut_keeps_the_clien
     rec.want = 10
     running = asyncio.create_task(response.run())
     await asyncio.wait_for(rec.enough.wait(), 2)
-    item = response.plan.item
+    item = item_of(response)
     assert item.status == "in_progress" and item.audio_ms == pytest.approx(1000)  # before the end
     clock.now = 0.8  # the play clock models 800 ms played; the client says it played 250 ms
     response.cancel("client_cancelled", heard_ms=250)
@@ -227,7 +238,7 @@ async def test_speaking_to_failed_reports_the_error_in_response_done(thread) -> 
     assert await response.run() is ResponseState.FAILED
     details = rec.events[-1].response["status_details"]
     assert details["type"] == "failed" and details["error"]["code"] == "engine_error"
-    assert response.figures.error is not None and response.plan.item.status == "incomplete"
+    assert response.figures.error is not None and item_of(response).status == "incomplete"
 
 
 async def test_held_says_nothing_until_released_then_speaks(thread) -> None:
@@ -240,7 +251,7 @@ async def test_held_says_nothing_until_released_then_speaks(thread) -> None:
     await asyncio.to_thread(produce.started.wait, 2)  # the engine is already at work
     await asyncio.sleep(0.05)
     assert rec.events == []  # held: not a single event
-    conversation.add(response.plan.item)
+    conversation.add(item_of(response))
     clock.now = 6.0
     response.release(speech_end_at=5.9)
     assert await asyncio.wait_for(running, 2) is ResponseState.DONE
@@ -283,7 +294,7 @@ async def test_moves_the_table_forbids_raise(thread) -> None:
 
 async def test_an_out_of_band_response_sends_no_conversation_events(thread) -> None:
     response, rec, _ = make(scripted(Word("ok")), thread, speak=False)
-    response.plan.in_conversation = False
+    WORDED[response.reply_id].plan.in_conversation = False
     await response.run()
     assert "conversation.item.added" not in rec.types() and "conversation.item.done" not in rec.types()
     assert rec.events[-1].response["conversation_id"] is None
@@ -356,7 +367,7 @@ async def test_a_reply_that_could_not_be_made_says_its_apology_and_completes(thr
     response, rec, _ = make(produce, thread)
     assert await response.run() is ResponseState.DONE
     assert response.figures.error is not None and response.figures.error.code == "internal_error"
-    assert response.plan.item.text == "Sorry." and rec.events[-1].response["status"] == "completed"
+    assert item_of(response).text == "Sorry." and rec.events[-1].response["status"] == "completed"
 
 
 async def test_a_reply_that_fails_before_any_output_leaves_no_item(thread) -> None:

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import pytest
 
+from omnivox.agent.events import ReplyFigures as Figures
 from omnivox.core.errors import InvalidJson, OmnivoxError
 from omnivox.protocol.chat import ChatMessage
 from omnivox.voice.llm.base import LlmParams, Usage
 from omnivox.voice.llm.history import history_tokens
 from omnivox.voice.reply import ReplyRequest
 from omnivox.worker.realtime.conversation import Item
-from omnivox.worker.realtime.response_wire import Figures, ResponsePlan, response_object
+from omnivox.worker.realtime.response_wire import ResponsePlan, response_object
 from omnivox.worker.realtime.usage import AUDIO_TOKENS_PER_S
 
 MESSAGES = [ChatMessage(role="system", content="be brief"), ChatMessage(role="user", content="hello there")]
@@ -45,7 +46,7 @@ def test_the_plan_is_audio_when_the_request_speaks():
 
 def test_a_plan_defaults():
     p = plan()
-    assert p.in_conversation and p.metadata is None and p.speech_end_at is None and p.context_tokens == 0
+    assert p.in_conversation and p.metadata is None and p.context_tokens == 0
 
 
 def test_figures_default_to_nothing_reported():

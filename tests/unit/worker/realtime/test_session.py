@@ -136,10 +136,10 @@ async def test_speech_over_the_reply_pauses_it_then_words_cancel_and_truncate_it
     await asyncio.to_thread(engine.stopped.wait, 2)  # the engine's reply was told to stop
     # the response lets go of the floor once its thread has ended (response.done can come first)
     for _ in range(200):
-        if handler.responses.active is None:
+        if not handler.agent.replying:
             break
         await asyncio.sleep(0.01)
-    assert handler.responses.active is None
+    assert not handler.agent.replying
 
 
 PAUSE = [
@@ -345,3 +345,38 @@ async def test_audio_held_while_waiting_is_not_answered_turn_by_turn_as_it_is_he
     assert engine.asked == ["second question"]  # the reply sees both turns
     assert [m.content for m in handler.conversation.messages("")][:2] == ["first question", "second question"]
     assert events[-1]["response"]["status"] == "completed"
+
+
+def test_what_the_agent_heard_is_worded_as_openai_events() -> None:
+    from omnivox.agent.events import InputCleared, SpeechStarted, SpeechStopped, TranscriptDelta
+    from omnivox.worker.realtime.session import hearing_event
+
+    started = hearing_event(SpeechStarted("item_1", 1200.7))
+    assert (started.type, started.audio_start_ms, started.item_id) == (
+        "input_audio_buffer.speech_started",
+        1200,
+        "item_1",
+    )
+    stopped = hearing_event(SpeechStopped("item_1", 2000.2))
+    assert (stopped.type, stopped.audio_end_ms, stopped.item_id) == (
+        "input_audio_buffer.speech_stopped",
+        2000,
+        "item_1",
+    )
+    delta = hearing_event(TranscriptDelta("item_1", " more"))
+    assert (delta.type, delta.item_id, delta.delta) == (
+        "conversation.item.input_audio_transcription.delta",
+        "item_1",
+        " more",
+    )
+    assert hearing_event(InputCleared()).type == "input_audio_buffer.cleared"
+
+
+async def test_an_engine_without_voice_models_is_refused_as_unavailable() -> None:
+    from omnivox.core.errors import WorkerUnavailable
+    from omnivox.engines.echo import EchoEngine
+
+    conn = Connection(MemorySocket(), REALTIME)
+    with pytest.raises(WorkerUnavailable) as info:
+        RealtimeSession(conn, Host(EchoEngine()), Settings(), SessionInfo("s1"))  # type: ignore[arg-type]
+    assert info.value.code == "no_capable_worker" and "echo" in info.value.message

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from omnivox.engines.base import VoiceProfile
 from omnivox.protocol.realtime.session_config import SessionConfig, apply_update
+from omnivox.voice.models import VoiceProfile
 from omnivox.worker.realtime.warnings import SettingWarnings
 
 

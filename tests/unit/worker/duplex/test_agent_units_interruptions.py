@@ -1,14 +1,14 @@
 """Speech over a duplex reply follows the realtime rules: its own echo, a cough and "mm hmm" do not cut
 it (a cough pauses it, then it resumes where it paused); a real sentence does.
 
-The cascade engine with Whisper (it hears no words in a cough) and the echo LLM ("You said: ...", so
-the whole reply is known). The client plays each unit's audio while it records the next chunk,
-through a speakerphone where a test needs the echo.
+The voice agent deciding units over the cascade's voice models, with Whisper (it hears no words in a
+cough) and the echo LLM ("You said: ...", so the whole reply is known). The client plays each
+unit's audio while it records the next chunk, through a speakerphone where a test needs the echo.
 """
 
 from __future__ import annotations
 
-import time
+import asyncio
 
 import numpy as np
 import pytest
@@ -17,6 +17,8 @@ from omnivox.audio.resample import resample
 from omnivox.core.config import Settings
 from omnivox.engines.duplex import DuplexParams
 from omnivox.engines.registry import build_engine
+from omnivox.worker.duplex.agent_units import AgentUnits
+from omnivox.worker.duplex.inputs import Chunk
 from voices import MISSING, espeak_available, espeak_ng
 
 STORY = "tell me a long story about a brave little fox who lived in the forest by the river"
@@ -47,47 +49,49 @@ def story(engine) -> np.ndarray:
 class Call:
     """A duplex call faster than real time: the user's voice, the speaker's echo, the units."""
 
-    def __init__(self, engine, echo_db: float | None = None) -> None:  # type: ignore[no-untyped-def]
-        self.engine = engine
+    def __init__(self, source: AgentUnits, echo_db: float | None = None) -> None:
+        self.source = source
         self.gain = 10 ** (echo_db / 20) if echo_db is not None else 0.0
         self.voice = np.zeros(0, np.float32)  # what the user says, from stream sample 0
         self.speaker = np.zeros(0, np.float32)  # what the speaker plays, from stream sample 0
         self.units: list = []
-        engine.duplex_prepare(DuplexParams())
+
+    async def start(self) -> Call:
+        await self.source.prepare(DuplexParams())
+        return self
 
     def say(self, audio: np.ndarray, at_unit: int) -> None:
         end = at_unit * UNIT + len(audio)
         self.voice = np.concatenate([self.voice, np.zeros(max(0, end - len(self.voice)), np.float32)])
         self.voice[at_unit * UNIT : end] += audio
 
-    def run(self, n: int) -> None:
+    async def run(self, n: int) -> None:
         for _ in range(n):
             i = len(self.units)
             chunk = _window(self.voice, i * UNIT) + self.gain * _window(
                 self.speaker, i * UNIT - 1280
             )  # 80 ms
-            time.sleep(0.05)
-            self.engine.duplex_prefill(chunk, [])
+            await asyncio.sleep(0.05)
+            self.source.hear(Chunk(chunk))
             # hearing keeps up, as it does in real time (at ten times real time on a busy machine,
             # what the user said would be heard units late)
-            self.engine._duplex_session().wait_heard()
-            unit = self.engine.duplex_generate(False)
-            self.engine.duplex_finalize()
+            assert await self.source.caught_up()
+            unit = await self.source.decide(False)
             self.units.append(unit)
             if not unit.is_listen:  # it plays from the next chunk on, after what is still playing
                 start = max(len(self.speaker), (i + 1) * UNIT)
                 pad = np.zeros(start - len(self.speaker), np.float32)
                 self.speaker = np.concatenate([self.speaker, pad, resample(unit.audio, 24000, 16000)])
 
-    def until_speaking(self, limit: int = 20) -> int:
+    async def until_speaking(self, limit: int = 20) -> int:
         while not any(not u.is_listen for u in self.units) and len(self.units) < limit:
-            self.run(1)
+            await self.run(1)
         return len(self.units)
 
-    def until_quiet(self, limit: int = 40) -> None:
+    async def until_quiet(self, limit: int = 40) -> None:
         while len(self.units) < limit and not (self.units[-1].is_listen and self.said_all()):
-            self.run(1)
-        self.run(2)
+            await self.run(1)
+        await self.run(2)
 
     def said(self) -> str:
         return "".join(u.text for u in self.units if not u.is_listen)
@@ -119,13 +123,12 @@ def whole_story(said: str) -> bool:
     return said.startswith("You said:") and said.count("You said") == 1 and "river" in said.lower()
 
 
-def test_its_own_echo_through_a_speakerphone_never_pauses_or_cuts_the_reply(engine, story) -> None:
-    call = Call(engine, echo_db=-10.0)
+async def test_its_own_echo_through_a_speakerphone_never_pauses_or_cuts_the_reply(source, story) -> None:
+    call = await Call(source, echo_db=-10.0).start()
     call.say(story, 0)
-    call.until_speaking()
-    call.until_quiet()
-    resumed = engine._duplex_session().resumed
-    engine.duplex_cleanup()
+    await call.until_speaking()
+    await call.until_quiet()
+    resumed = source.resumed
     assert resumed == []  # the gate kept the echo from the VAD: nothing paused the reply
     assert whole_story(call.said())
     assert len(call.spoken_runs()) == 1  # said in one go
@@ -134,16 +137,15 @@ def test_its_own_echo_through_a_speakerphone_never_pauses_or_cuts_the_reply(engi
     )
 
 
-def test_a_cough_pauses_the_reply_then_it_resumes_and_is_said_whole(engine, story, espeak) -> None:
-    call = Call(engine)
+async def test_a_cough_pauses_the_reply_then_it_resumes_and_is_said_whole(source, story, espeak) -> None:
+    call = await Call(source).start()
     call.say(story, 0)
-    first = call.until_speaking()
+    first = await call.until_speaking()
     # two seconds in: the echo gate has learnt in the first that no echo comes back (before that,
     # "mm hmm" as loud as the reply is taken for its echo)
     call.say(espeak("[[h@@]]"), first + 2)  # a breathy cough: voiced, no words
-    call.until_quiet()
-    resumed = engine._duplex_session().resumed
-    engine.duplex_cleanup()
+    await call.until_quiet()
+    resumed = source.resumed
     assert resumed == ["no_words"]  # it paused the reply, which went on from where it stopped
     assert whole_story(call.said())  # (within the unit: the client heard no gap)
     assert (
@@ -151,26 +153,24 @@ def test_a_cough_pauses_the_reply_then_it_resumes_and_is_said_whole(engine, stor
     )
 
 
-def test_mm_hmm_over_the_reply_does_not_cut_it_or_make_a_turn(engine, story, espeak) -> None:
-    call = Call(engine)
+async def test_mm_hmm_over_the_reply_does_not_cut_it_or_make_a_turn(source, story, espeak) -> None:
+    call = await Call(source).start()
     call.say(story, 0)
-    first = call.until_speaking()
+    first = await call.until_speaking()
     call.say(espeak("mm hmm"), first + 2)  # after the gate has learnt, as above
-    call.until_quiet()
-    resumed = engine._duplex_session().resumed
-    engine.duplex_cleanup()
+    await call.until_quiet()
+    resumed = source.resumed
     assert resumed == ["backchannel"]
     assert whole_story(call.said())  # one reply, whole: "mm hmm" asked for none
     assert sum(u.end_of_turn for u in call.units) == 1
 
 
-def test_a_real_sentence_over_the_reply_cuts_it_and_is_answered(engine, story, espeak) -> None:
-    call = Call(engine, echo_db=-10.0)
+async def test_a_real_sentence_over_the_reply_cuts_it_and_is_answered(source, story, espeak) -> None:
+    call = await Call(source, echo_db=-10.0).start()
     call.say(story, 0)
-    first = call.until_speaking()
+    first = await call.until_speaking()
     call.say(espeak("wait, stop. what about the weather tomorrow?"), first + 1)
-    call.run(12)
-    engine.duplex_cleanup()
+    await call.run(12)
     cut = next(i for i, u in enumerate(call.units) if u.is_listen and u.end_of_turn)
     before = [u for u in call.units[:cut] if not u.is_listen]
     assert before and "".join(u.text for u in before).startswith("You said:")

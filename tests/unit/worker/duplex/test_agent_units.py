@@ -1,9 +1,10 @@
-"""The cascade engine's duplex mode with the embedded models (echo LLM): units that listen, a
-reply spoken in unit-sized pieces, barge-in, the settle wait, frames, prepare and cleanup."""
+"""Duplex over the cascade's voice models (the voice agent deciding units) with the embedded models
+(echo LLM): units that listen, a reply spoken in unit-sized pieces, barge-in, the settle wait,
+frames, prepare and cleanup."""
 
 from __future__ import annotations
 
-import time
+import asyncio
 
 import numpy as np
 import pytest
@@ -14,6 +15,8 @@ from omnivox.core.errors import PrepareRequired
 from omnivox.engines.duplex import DuplexParams
 from omnivox.engines.registry import build_engine
 from omnivox.voice.asr.base import word_error_rate
+from omnivox.worker.duplex.agent_units import AgentUnits
+from omnivox.worker.duplex.inputs import Chunk
 
 WEATHER = "what is the weather like in paris today"
 SILENCE = np.zeros(16000, np.float32)
@@ -40,28 +43,27 @@ def seconds(audio: np.ndarray) -> list[np.ndarray]:
     return [padded[i : i + 16000] for i in range(0, n, 16000)]
 
 
-def units(engine, chunks: list[np.ndarray], force_first: int = 0) -> list:
+async def units(source: AgentUnits, chunks: list[np.ndarray], force_first: int = 0) -> list:
     """Units at ten times real time (a client sends a chunk per second of audio; hearing runs on its
     own thread and needs some of that time)."""
     out = []
     for i, chunk in enumerate(chunks):
-        time.sleep(0.1)
-        engine.duplex_prefill(chunk, [])
-        out.append(engine.duplex_generate(i < force_first))
-        engine.duplex_finalize()
+        await asyncio.sleep(0.1)
+        costs = await source.step(Chunk(chunk), i < force_first, finalize=False)
+        out.append(costs.unit)
     return out
 
 
-def test_units_before_prepare_are_refused(engine) -> None:
-    engine.duplex_cleanup()
+async def test_units_before_prepare_are_refused(source) -> None:
+    await source.cleanup()
     with pytest.raises(PrepareRequired):
-        engine.duplex_prefill(SILENCE, [])
+        await source.step(Chunk(SILENCE), False, finalize=False)
 
 
-def test_the_user_is_heard_then_answered_in_unit_sized_pieces(engine, weather) -> None:
-    ready = engine.duplex_prepare(DuplexParams(system_prompt="be brief"))
+async def test_the_user_is_heard_then_answered_in_unit_sized_pieces(source, weather) -> None:
+    ready = await source.prepare(DuplexParams(system_prompt="be brief"))
     assert ready.vision is False and ready.notes == ()
-    heard = units(engine, [*seconds(weather), *[SILENCE] * 8], force_first=3)
+    heard = await units(source, [*seconds(weather), *[SILENCE] * 8], force_first=3)
     spoken = [u for u in heard if not u.is_listen]
     assert spoken, "never answered"
     said = "".join(u.text for u in spoken)  # text deltas: their concatenation is the reply
@@ -75,25 +77,23 @@ def test_the_user_is_heard_then_answered_in_unit_sized_pieces(engine, weather) -
     # the reply starts in the unit that heard the turn end (the settle wait), not a unit later
     first = heard.index(spoken[0])
     assert first <= len(seconds(weather)) + 1
-    engine.duplex_cleanup()
 
 
-def test_speech_over_the_reply_cuts_it_at_the_next_unit(engine, weather) -> None:
-    engine.duplex_prepare(DuplexParams())
+async def test_speech_over_the_reply_cuts_it_at_the_next_unit(source, weather) -> None:
+    await source.prepare(DuplexParams())
     chunks = seconds(weather)
-    heard = units(engine, [*chunks, SILENCE])
+    heard = await units(source, [*chunks, SILENCE])
     while heard[-1].is_listen and len(heard) < 20:  # until it speaks
-        heard += units(engine, [SILENCE])
+        heard += await units(source, [SILENCE])
     assert not heard[-1].is_listen
-    cut = units(engine, [*chunks[:2], SILENCE, SILENCE])  # the user talks over it
+    cut = await units(source, [*chunks[:2], SILENCE, SILENCE])  # the user talks over it
     assert any(u.is_listen and u.end_of_turn for u in cut)
-    engine.duplex_cleanup()
 
 
-def test_omni_frames_are_ignored_without_a_vision_llm_and_it_says_so(engine) -> None:
-    ready = engine.duplex_prepare(DuplexParams(mode="omni"))
+async def test_omni_frames_are_ignored_without_a_vision_llm_and_it_says_so(source) -> None:
+    ready = await source.prepare(DuplexParams(mode="omni"))
     assert ready.vision is False and "ignored" in ready.notes[0]
-    engine.duplex_prefill(SILENCE, [np.zeros((8, 8, 3), np.uint8)])
-    assert engine.duplex_generate(False).is_listen
-    engine.duplex_cleanup()
-    engine.duplex_cleanup()  # twice is fine
+    unit = (await source.step(Chunk(SILENCE, [np.zeros((8, 8, 3), np.uint8)]), False, finalize=False)).unit
+    assert unit.is_listen
+    await source.cleanup()
+    await source.cleanup()  # twice is fine

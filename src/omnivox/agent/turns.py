@@ -1,36 +1,35 @@
-"""Turn-taking: what was heard in, what the session should do out (typed actions, no I/O).
+r"""Turn-taking: what was heard in, what the agent should do out (typed actions, no I/O).
 
-- Speech starts: ``input_audio_buffer.speech_started`` (the user item's id is fixed here), and the
-  idle timer stops.
+- Speech starts: ``SpeechStarted`` (the user turn's id is fixed here, from the adapter's ``new_id``),
+  and the idle timer stops.
 - Speech holds (``speech_confirmed``) while the assistant is speaking: with ``interrupt_response``,
-  a possible barge-in, judged by ``voice.turn.interruption``: the reply pauses at once
+  a possible barge-in, judged by ``agent.interruption``: the reply pauses at once
   (``PauseReply``), then words other than a backchannel or the assistant's own cut it (``BargeIn``,
   reason ``turn_detected``); no words within ``false_interruption_ms``, a backchannel or its own
-  echo resume it (``ResumeReply``). A backchannel is committed as the user's item (the transcript
-  keeps it) without a reply; echo and noise make no item. With ``false_interruption_ms`` 0 the
+  echo resume it (``ResumeReply``). A backchannel is committed as the user's turn (the transcript
+  keeps it) without a reply; echo and noise make no turn. With ``false_interruption_ms`` 0 the
   reply is cut at once, as soon as speech holds.
-- Partial transcripts become ``conversation.item.input_audio_transcription.delta``. Deltas only
-  append, but a streaming recogniser revises its latest words, so only the words two successive
-  partials agree on are sent; the final transcript (``.completed``) settles the rest.
+- Partial transcripts become ``TranscriptDelta``\ s. Deltas only append, but a streaming recogniser
+  revises its latest words, so only the words two successive partials agree on are sent; the final
+  transcript (the committed turn) settles the rest.
 - A pause long enough to predict the end of the turn: prepare the reply (held: nothing is said);
   the user speaking again drops it.
-- Speech stops: ``speech_stopped``, then the final transcript commits the user's turn and, with
-  ``create_response`` and no response running, the reply goes out (the prepared one if it answered
-  these very words). Speech that was only noise (no words) makes no item and no reply.
+- Speech stops: ``SpeechStopped``, then the final transcript commits the user's turn and, with
+  ``create_response`` and no reply running, the reply goes out (the prepared one if it answered
+  these very words). Speech that was only noise (no words) makes no turn (``InputCleared``) and no
+  reply.
 
-The session executes the actions in order; what turn-taking needs to know of the other side comes
-in as a ``Floor``.
+The agent executes the actions in order; what turn-taking needs to know of the other side comes in
+as a ``Floor``. Its events (``Emit``) are protocol-neutral (``agent.events``): an adapter words them.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
-from omnivox.protocol.realtime import events as ev
-from omnivox.protocol.realtime.session_config import TurnDetection
-from omnivox.protocol.wire import Msg
-from omnivox.voice.listener import Heard
-from omnivox.voice.turn.interruption import (
+from omnivox.agent.events import HearingEvent, InputCleared, SpeechStarted, SpeechStopped, TranscriptDelta
+from omnivox.agent.interruption import (
     Cut,
     Decision,
     Interruption,
@@ -39,21 +38,37 @@ from omnivox.voice.turn.interruption import (
     Resume,
     Verdict,
 )
-from omnivox.worker.realtime.conversation import item_id
+from omnivox.core.ids import new_id
+from omnivox.voice.listener import Heard
+from omnivox.voice.vad.turn import TurnParams
+
+
+def turn_id() -> str:
+    return new_id("turn")
+
+
+@dataclass(frozen=True)
+class TurnSettings:
+    """How turns are detected and answered (the agent's; None in its place: manual turns)."""
+
+    params: TurnParams = field(default_factory=TurnParams)  # the VAD (and semantic_vad)
+    create_response: bool = True  # the end of the user's turn is answered
+    interrupt_response: bool = True  # speech over the assistant may pause, then cut, its reply
+    idle_timeout_ms: int | None = None  # the user says nothing this long after a reply: prompt them
 
 
 @dataclass(frozen=True)
 class Floor:
-    """The assistant's side of the floor, as the session sees it when something is heard."""
+    """The assistant's side of the floor, as the agent sees it when something is heard."""
 
-    speaking: bool = False  # a response runs, or its audio is still playing at the client
-    responding: bool = False  # a response runs
+    speaking: bool = False  # a reply runs, or its audio is still playing at the listener
+    responding: bool = False  # a reply runs
     spoken: str = ""  # the assistant's words the user may just have heard (the echo guard's)
 
 
 @dataclass(frozen=True)
 class Emit:
-    event: Msg
+    event: HearingEvent
 
 
 @dataclass(frozen=True)
@@ -92,9 +107,9 @@ class DropPrepared:
 
 @dataclass(frozen=True)
 class CommitTurn:
-    """The user's turn is over: commit it as ``item_id``; reply at once when ``respond``."""
+    """The user's turn is over: commit it as ``turn_id``; reply at once when ``respond``."""
 
-    item_id: str
+    turn_id: str
     text: str
     respond: bool = False
     speech_end_at: float | None = None  # monotonic time the user's speech ended
@@ -106,34 +121,33 @@ Action = Emit | StopIdle | BargeIn | PauseReply | ResumeReply | Prepare | DropPr
 class TurnTaking:
     def __init__(
         self,
-        vad: TurnDetection | None = None,
+        vad: TurnSettings | None = None,
         transcribe: bool = True,
         policy: InterruptionPolicy | None = None,
+        new_id: Callable[[], str] = turn_id,
     ) -> None:
         self.vad = vad  # None: manual turns
-        self.transcribe = transcribe  # the client asked for transcription events
+        self.transcribe = transcribe  # the adapter wants transcript deltas
         self.interruption = Interruption(policy or InterruptionPolicy())
-        self._item_id: str | None = None  # the user item being spoken
+        self.new_id = new_id  # the id of a user turn (the adapter's: realtime's item ids)
+        self._turn_id: str | None = None  # the user turn being spoken
         self._stopped_ms = 0.0  # where the last speech ended (audio time)
-        self._delta_text = ""  # transcription sent as deltas for the current item
+        self._delta_text = ""  # transcription sent as deltas for the current turn
         self._last_partial: list[str] = []
 
     @property
     def in_turn(self) -> bool:
-        """The user has started an item that is not committed yet."""
-        return self._item_id is not None
+        """The user has started a turn that is not committed yet."""
+        return self._turn_id is not None
 
     def heard(self, heard: Heard, arrival: float, floor: Floor) -> list[Action]:
         """What to do about one listener event; ``arrival`` is when the chunk that caused it arrived."""
         vad = self.vad
         judge = self.interruption
         if heard.kind == "speech_started":
-            self._item_id, self._delta_text, self._last_partial = item_id(), "", []
-            judge.speech_started(heard.audio_ms + (vad.prefix_padding_ms if vad is not None else 0))
-            return [
-                StopIdle(),
-                Emit(ev.SpeechStarted(audio_start_ms=int(heard.audio_ms), item_id=self._item_id)),
-            ]
+            self._turn_id, self._delta_text, self._last_partial = self.new_id(), "", []
+            judge.speech_started(heard.audio_ms + (vad.params.prefix_padding_ms if vad is not None else 0))
+            return [StopIdle(), Emit(SpeechStarted(self._turn_id, heard.audio_ms))]
         if heard.kind == "speech_confirmed":
             if vad is not None and vad.interrupt_response:
                 return _act(judge.confirmed(heard.audio_ms, floor.speaking))
@@ -151,7 +165,7 @@ class TurnTaking:
             return [DropPrepared(), *_act(judge.speaks_on(heard.audio_ms, floor.speaking))]
         if heard.kind == "speech_stopped":
             self._stopped_ms = heard.audio_ms
-            return [Emit(ev.SpeechStopped(audio_end_ms=int(heard.audio_ms), item_id=self._ensure_item()))]
+            return [Emit(SpeechStopped(self._ensure_turn(), heard.audio_ms))]
         # final: the chunk that ended the turn arrived at ``arrival``; speech ended that much earlier
         speech_end_at = arrival - max(0.0, heard.audio_ms - self._stopped_ms) / 1000
         actions = _act(judge.heard(heard.text, heard.audio_ms, floor.spoken, settled=True))
@@ -179,25 +193,25 @@ class TurnTaking:
         speech_end_at: float | None = None,
     ) -> list[Action]:
         """End the user's turn (the VAD's end of speech, or a client's commit). Nothing said makes
-        no item (``cleared``) unless ``keep_empty``."""
-        item = self._ensure_item()
-        self._item_id, self._delta_text, self._last_partial = None, "", []
+        no turn (``InputCleared``) unless ``keep_empty``."""
+        turn = self._ensure_turn()
+        self._turn_id, self._delta_text, self._last_partial = None, "", []
         self.interruption.turn_ended()
         text = transcript.strip()
         if not text and not keep_empty:
-            return [Emit(ev.Cleared()), DropPrepared()]  # noise, not a turn
-        commit = CommitTurn(item, text, respond=respond, speech_end_at=speech_end_at)
+            return [Emit(InputCleared()), DropPrepared()]  # noise, not a turn
+        commit = CommitTurn(turn, text, respond=respond, speech_end_at=speech_end_at)
         return [commit] if respond else [commit, DropPrepared()]
 
-    def _ensure_item(self) -> str:
-        if self._item_id is None:
-            self._item_id = item_id()
-        return self._item_id
+    def _ensure_turn(self) -> str:
+        if self._turn_id is None:
+            self._turn_id = self.new_id()
+        return self._turn_id
 
     def _partial(self, text: str) -> list[Action]:
         words, previous = text.split(), self._last_partial
         self._last_partial = words
-        if not self.transcribe or self._item_id is None:
+        if not self.transcribe or self._turn_id is None:
             return []
         agreed: list[str] = []
         for a, b in zip(words, previous, strict=False):
@@ -209,7 +223,7 @@ class TurnTaking:
             return []  # nothing new is settled, or the recogniser took back words already sent
         delta = stable[len(self._delta_text) :]
         self._delta_text = stable
-        return [Emit(ev.TranscriptionDelta(item_id=self._item_id, delta=delta))]
+        return [Emit(TranscriptDelta(self._turn_id, delta))]
 
 
 def _act(decision: Decision | None) -> list[Action]:

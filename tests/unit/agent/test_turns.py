@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from omnivox.protocol.realtime import events as ev
-from omnivox.protocol.realtime.session_config import TurnDetection
-from omnivox.voice.listener import Heard
-from omnivox.voice.turn.interruption import InterruptionPolicy, Phase
-from omnivox.worker.realtime.turns import (
+from omnivox.agent.events import InputCleared, SpeechStarted, SpeechStopped
+from omnivox.agent.interruption import InterruptionPolicy, Phase
+from omnivox.agent.turns import (
     BargeIn,
     CommitTurn,
     DropPrepared,
@@ -16,8 +14,10 @@ from omnivox.worker.realtime.turns import (
     Prepare,
     ResumeReply,
     StopIdle,
+    TurnSettings,
     TurnTaking,
 )
+from omnivox.voice.listener import Heard
 
 QUIET = Floor()  # the assistant is silent
 TALKING = Floor(speaking=True, responding=True)
@@ -29,42 +29,42 @@ def events(actions: list) -> list:
 
 
 def test_a_whole_turn_commits_and_replies_at_once() -> None:
-    turns = TurnTaking(TurnDetection())
+    turns = TurnTaking(TurnSettings())
     started = turns.heard(Heard("speech_started", 1200.0), 10.0, QUIET)
     assert isinstance(started[0], StopIdle)
     speech = events(started)[0]
-    assert isinstance(speech, ev.SpeechStarted) and speech.audio_start_ms == 1200
+    assert isinstance(speech, SpeechStarted) and speech.audio_ms == 1200
     assert turns.in_turn
     assert turns.heard(Heard("speech_confirmed", 1400.0), 10.2, QUIET) == []  # nobody to interrupt
     stopped = events(turns.heard(Heard("speech_stopped", 3000.0), 12.0, QUIET))[0]
-    assert isinstance(stopped, ev.SpeechStopped) and stopped.item_id == speech.item_id
+    assert isinstance(stopped, SpeechStopped) and stopped.turn_id == speech.turn_id
     # the final transcript comes 500 ms of audio after the end of speech, in a chunk that arrived at 12.6
     final = turns.heard(Heard("final", 3500.0, "  what time is it "), 12.6, QUIET)
-    assert final == [CommitTurn(speech.item_id, "what time is it", respond=True, speech_end_at=12.1)]
+    assert final == [CommitTurn(speech.turn_id, "what time is it", respond=True, speech_end_at=12.1)]
     assert not turns.in_turn
 
 
-def test_noise_makes_no_item_and_no_reply() -> None:
-    turns = TurnTaking(TurnDetection())
+def test_noise_makes_no_turn_and_no_reply() -> None:
+    turns = TurnTaking(TurnSettings())
     turns.heard(Heard("speech_started", 0.0), 0.0, QUIET)
     actions = turns.heard(Heard("final", 900.0, ""), 1.0, QUIET)
-    assert isinstance(events(actions)[0], ev.Cleared) and actions[-1] == DropPrepared()
+    assert isinstance(events(actions)[0], InputCleared) and actions[-1] == DropPrepared()
     assert not any(isinstance(a, CommitTurn) for a in actions)
 
 
 def test_without_recovery_speech_over_the_assistant_cuts_it_once_confirmed_and_only_if_allowed() -> None:
-    turns = TurnTaking(TurnDetection(), policy=InterruptionPolicy(resume_ms=0))
+    turns = TurnTaking(TurnSettings(), policy=InterruptionPolicy(resume_ms=0))
     assert not any(isinstance(a, BargeIn) for a in turns.heard(Heard("speech_started", 0.0), 0.0, TALKING))
     assert turns.heard(Heard("speech_confirmed", 150.0), 0.2, TALKING) == [BargeIn("turn_detected")]
     turns.commit("")
     turns.heard(Heard("speech_started", 0.0), 0.0, PLAYING)
     assert turns.heard(Heard("speech_confirmed", 150.0), 0.2, PLAYING) == [BargeIn("turn_detected")]
-    polite = TurnTaking(TurnDetection(interrupt_response=False))
+    polite = TurnTaking(TurnSettings(interrupt_response=False))
     assert polite.heard(Heard("speech_confirmed", 150.0), 0.2, TALKING) == []
 
 
 def test_speech_over_the_assistant_pauses_it_and_words_make_it_a_barge_in() -> None:
-    turns = TurnTaking(TurnDetection())
+    turns = TurnTaking(TurnSettings())
     turns.heard(Heard("speech_started", 1000.0), 10.0, TALKING)
     assert turns.heard(Heard("speech_confirmed", 1150.0), 10.2, TALKING) == [PauseReply()]
     assert turns.interruption.phase is Phase.PAUSED
@@ -79,19 +79,19 @@ def test_speech_over_the_assistant_pauses_it_and_words_make_it_a_barge_in() -> N
     assert next(a for a in final if isinstance(a, CommitTurn)).respond
 
 
-def test_a_cough_pauses_the_reply_and_resumes_it_with_no_item() -> None:
-    turns = TurnTaking(TurnDetection())
+def test_a_cough_pauses_the_reply_and_resumes_it_with_no_turn() -> None:
+    turns = TurnTaking(TurnSettings())
     turns.heard(Heard("speech_started", 1000.0), 10.0, TALKING)
     assert turns.heard(Heard("speech_confirmed", 1150.0), 10.2, TALKING) == [PauseReply()]
     assert turns.heard(Heard("pause", 1500.0, ""), 10.5, TALKING) == [ResumeReply("no_words")]
     turns.heard(Heard("speech_stopped", 1400.0), 10.9, TALKING)
     final = turns.heard(Heard("final", 1900.0, ""), 10.9, TALKING)
-    assert isinstance(events(final)[0], ev.Cleared) and not any(isinstance(a, CommitTurn) for a in final)
+    assert isinstance(events(final)[0], InputCleared) and not any(isinstance(a, CommitTurn) for a in final)
     assert turns.interruption.phase is Phase.NONE
 
 
 def test_a_backchannel_resumes_the_reply_and_is_kept_without_a_reply() -> None:
-    turns = TurnTaking(TurnDetection())
+    turns = TurnTaking(TurnSettings())
     turns.heard(Heard("speech_started", 700.0), 10.0, TALKING)  # padded 300 ms: speech from 1000
     turns.heard(Heard("speech_confirmed", 1150.0), 10.2, TALKING)
     assert turns.heard(Heard("pause", 1600.0, "Mm-hmm."), 10.6, TALKING) == [ResumeReply("backchannel")]
@@ -102,7 +102,7 @@ def test_a_backchannel_resumes_the_reply_and_is_kept_without_a_reply() -> None:
 
 
 def test_a_long_utterance_of_backchannel_words_is_a_barge_in() -> None:
-    turns = TurnTaking(TurnDetection(), policy=InterruptionPolicy(backchannel_max_ms=1000))
+    turns = TurnTaking(TurnSettings(), policy=InterruptionPolicy(backchannel_max_ms=1000))
     turns.heard(Heard("speech_started", 700.0), 10.0, TALKING)
     turns.heard(Heard("speech_confirmed", 1150.0), 10.2, TALKING)
     assert turns.heard(Heard("pause", 2600.0, "okay okay okay okay"), 11.6, TALKING) == [
@@ -110,8 +110,8 @@ def test_a_long_utterance_of_backchannel_words_is_a_barge_in() -> None:
     ]
 
 
-def test_the_assistants_own_words_heard_back_resume_it_and_make_no_item() -> None:
-    turns = TurnTaking(TurnDetection())
+def test_the_assistants_own_words_heard_back_resume_it_and_make_no_turn() -> None:
+    turns = TurnTaking(TurnSettings())
     echo = Floor(
         speaking=True, responding=True, spoken="Once upon a time a brave little fox lived by a river."
     )
@@ -123,9 +123,9 @@ def test_the_assistants_own_words_heard_back_resume_it_and_make_no_item() -> Non
     ]
     turns.heard(Heard("speech_stopped", 2450.0), 12.0, echo)
     final = turns.heard(Heard("final", 2950.0, "a brave little fox lived"), 12.0, echo)
-    assert isinstance(events(final)[0], ev.Cleared) and not any(isinstance(a, CommitTurn) for a in final)
+    assert isinstance(events(final)[0], InputCleared) and not any(isinstance(a, CommitTurn) for a in final)
     # without the echo guard the same words are the user's
-    unguarded = TurnTaking(TurnDetection(), policy=InterruptionPolicy(echo_words=False))
+    unguarded = TurnTaking(TurnSettings(), policy=InterruptionPolicy(echo_words=False))
     unguarded.heard(Heard("speech_started", 1000.0), 10.0, echo)
     unguarded.heard(Heard("speech_confirmed", 1150.0), 10.2, echo)
     assert unguarded.heard(Heard("pause", 2600.0, "a brave little fox lived"), 11.6, echo) == [
@@ -134,7 +134,7 @@ def test_the_assistants_own_words_heard_back_resume_it_and_make_no_item() -> Non
 
 
 def test_a_pause_with_nothing_settled_expires_on_the_words_so_far() -> None:
-    turns = TurnTaking(TurnDetection(), policy=InterruptionPolicy(resume_ms=1500))
+    turns = TurnTaking(TurnSettings(), policy=InterruptionPolicy(resume_ms=1500))
     turns.heard(Heard("speech_started", 1000.0), 10.0, TALKING)
     turns.heard(Heard("speech_confirmed", 1150.0), 10.2, TALKING)
     assert not turns.interruption.due(2600.0) and turns.interruption.due(2650.0)
@@ -146,7 +146,7 @@ def test_a_pause_with_nothing_settled_expires_on_the_words_so_far() -> None:
 
 
 def test_a_pause_prepares_a_reply_and_more_speech_drops_it() -> None:
-    turns = TurnTaking(TurnDetection())
+    turns = TurnTaking(TurnSettings())
     turns.heard(Heard("speech_started", 0.0), 0.0, QUIET)
     assert turns.heard(Heard("pause", 2000.0, " call my sister "), 2.0, QUIET) == [Prepare("call my sister")]
     # a pause that is not the end of the turn: the user goes on
@@ -155,15 +155,15 @@ def test_a_pause_prepares_a_reply_and_more_speech_drops_it() -> None:
 
 
 def test_no_reply_is_prepared_for_silence_while_a_response_runs_or_without_create_response() -> None:
-    turns = TurnTaking(TurnDetection())
+    turns = TurnTaking(TurnSettings())
     assert turns.heard(Heard("pause", 0.0, ""), 0.0, QUIET) == []
     assert turns.heard(Heard("pause", 0.0, "hi"), 0.0, TALKING) == []
-    manual_reply = TurnTaking(TurnDetection(create_response=False))
+    manual_reply = TurnTaking(TurnSettings(create_response=False))
     assert manual_reply.heard(Heard("pause", 0.0, "hi"), 0.0, QUIET) == []
 
 
 def test_a_turn_that_ends_while_a_response_runs_is_committed_without_a_reply() -> None:
-    turns = TurnTaking(TurnDetection())
+    turns = TurnTaking(TurnSettings())
     turns.heard(Heard("speech_started", 0.0), 0.0, TALKING)
     actions = turns.heard(Heard("final", 800.0, "wait"), 1.0, TALKING)
     assert isinstance(actions[0], CommitTurn) and not actions[0].respond
@@ -171,33 +171,33 @@ def test_a_turn_that_ends_while_a_response_runs_is_committed_without_a_reply() -
 
 
 def test_transcription_deltas_send_only_what_two_partials_agree_on() -> None:
-    turns = TurnTaking(TurnDetection())
+    turns = TurnTaking(TurnSettings())
     turns.heard(Heard("speech_started", 0.0), 0.0, QUIET)
     sent = []
     for partial in ["what", "what is", "what is the", "what was the", "what was the weather"]:
-        sent += [e.delta for e in events(turns.heard(Heard("partial", 0.0, partial), 0.0, QUIET))]
+        sent += [e.text for e in events(turns.heard(Heard("partial", 0.0, partial), 0.0, QUIET))]
     # "what" once two partials agree on it, then "is"; the recogniser then took "is" back: deltas
-    # only append, so nothing more is sent for this item (the final transcript settles it)
+    # only append, so nothing more is sent for this turn (the final transcript settles it)
     assert sent == ["what", " is"]
     again = turns.heard(Heard("partial", 0.0, "what was the weather"), 0.0, QUIET)
     assert events(again) == []
 
 
 def test_deltas_append_only_and_stop_without_transcription() -> None:
-    turns = TurnTaking(TurnDetection())
+    turns = TurnTaking(TurnSettings())
     turns.heard(Heard("speech_started", 0.0), 0.0, QUIET)
     deltas = []
     for partial in ["good", "good morning", "good morning to", "good morning to you"]:
-        deltas += [e.delta for e in events(turns.heard(Heard("partial", 0.0, partial), 0.0, QUIET))]
+        deltas += [e.text for e in events(turns.heard(Heard("partial", 0.0, partial), 0.0, QUIET))]
     assert deltas == ["good", " morning", " to"]
-    quiet = TurnTaking(TurnDetection(), transcribe=False)
+    quiet = TurnTaking(TurnSettings(), transcribe=False)
     quiet.heard(Heard("speech_started", 0.0), 0.0, QUIET)
     for partial in ["a", "a b", "a b c"]:
         assert quiet.heard(Heard("partial", 0.0, partial), 0.0, QUIET) == []
 
 
 def test_partials_before_speech_started_send_nothing() -> None:
-    turns = TurnTaking(TurnDetection())
+    turns = TurnTaking(TurnSettings())
     assert turns.heard(Heard("partial", 0.0, "x"), 0.0, QUIET) == []
     assert turns.heard(Heard("partial", 0.0, "x y"), 0.0, QUIET) == []
 
@@ -206,13 +206,23 @@ def test_a_manual_commit_keeps_even_an_empty_turn_and_never_replies_by_itself() 
     turns = TurnTaking(None)
     actions = turns.commit("", keep_empty=True)
     assert isinstance(actions[0], CommitTurn) and actions[0].text == "" and not actions[0].respond
-    # a manual turn never started with speech_started still gets a fresh item id each time
+    # a manual turn never started with speech_started still gets a fresh turn id each time
     again = turns.commit("hello", keep_empty=True)
-    assert again[0].item_id != actions[0].item_id
+    assert again[0].turn_id != actions[0].turn_id
 
 
-def test_speech_stopped_without_speech_started_still_names_an_item() -> None:
-    turns = TurnTaking(TurnDetection())
+def test_speech_stopped_without_speech_started_still_names_a_turn() -> None:
+    turns = TurnTaking(TurnSettings())
     stopped = events(turns.heard(Heard("speech_stopped", 500.0), 1.0, QUIET))[0]
     committed = turns.heard(Heard("final", 1000.0, "hi"), 1.5, QUIET)[0]
-    assert committed.item_id == stopped.item_id
+    assert committed.turn_id == stopped.turn_id
+
+
+def test_turn_ids_are_the_adapters() -> None:
+    ids = iter(["item_a", "item_b"])
+    turns = TurnTaking(TurnSettings(), new_id=lambda: next(ids))
+    started = events(turns.heard(Heard("speech_started", 0.0), 0.0, QUIET))[0]
+    assert started.turn_id == "item_a"
+    assert (
+        turns.commit("hi")[0].turn_id == "item_a" and turns.commit("", keep_empty=True)[0].turn_id == "item_b"
+    )

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from omnivox.core.errors import IllegalTransition
-from omnivox.voice.turn.interruption import (
+from omnivox.agent.interruption import (
     Cut,
     Interruption,
     InterruptionPolicy,
@@ -16,6 +15,7 @@ from omnivox.voice.turn.interruption import (
     is_echo,
     words,
 )
+from omnivox.core.errors import IllegalTransition
 
 POLICY = InterruptionPolicy()
 SPOKEN = "the weather in paris is sunny with a light breeze all afternoon"

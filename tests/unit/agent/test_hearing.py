@@ -9,9 +9,9 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
+from omnivox.agent.hearing import Clear, Commit, Configure, Feed, Hearing
 from omnivox.voice.listener import Heard
 from omnivox.voice.stack import ASR_RATE
-from omnivox.worker.realtime.hearing import Clear, Commit, Configure, Feed, Hearing
 
 
 class FakeListener:
@@ -89,4 +89,4 @@ async def test_an_error_in_the_input_thread_reaches_the_caller(executor):
 def test_jobs_are_values():
     assert Commit("e") == Commit("e") and Clear() == Clear(None) and Configure(None) == Configure(None)
     with pytest.raises(AttributeError):
-        Commit("e").event_id = "other"  # frozen
+        Commit("e").tag = "other"  # frozen

@@ -1,14 +1,14 @@
-"""Hearing: the session's audio-ordered jobs, run through the input thread one at a time, in order.
+"""Hearing: the agent's audio-ordered jobs, run through its input thread one at a time, in order.
 
-Appends, commits, clears and turn-detection changes must reach the listener in the order the client
-sent them (a commit covers exactly the audio appended before it), so they share one queue of typed
-jobs. The listener's work (VAD + ASR) blocks, so it runs in the session's input thread; the time it
-takes and the audio it covers are counted for the real-time factor the gateway reports.
+Audio, commits, clears and turn-detection changes must reach the listener in the order the adapter
+gave them (a commit covers exactly the audio fed before it), so they share one queue of typed jobs.
+The listener's work (VAD + ASR) blocks, so it runs in the agent's input thread; the time it takes
+and the audio it covers are counted for the real-time factor the gateway reports.
 
 With an echo canceller (``voice.echo``: the energy gate by default, AEC3, or none), each chunk is
-heard together with the reply audio that was playing while it was recorded
-(``voice.echo.reference``), so the listener hears the microphone without that echo. ``Echo`` jobs
-change the canceller in order with the audio.
+heard together with the reply audio that was playing while it was recorded (the playout ledger's
+echo reference, ``agent.playout``), so the listener hears the microphone without that echo.
+``Echo`` jobs change the canceller in order with the audio.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from omnivox.agent.playout import Playout
 from omnivox.core.config import EchoKind
 from omnivox.voice.echo.choice import build_canceller
-from omnivox.voice.echo.reference import EchoReference
 from omnivox.voice.listener import Heard, Listener
 from omnivox.voice.stack import ASR_RATE
 from omnivox.voice.vad.turn import TurnParams
@@ -40,12 +40,12 @@ class Feed:
 
 @dataclass(frozen=True)
 class Commit:
-    event_id: str | None
+    tag: str | None  # the adapter's name for the request (realtime: the client's event id)
 
 
 @dataclass(frozen=True)
 class Clear:
-    event_id: str | None = None
+    tag: str | None = None
 
 
 @dataclass(frozen=True)
@@ -63,12 +63,10 @@ Job = Feed | Commit | Clear | Configure | Echo
 
 
 class Hearing:
-    def __init__(
-        self, listener: Listener, executor: Executor, reference: EchoReference | None = None
-    ) -> None:
+    def __init__(self, listener: Listener, executor: Executor, playout: Playout | None = None) -> None:
         self.listener = listener
         self.executor = executor
-        self.reference = reference  # what the assistant played, for the echo guard
+        self.playout = playout  # what the assistant played, for the echo guard
         self.echo_guard = False  # a canceller hears the input (``set_echo``)
         self.jobs: asyncio.Queue[Job] = asyncio.Queue()
         self.queued_samples = 0  # audio submitted and not yet taken to be heard
@@ -100,13 +98,13 @@ class Hearing:
     def set_echo(self, job: Echo) -> None:
         """Hear through a fresh canceller of this kind (in the input thread, between chunks)."""
         self.listener.echo = build_canceller(job.kind, job.gate_factor)
-        self.echo_guard = self.listener.echo is not None and self.reference is not None
+        self.echo_guard = self.listener.echo is not None and self.playout is not None
 
     async def feed(self, job: Feed) -> list[Heard]:
         began = time.monotonic()
         reference = None
-        if self.echo_guard and self.reference is not None:
-            reference = self.reference.take(job.arrival, len(job.audio))
+        if self.echo_guard and self.playout is not None:
+            reference = self.playout.echo(job.arrival, len(job.audio))
         heard = await self.run(self.listener.feed, job.audio, reference)
         self.busy_s += time.monotonic() - began
         self.audio_s += len(job.audio) / ASR_RATE

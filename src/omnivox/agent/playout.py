@@ -1,0 +1,340 @@
+"""The playout ledger: what the assistant sent, what played at the listener's end, what they heard.
+
+One session has one ``Playout``; each reply has one ``Playback`` in it. Everything that asks "what
+did the user hear?" reads it, and only it writes a reply's sentences and where each begins:
+
+- ``PlayClock``: the server's model of one reply's playback. The server knows what it sent and when,
+  not when the client played it: the clock starts when the first audio is sent and runs in real time
+  (never ahead of what was sent); a pause freezes it (a client that knows the pause stops its
+  player there) and a resume continues it from the same point; a stop ends it. That model is the
+  earliest the audio can play, so the reference it gives leads the real echo (by the network, the
+  client's buffer and the room), which is what a canceller needs.
+- ``EchoReference``: the recent reply audio by its place on its clock; for a stretch of microphone
+  audio that arrived at a given moment, the reply audio that was playing meanwhile (16 kHz, zeros
+  where nothing played). The event loop adds audio; the input thread takes it.
+- ``Playback``: one reply's audio (sent, played, paused, stopped), its sentences and where each
+  begins, and from them the words heard by any point: whole sentences played, plus the played share
+  of the one that was cut.
+- ``Playout``: the session's ledger: the echo reference, and the reply on the floor (the one
+  speaking, or the last one heard, whose audio may still play): how much of it is left to play and
+  the words the user may just have heard (what the echo guard compares the recogniser's words with).
+
+Writers run on the event loop; the input thread reads the echo reference (locked) and nothing else.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import numpy as np
+
+from omnivox.audio.resample import StreamResampler
+
+RATE = 16000
+_KEEP_S = 3.0  # audio that finished playing this long ago is forgotten
+
+
+class PlayClock:
+    """One reply's playback at the client as the server models it (seconds on ``clock``).
+
+    With ``waits_for_audio`` the player is modelled as waiting when it runs out of audio: audio
+    sent after it ran dry plays from when it is sent (a duplex client, whose units hand it audio
+    at most a unit at a time). Without, playback is counted from the first audio as if it never ran
+    dry (a realtime client, sent audio ahead of time)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic, waits_for_audio: bool = False) -> None:
+        self.clock = clock
+        self.waits_for_audio = waits_for_audio
+        self._lock = threading.Lock()
+        self.started_at: float | None = None  # when the sample at offset 0 played (rebased on resume)
+        self.sent_ms = 0.0
+        self._frozen_ms: float | None = None  # paused at this offset
+        self._end_ms: float | None = None  # stopped: nothing from here on plays
+
+    @property
+    def paused(self) -> bool:
+        return self._frozen_ms is not None
+
+    @property
+    def stopped(self) -> bool:
+        return self._end_ms is not None
+
+    def start(self) -> None:
+        with self._lock:
+            if self.started_at is None:
+                self.started_at = self.clock()
+
+    def sent(self, ms: float) -> None:
+        with self._lock:
+            if self.waits_for_audio and self.started_at is not None and self._frozen_ms is None:
+                behind_s = self.clock() - self.started_at - self.sent_ms / 1000
+                if behind_s > 0:  # it ran dry: this plays from now
+                    self.started_at += behind_s
+            self.sent_ms += ms
+
+    def unsent(self, ms: float) -> None:
+        """Audio counted as sent that never left (dropped from the outbox)."""
+        with self._lock:
+            self.sent_ms = max(0.0, self.sent_ms - ms)
+
+    def ahead_ms(self) -> float:
+        """How far what was sent runs ahead of real time since playback began (paced by this)."""
+        with self._lock:
+            if self.started_at is None:
+                return 0.0
+            return self.sent_ms - (self.clock() - self.started_at) * 1000
+
+    def played_ms(self) -> float:
+        with self._lock:
+            return self._played(self.clock())
+
+    def pause(self) -> float:
+        """Freeze playback where it is now; returns that offset."""
+        with self._lock:
+            if self._frozen_ms is None:
+                self._frozen_ms = self._played(self.clock())
+            return self._frozen_ms
+
+    def resume(self) -> float:
+        """Play on from where it paused; returns that offset."""
+        with self._lock:
+            frozen, self._frozen_ms = self._frozen_ms, None
+            if frozen is None:
+                return self._played(self.clock())
+            self.started_at = self.clock() - frozen / 1000
+            return frozen
+
+    def stop(self, at_ms: float | None = None) -> float:
+        """Nothing more plays (cancelled, or cut); returns the offset reached: the modelled one, or
+        ``at_ms`` where the client said how far it played (never past what was sent)."""
+        with self._lock:
+            reached = self._played(self.clock()) if at_ms is None else max(0.0, min(at_ms, self.sent_ms))
+            self._frozen_ms = None
+            self._end_ms = reached
+            return reached
+
+    def play_at(self, offset_ms: float) -> float | None:
+        """When the audio at ``offset_ms`` plays (None: it does not, as things stand)."""
+        with self._lock:
+            if self.started_at is None:
+                return None
+            if self._frozen_ms is not None and offset_ms >= self._frozen_ms:
+                return None
+            if self._end_ms is not None and offset_ms >= self._end_ms:
+                return None
+            return self.started_at + offset_ms / 1000
+
+    def _played(self, now: float) -> float:
+        if self._end_ms is not None:
+            return self._end_ms
+        if self._frozen_ms is not None:
+            return self._frozen_ms
+        if self.started_at is None:
+            return 0.0
+        return max(0.0, min(self.sent_ms, (now - self.started_at) * 1000))
+
+
+class EchoReference:
+    def __init__(self, rate: int = RATE) -> None:
+        self.rate = rate
+        self._lock = threading.Lock()
+        self._pieces: list[tuple[PlayClock, float, np.ndarray]] = []  # (clock, offset ms, audio)
+        self._resamplers: dict[int, StreamResampler] = {}
+        self._offsets: dict[int, float] = {}  # per clock: offset of the next resampled sample
+
+    def add(self, clock: PlayClock, offset_ms: float, audio: np.ndarray, rate: int) -> None:
+        """Reply audio (at ``rate``) that plays from ``offset_ms`` on ``clock``."""
+        key = id(clock)
+        with self._lock:
+            if key not in self._resamplers:
+                self._resamplers[key] = StreamResampler(rate, self.rate)
+                self._offsets[key] = offset_ms
+            out = self._resamplers[key].process(audio)
+            if len(out):
+                self._pieces.append((clock, self._offsets[key], out))
+                self._offsets[key] += len(out) * 1000 / self.rate
+
+    def take(self, arrival: float, n: int) -> np.ndarray:
+        """The reply audio that played during the ``n`` samples of microphone audio that arrived
+        (complete) at ``arrival``."""
+        out = np.zeros(n, np.float32)
+        start = arrival - n / self.rate
+        with self._lock:
+            keep = []
+            for clock, offset, audio in self._pieces:
+                at = clock.play_at(offset)
+                if at is None:
+                    if not clock.stopped:  # not started yet, or paused: it may still play
+                        keep.append((clock, offset, audio))
+                    continue
+                lo = round((at - start) * self.rate)
+                a, b = max(lo, 0), min(lo + len(audio), n)
+                if a < b:
+                    out[a:b] += audio[a - lo : b - lo]
+                if at + len(audio) / self.rate >= arrival - _KEEP_S:
+                    keep.append((clock, offset, audio))
+            self._pieces = keep
+            live = {id(c) for c, _, _ in keep}
+            for key in [k for k in self._resamplers if k not in live]:
+                del self._resamplers[key], self._offsets[key]
+        return out
+
+
+class Playback:
+    """One reply's audio at the listener's end (see the module docstring)."""
+
+    def __init__(
+        self,
+        clock: Callable[[], float] = time.monotonic,
+        reference: EchoReference | None = None,
+        waits_for_audio: bool = False,
+    ) -> None:
+        self.clock = PlayClock(clock, waits_for_audio)
+        self._reference = reference
+        self._spans: list[tuple[float, str]] = []  # (where a sentence starts in ms, its text)
+        self._bound_ms: float | None = None  # truncated: nothing past this was heard
+
+    # ---- the reply, as it sends (event loop)
+
+    def sentence(self, text: str) -> int:
+        """A spoken sentence starts at the audio sent so far; returns its index in the reply."""
+        self._spans.append((self.clock.sent_ms, text))
+        return len(self._spans) - 1
+
+    def send(self, audio: np.ndarray, rate: int) -> float:
+        """Audio (at ``rate``) goes out now: the clock starts with the first; returns its length (ms)."""
+        self.clock.start()
+        ms = len(audio) * 1000 / rate
+        if self._reference is not None:
+            self._reference.add(self.clock, self.clock.sent_ms, audio, rate)
+        self.clock.sent(ms)
+        return ms
+
+    def unsent(self, ms: float) -> None:
+        """Audio counted as sent that never left (dropped before it went out)."""
+        self.clock.unsent(ms)
+
+    # ---- the listener's side
+
+    def pause(self) -> float:
+        return self.clock.pause()
+
+    def resume(self) -> float:
+        return self.clock.resume()
+
+    def stop(self, at_ms: float | None = None) -> float:
+        """Nothing more plays; returns where it stopped (see ``PlayClock.stop``)."""
+        return self.clock.stop(at_ms)
+
+    def truncate(self, heard_ms: float) -> str:
+        """Keep only what was heard up to ``heard_ms``: its words (returned), and the audio's length
+        (later truncations are bounded by it)."""
+        text = self.heard_text(heard_ms)
+        self._bound_ms = min(self.audio_ms, heard_ms)
+        self._spans = [(start, said) for start, said in self._spans if start < heard_ms]
+        return text
+
+    # ---- reading it
+
+    @property
+    def started(self) -> bool:
+        return self.clock.started_at is not None
+
+    @property
+    def paused(self) -> bool:
+        return self.clock.paused
+
+    @property
+    def sent_ms(self) -> float:
+        return self.clock.sent_ms
+
+    @property
+    def audio_ms(self) -> float:
+        """The reply's audio as far as it counts: what was sent, or what was heard once truncated."""
+        sent = self.clock.sent_ms
+        return sent if self._bound_ms is None else min(sent, self._bound_ms)
+
+    @property
+    def spans(self) -> tuple[tuple[float, str], ...]:
+        """Where each spoken sentence starts (ms into the reply's audio) and its text."""
+        return tuple(self._spans)
+
+    @property
+    def text(self) -> str:
+        """Every sentence that was spoken (or, once truncated, begun before the cut)."""
+        return " ".join(said for _, said in self._spans)
+
+    def played_ms(self) -> float:
+        return self.clock.played_ms()
+
+    def ahead_ms(self) -> float:
+        return self.clock.ahead_ms()
+
+    def left_ms(self) -> float:
+        """Audio sent that the listener has yet to play."""
+        return max(0.0, self.audio_ms - self.clock.played_ms())
+
+    def heard_text(self, heard_ms: float) -> str:
+        """The words of the sentences heard in the first ``heard_ms``, the last one cut at its share."""
+        words: list[str] = []
+        for start, end, said in self._sentences(self.audio_ms):
+            if start >= heard_ms:
+                break
+            share = 1.0 if end <= start else min(1.0, (heard_ms - start) / (end - start))
+            sentence = said.split()
+            words += sentence[: math.ceil(len(sentence) * share)]
+        return " ".join(words)
+
+    def recent_text(self, window_ms: float) -> str:
+        """The sentences the listener may have heard in the last ``window_ms`` of what played."""
+        played = self.clock.played_ms()
+        return " ".join(
+            said
+            for start, end, said in self._sentences(self.clock.sent_ms)
+            if start <= played and end >= played - window_ms
+        )
+
+    def _sentences(self, end_ms: float) -> Iterator[tuple[float, float, str]]:
+        """(start, end, text) of each sentence; the last one ends at ``end_ms``."""
+        spans = self._spans
+        for n, (start, said) in enumerate(spans):
+            yield start, spans[n + 1][0] if n + 1 < len(spans) else end_ms, said
+
+
+class Playout:
+    """The session's ledger of reply audio (see the module docstring)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic, waits_for_audio: bool = False) -> None:
+        self.clock = clock
+        self.waits_for_audio = waits_for_audio  # the listener's player waits when it runs dry
+        self.reference = EchoReference()
+        self.current: Playback | None = None  # the reply on the floor: speaking, or the last heard
+
+    def playback(self) -> Playback:
+        """A new reply's playback, on this ledger's clock and echo reference."""
+        return Playback(self.clock, self.reference, self.waits_for_audio)
+
+    def hold(self, playback: Playback) -> None:
+        """``playback``'s reply has the floor now (it speaks)."""
+        self.current = playback
+
+    def forget(self, playback: Playback) -> None:
+        """``playback``'s audio plays no more (cut, or truncated by the client)."""
+        if self.current is playback:
+            self.current = None
+
+    def left_s(self) -> float:
+        """Seconds of the reply on the floor the listener has yet to play."""
+        return self.current.left_ms() / 1000 if self.current is not None else 0.0
+
+    def spoken_recently(self, window_ms: float = 8000.0) -> str:
+        """The assistant's words the user may have heard in the last ``window_ms`` of its audio."""
+        return self.current.recent_text(window_ms) if self.current is not None else ""
+
+    def echo(self, arrival: float, n: int) -> np.ndarray:
+        """The reply audio that played during ``n`` samples of microphone audio that arrived at
+        ``arrival`` (16 kHz; input thread)."""
+        return self.reference.take(arrival, n)

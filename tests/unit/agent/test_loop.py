@@ -1,0 +1,343 @@
+"""The voice agent with fake voice models (a scripted listener, scripted replies) and a fake clock:
+commands in, its typed events out, in order, for every turn-taking and barge-in rule."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import numpy as np
+import pytest
+
+from fake_voice_engine import FakeVoiceEngine
+from omnivox.agent.events import (
+    Failure,
+    IdleTimeout,
+    InputCleared,
+    ReplyAudio,
+    ReplyEnded,
+    ReplyPaused,
+    ReplyReport,
+    ReplyResumed,
+    ReplyStarted,
+    ReplyState,
+    SpeechStarted,
+    SpeechStopped,
+    TranscriptDelta,
+    UserTurn,
+)
+from omnivox.agent.loop import AgentSettings, VoiceAgent
+from omnivox.agent.pacing import LeadPacing
+from omnivox.agent.reply import ReplyPlan
+from omnivox.agent.turns import TurnSettings
+from omnivox.connection.units import WorkUnits
+from omnivox.core.errors import EngineFailure
+from omnivox.protocol.chat import ChatMessage
+from omnivox.voice.listener import Heard
+from omnivox.voice.llm.base import LlmParams
+from omnivox.voice.reply import ReplyRequest
+
+S = ReplyState
+CHUNK = np.zeros(1600, np.float32)  # 100 ms at 16 kHz
+
+
+class Clock:
+    def __init__(self, now: float = 100.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Harness:
+    """The agent, its fake models, and an adapter that keeps the conversation and every event."""
+
+    def __init__(self, script: list[list[Heard]], hold: bool = False, settings: AgentSettings | None = None):
+        self.engine = FakeVoiceEngine(script, hold=hold)
+        self.clock = Clock()
+        self.events: list = []
+        self.history: list[ChatMessage] = []
+        self.planned: list[list[str]] = []  # the extra words each plan was asked with
+        self.failures: list[BaseException] = []
+        self.units = WorkUnits(lambda name, exc: self.failures.append(exc))
+        self.agent = VoiceAgent(
+            self.engine,
+            emit=self.emit,
+            plan=self.plan,
+            units=self.units,
+            pacing=LeadPacing(lead_ms=1e9),
+            settings=settings or AgentSettings(),
+            clock=self.clock,
+        )
+
+    def emit(self, event: object) -> None:
+        self.events.append(event)
+        if isinstance(event, UserTurn):
+            self.history.append(ChatMessage(role="user", content=event.text))
+
+    def plan(self, extra: list[ChatMessage]) -> ReplyPlan:
+        self.planned.append([m.text() for m in extra])
+        request = ReplyRequest(self.history + extra, LlmParams(max_tokens=20), speak=True, voice="v1")
+        return ReplyPlan(request)
+
+    def feed(self, n: int = 1) -> None:
+        for _ in range(n):
+            self.clock.now += 0.1
+            self.agent.feed(CHUNK, self.clock.now)
+
+    def of(self, kind: type) -> list:
+        return [e for e in self.events if isinstance(e, kind)]
+
+    def kinds(self) -> list[str]:
+        return [type(e).__name__ for e in self.events]
+
+    async def until(self, kind: type, n: int = 1) -> object:
+        for _ in range(600):
+            if len(self.of(kind)) >= n:
+                return self.of(kind)[n - 1]
+            await asyncio.sleep(0.005)
+        raise AssertionError(f"no {n} {kind.__name__} in {self.kinds()}")
+
+
+@pytest.fixture
+async def harness(request) -> AsyncIterator[Harness]:
+    script, hold, *rest = getattr(request, "param", ([], False))
+    h = Harness(script, hold, rest[0] if rest else None)
+    running = asyncio.create_task(h.agent.run())
+    yield h
+    running.cancel()
+    await asyncio.gather(running, return_exceptions=True)
+    await h.agent.close()
+    await h.units.close()
+    assert h.failures == []
+
+
+TURN = [
+    [Heard("speech_started", 100.0)],
+    [Heard("speech_confirmed", 250.0), Heard("partial", 300.0, "what")],
+    [Heard("partial", 400.0, "what time")],
+    [Heard("speech_stopped", 900.0), Heard("final", 1400.0, "what time is it")],
+]
+
+
+@pytest.mark.parametrize("harness", [(TURN, False)], indirect=True)
+async def test_a_spoken_turn_is_heard_committed_and_answered(harness) -> None:
+    harness.feed(4)
+    report = await harness.until(ReplyReport)
+    kinds = harness.kinds()
+    assert kinds[:5] == ["SpeechStarted", "TranscriptDelta", "SpeechStopped", "UserTurn", "ReplyStarted"]
+    assert kinds.index("ReplyEnded") < kinds.index("ReplyReport")
+    started, stopped = harness.of(SpeechStarted)[0], harness.of(SpeechStopped)[0]
+    assert started.turn_id == stopped.turn_id == harness.of(UserTurn)[0].turn_id
+    assert (started.audio_ms, stopped.audio_ms) == (100.0, 900.0)
+    assert harness.of(TranscriptDelta)[0].text == "what"  # the word two partials agree on
+    assert harness.of(UserTurn)[0].text == "what time is it"
+    assert harness.planned == [[]] and harness.engine.asked == ["what time is it"]
+    end = harness.of(ReplyEnded)[0]
+    assert end.state is S.DONE and end.heard == "Reply to: what time is it. And more."
+    # speech ended at the last chunk's arrival less the 500 ms of audio after it; first audio now
+    assert report.figures.voice_to_voice_s == pytest.approx(0.5)
+    assert report.asr_audio_s == pytest.approx(0.4)  # the hearing's figures ride along
+
+
+OVER_THE_REPLY = [*TURN, [], [Heard("speech_started", 2000.0)], [Heard("speech_confirmed", 2150.0)]]
+
+
+@pytest.mark.parametrize(
+    "harness", [([*OVER_THE_REPLY, [Heard("partial", 2400.0, "wait a moment")]], True)], indirect=True
+)
+async def test_barge_in_pauses_the_reply_then_words_cut_it_where_it_paused(harness) -> None:
+    harness.feed(5)
+    await harness.until(ReplyAudio)
+    harness.feed(3)  # (its 100 ms have played by the time the speech holds)
+    end = await harness.until(ReplyEnded)
+    paused = harness.of(ReplyPaused)[0]
+    assert end.state is S.CANCELLED and end.figures.reason == "turn_detected"
+    assert end.stopped_ms == paused.at_ms == pytest.approx(100)
+    assert not harness.of(ReplyResumed)
+    await asyncio.to_thread(harness.engine.stopped.wait, 2)  # the models were told to stop
+
+
+@pytest.mark.parametrize(
+    "harness",
+    [
+        (
+            [
+                *OVER_THE_REPLY,
+                [Heard("pause", 2400.0, "")],
+                [Heard("speech_stopped", 2300.0)],
+                [Heard("final", 2800.0, "")],
+            ],
+            True,
+        )
+    ],
+    indirect=True,
+)
+async def test_a_false_interruption_resumes_the_reply_and_makes_no_turn(harness) -> None:
+    harness.feed(5)
+    await harness.until(ReplyAudio)
+    harness.feed(5)
+    resumed = await harness.until(ReplyResumed)
+    assert resumed.reason == "no_words" and resumed.at_ms == harness.of(ReplyPaused)[0].at_ms
+    await harness.until(InputCleared)  # the noise was no turn
+    assert len(harness.of(UserTurn)) == 1 and not harness.of(ReplyEnded)  # the reply plays on
+
+
+@pytest.mark.parametrize(
+    "harness",
+    [
+        (
+            [
+                *OVER_THE_REPLY,
+                [Heard("pause", 2500.0, "Mm-hmm.")],
+                [Heard("speech_stopped", 2400.0), Heard("final", 2900.0, "Mm-hmm.")],
+            ],
+            True,
+        )
+    ],
+    indirect=True,
+)
+async def test_a_backchannel_resumes_the_reply_and_is_kept_without_a_reply(harness) -> None:
+    harness.feed(5)
+    await harness.until(ReplyAudio)
+    harness.feed(4)
+    assert (await harness.until(ReplyResumed)).reason == "backchannel"
+    turn = await harness.until(UserTurn, 2)
+    assert turn.text == "Mm-hmm."  # the transcript keeps it
+    await asyncio.sleep(0.05)
+    assert len(harness.of(ReplyStarted)) == 1 and harness.planned == [[]]  # it asked for nothing
+
+
+@pytest.mark.parametrize(
+    "harness",
+    [
+        (
+            [
+                *OVER_THE_REPLY,
+                [Heard("pause", 2600.0, "reply to what time")],
+                [Heard("speech_stopped", 2500.0), Heard("final", 3000.0, "reply to what time")],
+            ],
+            True,
+        )
+    ],
+    indirect=True,
+)
+async def test_its_own_words_heard_back_resume_the_reply_and_make_no_turn(harness) -> None:
+    harness.feed(5)
+    await harness.until(ReplyAudio)
+    harness.feed(4)
+    assert (await harness.until(ReplyResumed)).reason == "echo"
+    await harness.until(InputCleared)
+    assert len(harness.of(UserTurn)) == 1  # its own voice is not the user's turn
+
+
+PAUSE = [
+    [Heard("speech_started", 100.0)],
+    [Heard("pause", 800.0, "call my")],  # a reply is prepared, held
+    [Heard("resumed", 900.0)],  # the user goes on: it is dropped unheard
+    [Heard("speech_stopped", 1500.0), Heard("final", 2000.0, "call my sister")],
+]
+
+
+@pytest.mark.parametrize("harness", [(PAUSE, False)], indirect=True)
+async def test_a_pause_that_is_not_the_end_of_the_turn_discards_the_prepared_reply(harness) -> None:
+    harness.feed(4)
+    await harness.until(ReplyEnded, 2)
+    discarded, said = harness.of(ReplyEnded)
+    assert discarded.state is S.DISCARDED and said.state is S.DONE
+    assert harness.planned == [["call my"], []]  # prepared with the words so far, then asked again
+    assert harness.engine.asked == ["call my", "call my sister"]
+    assert len(harness.of(ReplyStarted)) == 1  # the prepared one never said a word
+
+
+PREPARED = [
+    [Heard("speech_started", 100.0)],
+    [Heard("pause", 800.0, "good morning")],
+    [Heard("speech_stopped", 1200.0), Heard("final", 1500.0, "good morning")],
+]
+
+
+@pytest.mark.parametrize("harness", [(PREPARED, False)], indirect=True)
+async def test_a_reply_prepared_in_the_pause_is_the_one_said(harness) -> None:
+    harness.feed(3)
+    end = await harness.until(ReplyEnded)
+    assert end.state is S.DONE and harness.planned == [["good morning"]]
+    assert harness.engine.asked == ["good morning"]  # prepared once, released, never asked again
+    assert harness.kinds().index("UserTurn") < harness.kinds().index("ReplyStarted")
+
+
+TWO_TURNS_AT_ONCE = [
+    [Heard("speech_started", 100.0)],
+    [Heard("speech_stopped", 900.0), Heard("final", 1000.0, "first question")],
+    [],
+    [Heard("speech_started", 1300.0)],
+    [Heard("speech_stopped", 1900.0), Heard("final", 2000.0, "second question")],
+    *[[]] * 5,
+]
+
+
+@pytest.mark.parametrize("harness", [(TWO_TURNS_AT_ONCE, False)], indirect=True)
+async def test_a_burst_of_held_audio_is_answered_once_when_it_has_all_been_heard(harness) -> None:
+    harness.feed(10)  # a second of speech at once, faster than real time
+    await harness.until(ReplyEnded)
+    assert [t.text for t in harness.of(UserTurn)] == ["first question", "second question"]
+    assert len(harness.of(ReplyStarted)) == 1 and harness.engine.asked == ["second question"]
+    assert [m.text() for m in harness.history] == ["first question", "second question"]
+
+
+@pytest.mark.parametrize("harness", [([], True)], indirect=True)
+async def test_a_client_truncation_mid_reply_stops_it_where_the_client_heard_it(harness) -> None:
+    harness.history.append(ChatMessage(role="user", content="go on"))
+    reply = await harness.agent.respond(lambda: harness.plan([]))
+    await harness.until(ReplyAudio)
+    assert harness.agent.truncate(reply.playback, 60.0)  # still being said: it stops there
+    end = await harness.until(ReplyEnded)
+    assert (end.state, end.stopped_ms, end.figures.reason) == (S.CANCELLED, 60.0, "client_cancelled")
+    assert end.heard == "Reply to: go"  # the first 60 of its 100 ms of "Reply to: go on."
+    await harness.until(ReplyReport)
+    assert not harness.agent.truncate(reply.playback, 10.0)  # over: the adapter keeps what was heard
+
+
+@pytest.mark.parametrize("harness", [([], False)], indirect=True)
+async def test_a_failed_reply_is_reported_and_the_agent_goes_on(harness) -> None:
+    harness.engine.fail = EngineFailure("the LLM server is unreachable")
+    await harness.agent.respond(lambda: harness.plan([]))
+    report = await harness.until(ReplyReport)
+    assert report.state is S.FAILED and report.figures.error is not None
+    harness.engine.fail = None
+    await harness.agent.respond(lambda: harness.plan([]))
+    assert (await harness.until(ReplyReport, 2)).state is S.DONE
+
+
+@pytest.mark.parametrize("harness", [([], False, AgentSettings(turns=None))], indirect=True)
+async def test_manual_turns_commit_by_hand_and_refuse_too_little_audio(harness) -> None:
+    harness.agent.commit("evt_1")  # nothing heard yet
+    failure = await harness.until(Failure)
+    assert failure.tag == "evt_1" and failure.error.code == "input_audio_buffer_commit_empty"
+    harness.feed(2)
+    harness.agent.commit("evt_2")
+    assert (await harness.until(UserTurn)).text == "typed by hand"
+    assert harness.engine.listener.configured == []  # opened for manual turns from the start
+    await asyncio.sleep(0.05)
+    assert not harness.of(ReplyStarted)  # a turn committed by hand is answered only when asked
+
+
+@pytest.mark.parametrize(
+    "harness", [([], False, AgentSettings(turns=TurnSettings(idle_timeout_ms=50)))], indirect=True
+)
+async def test_silence_after_a_reply_prompts_the_user(harness) -> None:
+    await harness.agent.respond(lambda: harness.plan([]))
+    idle = await harness.until(IdleTimeout)
+    assert idle.audio_end_ms >= idle.audio_start_ms
+    await harness.until(ReplyStarted, 2)
+    assert harness.planned[-1] == ["..."]  # the user "said" nothing
+
+
+@pytest.mark.parametrize("harness", [([], True)], indirect=True)
+async def test_stop_speaking_cuts_the_reply_and_names_it(harness) -> None:
+    reply = await harness.agent.respond(lambda: harness.plan([]))
+    await harness.until(ReplyAudio)
+    assert harness.agent.stop_speaking() == reply.reply_id
+    assert (await harness.until(ReplyEnded)).state is S.CANCELLED
+    await harness.until(ReplyReport)
+    assert harness.agent.stop_speaking() is None or harness.of(ReplyEnded)  # nothing left to stop

@@ -1,0 +1,144 @@
+"""The playout ledger: the server's model of a reply's playback, the echo reference it gives the
+canceller, what was heard of each reply, and which reply has the floor."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from omnivox.agent.playout import EchoReference, Playback, PlayClock, Playout
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_playback_runs_in_real_time_and_never_ahead_of_what_was_sent() -> None:
+    clock = Clock()
+    play = PlayClock(clock)
+    assert play.played_ms() == 0 and play.play_at(0) is None  # not started
+    play.start()
+    play.sent(500)
+    clock.now += 0.2
+    assert play.played_ms() == pytest.approx(200) and play.ahead_ms() == pytest.approx(300)
+    clock.now += 1.0
+    assert play.played_ms() == 500  # it ran out of audio
+    assert play.play_at(100) == pytest.approx(100.1)
+
+
+def test_a_pause_freezes_it_and_a_resume_plays_on_from_there() -> None:
+    clock = Clock()
+    play = PlayClock(clock)
+    play.start()
+    play.sent(2000)
+    clock.now += 0.5
+    assert play.pause() == pytest.approx(500) and play.paused
+    clock.now += 3.0
+    assert play.played_ms() == pytest.approx(500) and play.play_at(800) is None  # not while paused
+    assert play.resume() == pytest.approx(500)
+    clock.now += 0.25
+    assert play.played_ms() == pytest.approx(750)
+    assert play.stop() == pytest.approx(750) and play.stopped and play.play_at(900) is None
+
+
+def test_unsent_audio_is_taken_back() -> None:
+    play = PlayClock(Clock())
+    play.sent(1000)
+    play.unsent(400)
+    play.unsent(5000)
+    assert play.sent_ms == 0
+
+
+def test_the_reference_is_the_reply_audio_that_played_while_the_microphone_heard() -> None:
+    clock = Clock()
+    play = PlayClock(clock)
+    ref = EchoReference()
+    tone = np.sin(np.arange(16000) / 5).astype(np.float32)  # 1 s at 16 kHz
+    play.start()
+    play.sent(1000)
+    ref.add(play, 0, tone, 16000)
+    clock.now += 1.0
+    # the microphone's last 0.5 s heard the second half of the reply
+    heard = ref.take(arrival=clock.now, n=8000)
+    lead = np.argmax(np.abs(heard) > 0)  # the resampler's delay aside, it lines up
+    assert np.abs(heard[lead + 100 : lead + 7000] - tone[8000 + 100 : 15000]).max() < 0.05 or lead < 8000
+    assert np.abs(heard).max() > 0.5
+    # before the reply began: silence
+    assert not ref.take(arrival=clock.now - 2.0, n=8000).any()
+
+
+def test_a_stopped_reply_is_forgotten_once_its_echo_can_no_longer_come() -> None:
+    clock = Clock()
+    play = PlayClock(clock)
+    ref = EchoReference()
+    play.start()
+    play.sent(1000)
+    ref.add(play, 0, np.ones(16000, np.float32), 16000)
+    clock.now += 0.1
+    play.stop()
+    clock.now += 1.0
+    assert not ref.take(arrival=clock.now, n=1600).any()  # nothing played after the stop
+    clock.now += 3.0  # kept a few seconds (a late echo of what did play), then forgotten
+    ref.take(arrival=clock.now, n=1600)
+    assert ref._pieces == []
+
+
+# ---- one reply's playback, and the session's ledger
+
+
+def spoken(clock: Clock, *sentences: tuple[str, float]) -> Playback:
+    """A reply that said each (text, seconds of audio) in turn, at 16 kHz."""
+    playback = Playout(clock).playback()
+    for text, seconds in sentences:
+        playback.sentence(text)
+        playback.send(np.zeros(int(16000 * seconds), np.float32), 16000)
+    return playback
+
+
+def test_a_playback_knows_its_sentences_and_the_words_heard_by_any_point() -> None:
+    clock = Clock()
+    playback = spoken(clock, ("Hello there.", 1.0), ("How are you doing today?", 2.0))
+    assert playback.spans == ((0.0, "Hello there."), (1000.0, "How are you doing today?"))
+    assert playback.text == "Hello there. How are you doing today?" and playback.audio_ms == 3000
+    assert playback.heard_text(500) == "Hello"
+    assert playback.heard_text(2000) == "Hello there. How are you"  # half of the second sentence
+    assert playback.truncate(1200) == "Hello there. How"
+    assert playback.audio_ms == 1200 and playback.sent_ms == 3000  # later cuts are bounded by it
+    assert playback.text == "Hello there. How are you doing today?"  # both sentences began before
+
+
+def test_the_ledger_says_what_is_left_to_play_and_what_was_just_heard() -> None:
+    clock = Clock()
+    playout = Playout(clock)
+    assert playout.left_s() == 0 and playout.spoken_recently() == ""
+    playback = playout.playback()
+    for text in ("One.", "Two.", "Three."):
+        playback.sentence(text)
+        playback.send(np.zeros(16000 * 5, np.float32), 16000)  # five seconds each
+    playout.hold(playback)
+    clock.now += 12.0
+    assert playout.left_s() == pytest.approx(3.0)
+    # the last 8 s of what played: the end of the first sentence, the second, the start of the third
+    assert playout.spoken_recently() == "One. Two. Three."
+    assert playout.spoken_recently(window_ms=1000) == "Three."
+    other = playout.playback()
+    playout.forget(other)  # not the one on the floor: nothing changes
+    assert playout.current is playback
+    playout.forget(playback)
+    assert playout.left_s() == 0 and playout.spoken_recently() == ""
+
+
+def test_the_ledger_gives_the_echo_of_what_its_replies_sent() -> None:
+    clock = Clock()
+    playout = Playout(clock)
+    playback = playout.playback()
+    playback.send(np.ones(16000, np.float32), 16000)
+    clock.now += 1.0
+    assert playout.echo(arrival=clock.now, n=1600).any()
+    playback.stop()
+    clock.now += 1.0
+    assert not playout.echo(arrival=clock.now, n=1600).any()
