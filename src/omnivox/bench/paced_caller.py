@@ -2,8 +2,10 @@
 
 A caller is paced as a person: its microphone never stops (``Microphone``: each chunk leaves once
 it has been "recorded", in real time), it says a sentence synthesised by hibari (``speech_clip``),
-keeps the microphone open on silence until the reply has been heard, breathes, and says the next
-(``converse``). ``ReplyTimer`` times each reply as the caller hears it:
+keeps the microphone open on silence until the reply has been heard (played out in real time),
+pauses (``--pause-s``) and says the next (``converse``): never one turn straight after another, so
+a machine under N callers carries the load N people put on it, and the tables say so (``pacing``).
+``ReplyTimer`` times each reply as the caller hears it:
 
 - "v2v": from the moment the turn's last speech sample was captured to the arrival of the reply's
   first audio;
@@ -18,6 +20,7 @@ keeps the microphone open on silence until the reply has been heard, breathes, a
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -27,7 +30,7 @@ import numpy as np
 
 RATE = 24000  # hibari's rate, and the Realtime API's PCM16
 LOUD = 300  # PCM16: a sample past this is sound, not silence (about -40 dBFS)
-BREATH_S = 0.5  # the pause before the next sentence once a reply has been heard
+PAUSE_S = 0.5  # the pause before the next sentence once a reply has been heard (the benches' default)
 REPLY_TIMEOUT_S = 20.0  # from the end of a turn's clip to the reply's first audio
 PLAY_TIMEOUT_S = 120.0  # from the end of a turn's clip until the reply has been heard
 SENTENCES = (
@@ -144,9 +147,29 @@ class ReplyTimer:
         return self.reply_done.is_set() and now >= self.playing_until
 
 
-async def converse(mic: Microphone, timer: ReplyTimer, clips: Sequence[Clip], turns: int) -> None:
-    """Say ``turns`` sentences from ``clips`` (at the microphone's rate) into ``mic``, each after the
-    reply to the one before has been heard, keeping the microphone open on silence in between. A
+def add_pacing_argument(parser: argparse.ArgumentParser) -> None:
+    """``--pause-s``: how long a caller pauses once a reply has been heard."""
+    parser.add_argument(
+        "--pause-s",
+        type=float,
+        default=PAUSE_S,
+        help="callers pause this long after a reply has played out before the next sentence",
+    )
+
+
+def pacing(pause_s: float) -> str:
+    """How the callers are paced, as the benches' table titles say it."""
+    return (
+        "callers paced as people (microphone in real time, each sentence "
+        f"{pause_s:g} s after the reply to the one before has played out)"
+    )
+
+
+async def converse(
+    mic: Microphone, timer: ReplyTimer, clips: Sequence[Clip], turns: int, pause_s: float = PAUSE_S
+) -> None:
+    """Say ``turns`` sentences from ``clips`` (at the microphone's rate) into ``mic``, each ``pause_s``
+    after the reply to the one before has been heard, keeping the microphone open on silence. A
     turn whose reply has not begun within ``REPLY_TIMEOUT_S``, or not been heard within
     ``PLAY_TIMEOUT_S``, is an error, and the next turn follows."""
     quiet = np.zeros(mic.step, np.float32)
@@ -163,4 +186,4 @@ async def converse(mic: Microphone, timer: ReplyTimer, clips: Sequence[Clip], tu
                 timer.stats.errors.append(f"timeout: reply not over within {PLAY_TIMEOUT_S:.0f} s")
                 break
             await mic.play(quiet)
-        await mic.play(np.zeros(int(mic.rate * BREATH_S), np.float32))
+        await mic.play(np.zeros(int(mic.rate * pause_s), np.float32))

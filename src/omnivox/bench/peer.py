@@ -39,7 +39,15 @@ from typing import Any
 
 from omnivox.bench import realtime
 from omnivox.bench.llm_server import LlmServer, llm_server
-from omnivox.bench.paced_caller import SENTENCES, CallerStats, Clip, resample_clip, speech_clip
+from omnivox.bench.paced_caller import (
+    SENTENCES,
+    CallerStats,
+    Clip,
+    add_pacing_argument,
+    pacing,
+    resample_clip,
+    speech_clip,
+)
 from omnivox.bench.peer_pipecat import IN_RATE, PeerConfig, pipecat_server, require_pipecat
 from omnivox.bench.pipecat_caller import PipecatCaller
 from omnivox.bench.record_flag import cpu_seconds, record_env
@@ -67,6 +75,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--llm-threads", type=int, default=1, help="threads of the shared llama.cpp server")
     parser.add_argument("--log-dir", help="keep the servers' logs here")
+    add_pacing_argument(parser)
 
 
 def peer_detection(mode: str) -> str:
@@ -129,6 +138,7 @@ def measure_omnivox(
         transport_now="websocket",
         silence_ms=args.silence_ms,
         chunk_ms=args.chunk_ms,
+        pause_s=args.pause_s,
         turns=args.turns,
         workers=None,
         llm="openai",
@@ -173,7 +183,7 @@ def measure_pipecat(
         log = Path(args.log_dir) / f"pipecat-{mode}-n{users}.log"
     with pipecat_server(config, users, log) as bot:
         cpu0 = cpu_seconds(bot.pid) + cpu_seconds(llm.pid)
-        callers = [PipecatCaller(bot.ws_url, clips, args.chunk_ms) for _ in range(users)]
+        callers = [PipecatCaller(bot.ws_url, clips, args.chunk_ms, args.pause_s) for _ in range(users)]
         stats = asyncio.run(_calls(callers, args.turns))
         cpu_s = cpu_seconds(bot.pid) + cpu_seconds(llm.pid) - cpu0
         rss = rss_mb(bot.pid)
@@ -208,6 +218,7 @@ COLUMNS = [
     "MB/session",
     "errors",
     "real time",
+    "load 1-min",
 ]
 RATIO_KEYS = ("v2v_p50_ms", "v2v_p95_ms", "heard_p50_ms", "heard_p95_ms", "cpu_s_per_turn", "mb_per_session")
 
@@ -226,14 +237,14 @@ def table_rows(results: Sequence[dict[str, Any]], silence_ms: int) -> list[list[
                 rows.append(
                     [stack, pairing(mode, silence_ms), users, rnd, r["turns"]]
                     + [r[k] for k in RATIO_KEYS]
-                    + [len(r["errors"]), "yes" if r["real_time"] else "no"]
+                    + [len(r["errors"]), "yes" if r["real_time"] else "no", load_span(r)]
                 )
         if all(s in pair for s in STACKS):
             o, p = pair["omnivox"], pair["pipecat"]
             rows.append(
                 [RATIO, pairing(mode, silence_ms), users, rnd, "-"]
                 + [ratio(o[k], p[k]) for k in RATIO_KEYS]
-                + ["-", "-"]
+                + ["-", "-", "-"]
             )
     return rows
 
@@ -255,6 +266,12 @@ def capacity_rows(
         o, p = (callers_at_real_time(results, s, mode) for s in STACKS)
         rows.append([pairing(mode, silence_ms), o, p, ratio(float(o), float(p))])
     return rows
+
+
+def load_span(result: dict[str, Any]) -> str:
+    """The machine's 1-minute load average at the start and the end of a run, as the table shows it."""
+    start, end = result["load_1m"]
+    return f"{start:.1f}-{end:.1f}"
 
 
 def load_average() -> str:
@@ -280,10 +297,12 @@ def run(args: argparse.Namespace) -> int:
             for users in args.users:
                 for rnd in range(1, args.rounds + 1):
                     for stack in STACKS if rnd % 2 else STACKS[::-1]:
+                        load_start = os.getloadavg()[0]
                         if stack == "omnivox":
                             r = measure_omnivox(args, mode, users, clips, llm, Path(scratch))
                         else:
                             r = measure_pipecat(args, mode, users, clips_16k, llm)
+                        r["load_1m"] = (load_start, os.getloadavg()[0])
                         results.append({"stack": stack, "mode": mode, "users": users, "round": rnd, **r})
                         print(
                             f"  {stack} {pairing(mode, args.silence_ms)} N={users} round {rnd}: "
@@ -292,8 +311,8 @@ def run(args: argparse.Namespace) -> int:
                         )
     load_after = load_average()
     title = (
-        f"omnivox vs pipecat, same models and LLM server, {args.turns} turns per caller"
-        f" (load average before {load_before}, after {load_after})"
+        f"omnivox vs pipecat, same models and LLM server, {args.turns} turns per caller, "
+        f"{pacing(args.pause_s)} (load average before {load_before}, after {load_after})"
     )
     print_table(title, COLUMNS, table_rows(results, args.silence_ms))
     print_table(
@@ -313,6 +332,7 @@ def run(args: argparse.Namespace) -> int:
             },
             "turns_per_caller": args.turns,
             "silence_ms": args.silence_ms,
+            "pause_s": args.pause_s,
             "llm": {"max_tokens": MAX_TOKENS, "temperature": TEMPERATURE, "threads": args.llm_threads},
             "load_average": {"before": load_before, "after": load_after},
         },

@@ -23,7 +23,7 @@ import numpy as np
 import websockets
 
 from omnivox.audio.pcm import to_pcm16
-from omnivox.bench.paced_caller import CallerStats, Clip, Microphone, ReplyTimer, converse
+from omnivox.bench.paced_caller import PAUSE_S, CallerStats, Clip, Microphone, ReplyTimer, converse
 
 IN_RATE = 16000
 OUT_RATE = 24000
@@ -76,10 +76,11 @@ class PipecatCaller:
     """One simulated user of a pipecat bot: ``clips`` at 16 kHz into its microphone, ``chunk_ms`` at
     a time; what it measured in ``stats``."""
 
-    def __init__(self, url: str, clips: Sequence[Clip], chunk_ms: int) -> None:
+    def __init__(self, url: str, clips: Sequence[Clip], chunk_ms: int, pause_s: float = PAUSE_S) -> None:
         self.url = url
         self.clips = clips
         self.chunk_ms = chunk_ms
+        self.pause_s = pause_s  # before the next sentence once a reply has played out
         self.stats = CallerStats()
         self.timer = ReplyTimer(self.stats, OUT_RATE)
         self.bot_ready = asyncio.Event()
@@ -96,7 +97,8 @@ class PipecatCaller:
                     async def send(chunk: np.ndarray) -> None:
                         await ws.send(audio_message(chunk))
 
-                    await converse(Microphone(send, IN_RATE, self.chunk_ms), self.timer, self.clips, turns)
+                    mic = Microphone(send, IN_RATE, self.chunk_ms)
+                    await converse(mic, self.timer, self.clips, turns, self.pause_s)
                 finally:
                     reader.cancel()
         except TimeoutError:

@@ -58,7 +58,9 @@ from omnivox.bench.paced_caller import (
     CallerStats,
     Microphone,
     ReplyTimer,
+    add_pacing_argument,
     converse,
+    pacing,
     speech_clip,
 )
 from omnivox.bench.realtime_pipeline import add_pipeline_arguments, asr_batch, pipeline_spec, stage_pids
@@ -99,6 +101,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-dir", help="keep the server logs here")
     add_record_argument(parser)
     add_pipeline_arguments(parser)
+    add_pacing_argument(parser)
 
 
 RealtimeCallerStats = CallerStats  # the name the other benches and the tests know
@@ -136,7 +139,8 @@ class RealtimeCaller:
         async def append(chunk: np.ndarray) -> None:
             await ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": pcm16_to_b64(chunk)}))
 
-        await converse(Microphone(append, RATE, self.args.chunk_ms), self.timer, self.clips, turns)
+        mic = Microphone(append, RATE, self.args.chunk_ms)
+        await converse(mic, self.timer, self.clips, turns, self.args.pause_s)
 
     async def read_events(self, ws: AsyncIterable[str | bytes]) -> None:
         """Read the server's events until the connection ends, feeding the replies' audio to the
@@ -183,7 +187,8 @@ def real_time_factors(metrics_text: str) -> dict[str, float]:
 async def _load(base: str, users: int, clips: list, args: argparse.Namespace) -> list[RealtimeCallerStats]:
     if args.transport_now == "webrtc":
         callers: list = [
-            WebRtcCaller(base, clips, session_config(args), RealtimeCallerStats()) for _ in range(users)
+            WebRtcCaller(base, clips, session_config(args), RealtimeCallerStats(), args.pause_s)
+            for _ in range(users)
         ]
     else:
         url = base.replace("http://", "ws://") + "/v1/realtime"
@@ -250,7 +255,7 @@ def run(args: argparse.Namespace) -> int:
                         rows.append(table_row(transport, mode, users, record, r))
     print_table(
         f"Realtime voice-to-voice, {args.turns} turns per caller, {describe(args)}"
-        f" (server_vad: silence_duration_ms={args.silence_ms})",
+        f" (server_vad: silence_duration_ms={args.silence_ms}); {pacing(args.pause_s)}",
         COLUMNS,
         rows,
     )
