@@ -171,7 +171,8 @@ async def converse(
     """Say ``turns`` sentences from ``clips`` (at the microphone's rate) into ``mic``, each ``pause_s``
     after the reply to the one before has been heard, keeping the microphone open on silence. A
     turn whose reply has not begun within ``REPLY_TIMEOUT_S``, or not been heard within
-    ``PLAY_TIMEOUT_S``, is an error, and the next turn follows."""
+    ``PLAY_TIMEOUT_S``, or that the server calls answered before any of the reply's audio reached
+    the caller, is an error, and the next turn follows."""
     quiet = np.zeros(mic.step, np.float32)
     for turn in range(turns):
         clip, speech_end_s = clips[turn % len(clips)]
@@ -186,4 +187,8 @@ async def converse(
                 timer.stats.errors.append(f"timeout: reply not over within {PLAY_TIMEOUT_S:.0f} s")
                 break
             await mic.play(quiet)
+        else:
+            if timer.speech_end is not None:  # a reply "over" before any of its audio came
+                timer.stats.errors.append("reply over without audio")
+                timer.speech_end = None
         await mic.play(np.zeros(int(mic.rate * pause_s), np.float32))

@@ -162,7 +162,10 @@ def load_session_models(config: PeerConfig) -> SessionModels:
         api_key="none",
         base_url=config.llm_url,
         settings=OpenAILLMService.Settings(
-            model=config.llm_model, max_tokens=config.max_tokens, temperature=config.temperature
+            model=config.llm_model,
+            max_tokens=config.max_tokens,
+            temperature=config.temperature,
+            system_instruction=config.system_prompt or None,
         ),
     )
     turn = None
@@ -214,7 +217,7 @@ async def run_session(websocket: Any, config: PeerConfig, models: SessionModels)
             serializer=ProtobufFrameSerializer(),
         ),
     )
-    context = LLMContext([{"role": "system", "content": config.system_prompt}])
+    context = LLMContext()  # the instructions are the LLM service's (``system_instruction``)
     user, assistant = LLMContextAggregatorPair(
         context,
         user_params=LLMUserAggregatorParams(
@@ -234,7 +237,9 @@ async def run_session(websocket: Any, config: PeerConfig, models: SessionModels)
     async def _gone(_transport: Any, _client: Any) -> None:
         await worker.cancel()
 
-    await WorkerRunner(handle_sigint=False).run(worker)
+    runner = WorkerRunner(handle_sigint=False)
+    await runner.add_workers(worker)
+    await runner.run()
 
 
 def build_app(config: PeerConfig, sessions: int) -> Any:

@@ -7,7 +7,10 @@ microphone's ``audio`` frames (PCM16 at 16 kHz, the rate pipecat's VAD, smart-tu
 the transport does not resample) going up, the bot's ``audio`` frames (PCM16, 24 kHz) and RTVI
 messages (``message`` frames holding JSON: ``bot-ready``, ``bot-stopped-speaking``, ``error``...)
 coming down. The caller says ``client-ready`` and waits for ``bot-ready`` before it speaks, as
-pipecat's clients do; a reply is over at ``bot-stopped-speaking``, and has been heard once it has
+pipecat's clients do. A reply is over at the first ``bot-stopped-speaking`` after both
+``bot-llm-stopped`` and ``bot-tts-stopped`` (the LLM has finished and every sentence has been
+synthesised): pipecat also says the bot stopped speaking whenever its output ran dry for 0.35 s,
+which under load happens between two sentences of one reply. A reply has been heard once it has
 played out.
 """
 
@@ -30,6 +33,8 @@ OUT_RATE = 24000
 RTVI_LABEL = "rtvi-ai"
 RTVI_VERSION = "1.0.0"
 READY_TIMEOUT_S = 30.0
+# what pipecat says once a reply has all been produced; the reply is over when the bot next stops speaking
+REPLY_PRODUCED = frozenset({"bot-llm-stopped", "bot-tts-stopped"})
 
 
 def _frames() -> Any:
@@ -84,6 +89,7 @@ class PipecatCaller:
         self.stats = CallerStats()
         self.timer = ReplyTimer(self.stats, OUT_RATE)
         self.bot_ready = asyncio.Event()
+        self.produced: set[str] = set()  # which of REPLY_PRODUCED the reply in progress has seen
 
     async def run(self, turns: int, offset_s: float) -> CallerStats:
         await asyncio.sleep(offset_s)  # callers do not all start on the same frame
@@ -121,7 +127,10 @@ class PipecatCaller:
         kind = message.get("type")
         if kind == "bot-ready":
             self.bot_ready.set()
-        elif kind == "bot-stopped-speaking":
+        elif kind in REPLY_PRODUCED:
+            self.produced.add(kind)
+        elif kind == "bot-stopped-speaking" and self.produced >= REPLY_PRODUCED:
+            self.produced.clear()
             self.timer.reply_finished(time.monotonic())
         elif kind in ("error", "error-response"):
             data = message.get("data") or {}

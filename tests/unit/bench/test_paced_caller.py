@@ -116,6 +116,19 @@ async def test_a_turn_never_answered_is_an_error_and_the_next_turn_follows(monke
     assert sum(int(c.any()) for c in server.heard) == 2  # both sentences were still said
 
 
+async def test_a_reply_over_before_any_of_its_audio_came_is_an_error():
+    stats = CallerStats()
+    timer = ReplyTimer(stats, RATE)
+
+    async def receive(chunk: np.ndarray) -> None:
+        if chunk.any():
+            timer.reply_finished(time.monotonic())  # "done", with nothing said
+
+    mic = Microphone(receive, RATE, chunk_ms=10)
+    await converse(mic, timer, [(np.ones(10, np.float32), 0.01)], turns=1, pause_s=0.0)
+    assert stats.errors == ["reply over without audio"] and stats.v2v_s == []
+
+
 def test_the_tables_say_how_callers_are_paced():
     assert "paced as people" in pacing(0.5) and "0.5 s after the reply" in pacing(0.5)
 

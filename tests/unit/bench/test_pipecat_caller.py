@@ -66,14 +66,17 @@ class Replay:
             yield m
 
 
-async def test_a_reply_is_timed_and_over_at_bot_stopped_speaking():
+async def test_a_reply_is_over_when_the_bot_stops_speaking_once_it_has_all_been_produced():
     caller = PipecatCaller("ws://nowhere/ws", [], chunk_ms=40)
     caller.timer.expect_reply(0.0)  # long ago, on the monotonic clock
     loud = np.full(2400, 4000, np.int16)
-    await caller.read_messages(
-        Replay([bot_rtvi("bot-ready"), bot_audio(loud), bot_rtvi("bot-stopped-speaking")])
-    )
-    assert caller.bot_ready.is_set() and caller.timer.reply_done.is_set()
+    first_sentence = [bot_rtvi("bot-ready"), bot_rtvi("bot-llm-started"), bot_audio(loud)]
+    # the output ran dry between two sentences: pipecat says the bot stopped, the reply goes on
+    await caller.read_messages(Replay([*first_sentence, bot_rtvi("bot-stopped-speaking")]))
+    assert caller.bot_ready.is_set() and not caller.timer.reply_done.is_set()
+    rest = [bot_rtvi("bot-llm-stopped"), bot_audio(loud), bot_rtvi("bot-tts-stopped")]
+    await caller.read_messages(Replay([*rest, bot_rtvi("bot-stopped-speaking")]))
+    assert caller.timer.reply_done.is_set() and caller.produced == set()
     assert len(caller.stats.v2v_s) == 1 and len(caller.stats.heard_s) == 1 and caller.stats.errors == []
 
 
