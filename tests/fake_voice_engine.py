@@ -68,12 +68,20 @@ class FakeVoiceEngine(Engine):
         self.listener = ScriptedListener(script or [])
         self.hold = hold
         self.asked: list[str] = []  # the last user message of every reply asked for
+        self.prefilled: list[str] = []  # the last user message of every prefill
+        # what a stateful LLM's keys and values would hold now: the last call's conversation, and
+        # the words its reply wrote (a prefill brings it to its conversation: a reply rolled back)
+        self.kv: list[tuple[str, str]] = []
         self.stopped = threading.Event()
         self.fail: Exception | None = None  # set: every reply fails before its first word
 
     @property
     def voice(self) -> FakeVoiceEngine:  # type: ignore[override]
         return self  # its voice models are its own methods
+
+    def prefill(self, request: ReplyRequest) -> None:
+        self.prefilled.append(request.messages[-1].text() if request.messages else "")
+        self.kv = [(m.role, m.text()) for m in request.messages]
 
     def profile(self) -> VoiceProfile:
         return VoiceProfile("be brief", ("v1", "v2"), "v1", context_tokens=4096, max_reply_tokens=64)
@@ -90,6 +98,7 @@ class FakeVoiceEngine(Engine):
             raise self.fail
         yield FirstToken(0.01)
         text = f"Reply to: {last}."
+        self.kv = [(m.role, m.text()) for m in request.messages] + [("assistant", text)]
         for word in text.split(" "):
             yield Word(word if word == "Reply" else " " + word)
         if request.speak:

@@ -53,6 +53,7 @@ from omnivox.agent.turns import (
     Emit,
     Floor,
     PauseReply,
+    Prefill,
     Prepare,
     ResumeReply,
     StopIdle,
@@ -64,6 +65,7 @@ from omnivox.connection.units import WorkUnits
 from omnivox.core.errors import InputAudioBufferCommitEmpty, OmnivoxError
 from omnivox.protocol.chat import ChatMessage
 from omnivox.voice.models import VoiceModels
+from omnivox.voice.reply import ReplyRequest
 from omnivox.voice.stack import ASR_RATE
 
 log = logging.getLogger(__name__)
@@ -80,6 +82,9 @@ IDLE = "idle"  # the idle timer's work unit
 # What the agent says next: the adapter's plan of a reply to its conversation with ``extra``
 # messages after it (the words the user is still saying, for a reply prepared in their pause).
 Planner = Callable[[list[ChatMessage]], ReplyPlan]
+# The request a reply to the conversation with ``extra`` messages after it would make, planned for
+# nothing but its prompt (the LLM computes it ahead while the user speaks: ``Prefill``).
+Prompter = Callable[[list[ChatMessage]], ReplyRequest]
 
 
 @dataclass(frozen=True)
@@ -104,7 +109,8 @@ class VoiceAgent:
         pacing: Pacing,
         settings: AgentSettings | None = None,
         confirm_ms: float = 150.0,
-        speculate_at: float | None = 0.3,
+        speculate_at: float | None = 0.1,
+        prompt: Prompter | None = None,
         turn_ids: Callable[[], str] = turn_id,
         drop_unsent: Callable[[str], float] = lambda reply_id: 0.0,
         clock: Callable[[], float] = time.monotonic,
@@ -113,6 +119,7 @@ class VoiceAgent:
         self.settings = settings = settings or AgentSettings()
         self.emit = emit
         self.planner = plan
+        self.prompt = prompt  # None: nothing is prefilled while the user speaks
         self.units = units
         self.input_thread = ThreadPoolExecutor(1, thread_name_prefix="agent-input")
         self.output_thread = ThreadPoolExecutor(1, thread_name_prefix="agent-output")
@@ -128,6 +135,7 @@ class VoiceAgent:
         )
         self.replies = Replies(
             produce=voice.reply,
+            prefill=voice.prefill,
             emit=emit,
             playout=self.playout,
             units=units,
@@ -342,6 +350,10 @@ class VoiceAgent:
                     await replies.speculate(partial(self._plan, tentative), action.text)
             elif isinstance(action, DropPrepared):
                 await replies.discard_speculation()
+            elif isinstance(action, Prefill):
+                if self.settings.answer and self.prompt is not None:
+                    words = [ChatMessage(role="user", content=action.text)]
+                    replies.prefill(partial(self.prompt, words))
             elif isinstance(action, CommitTurn):
                 self.emit(UserTurn(action.turn_id, action.text))
                 if action.respond and self.settings.answer:

@@ -2,9 +2,13 @@
 
 - ``create``: a reply now (the adapter's request, the end of a turn, the idle prompt); refused with
   ``ActiveResponse`` while one is speaking.
+- ``prefill``: while the user speaks, the LLM computes the prompt of the reply to come up to their
+  words so far, on the output thread between replies (``VoiceModels.prefill``; the newest asked
+  for wins, and a reply starting skips those not begun), so the reply computes only the rest.
 - ``speculate``: prepare the reply to what the user said so far, held during their pause;
-  ``confirm`` releases it when the turn ends with the same words (else it is dropped unheard);
-  ``discard_speculation`` drops it when they go on talking.
+  ``confirm`` releases it when the turn ends with the same words (compared as words: case and
+  punctuation aside), else it is dropped unheard; ``discard_speculation`` drops it when they go on
+  talking (the agent then prefills the words still believed: the LLM's state is rolled back).
 - ``pause`` (speech over the assistant, not judged yet) stops the speaking reply's audio, or the
   playback of the last one still playing at the listener; ``resume`` plays it on.
 - ``interrupt`` (a barge-in) cancels the speaking reply, or cuts the audio of the last one that is
@@ -20,19 +24,28 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from collections.abc import Awaitable, Callable
-from concurrent.futures import Executor
+from concurrent.futures import Executor, Future
 
 from omnivox.agent.events import ReplyCut, ReplyEvent, ReplyState
 from omnivox.agent.playout import Playback, Playout
 from omnivox.agent.reply import Pacing, Produce, Reply, ReplyPlan
 from omnivox.connection.units import WorkUnits
-from omnivox.core.errors import ActiveResponse, ResponseCancelNotActive
+from omnivox.core.errors import ActiveResponse, OmnivoxError, ResponseCancelNotActive
+from omnivox.voice.reply import ReplyRequest
 
 log = logging.getLogger(__name__)
 
 UNIT = "response"
+_WORD = re.compile(r"[\w']+")
+
+
+def same_words(a: str, b: str) -> bool:
+    """Whether two transcripts say the same words (a recogniser's case and punctuation aside: a
+    prepared reply to "good morning" answers "Good morning." as well)."""
+    return _WORD.findall(a.lower()) == _WORD.findall(b.lower())
 
 
 class Replies:
@@ -46,10 +59,12 @@ class Replies:
         executor: Executor,
         pacing: Pacing,
         on_finished: Callable[[Reply], Awaitable[None]],
+        prefill: Callable[[ReplyRequest], None] = lambda request: None,
         drop_unsent: Callable[[str], float] = lambda reply_id: 0.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.produce = produce
+        self.prefill_model = prefill  # blocking: on the output thread
         self.emit = emit
         self.playout = playout  # what the user heard
         self.units = units
@@ -63,6 +78,7 @@ class Replies:
         self.last: Reply | None = None  # the last one that was heard (its audio may still play)
         self._held_text = ""
         self._paused: Reply | None = None  # paused by speech over it, not judged yet
+        self._prefill_asked = 0  # prefills asked for; one runs only while it is the newest
 
     # ---- what turn-taking needs to know
 
@@ -95,6 +111,29 @@ class Replies:
         await self.units.start(UNIT, self._run(reply))
         return reply
 
+    def prefill(self, request: Callable[[], ReplyRequest]) -> None:
+        """Have the LLM compute the prompt of the reply to come (``request``, planned now, on the
+        loop, which owns the conversation) while no reply runs; a newer prefill or a reply makes
+        one not begun yet moot. Its failure costs nothing but the time it would have saved."""
+        if self.active is not None or self.held is not None:
+            return  # the LLM is the reply's
+        try:
+            planned = request()
+        except OmnivoxError as err:  # the reply's own plan will say it, if it is still so then
+            log.debug("no prefill: %s", err.message)
+            return
+        self._prefill_asked += 1
+        asked = self._prefill_asked
+
+        def run() -> None:
+            if asked == self._prefill_asked:  # nothing newer was asked for meanwhile, no reply began
+                self.prefill_model(planned)
+
+        try:
+            self.executor.submit(run).add_done_callback(_log_failure)
+        except RuntimeError:  # the session is closing: its threads take no more work
+            pass
+
     async def speculate(self, plan: Callable[[], ReplyPlan], user_text: str) -> None:
         """Prepare (and hold) the reply to ``user_text`` while the user's pause runs out."""
         await self.discard_speculation()
@@ -107,7 +146,7 @@ class Replies:
         held, self.held = self.held, None
         if held is None:
             return False
-        if self._held_text != user_text:
+        if not same_words(self._held_text, user_text):
             held.discard()
             await self.units.cancel(UNIT)
             return False
@@ -194,6 +233,7 @@ class Replies:
         self.playout.hold(reply.playback)
 
     def _reply(self, plan: ReplyPlan, held: bool) -> Reply:
+        self._prefill_asked += 1  # prefills not begun yet are moot: the reply computes its prompt
         return Reply(
             plan,
             self.produce,
@@ -219,3 +259,8 @@ class Replies:
             said = "failed" if state is ReplyState.FAILED else "could not be made (apologised)"
             log.warning("response %s %s: %s", reply.reply_id, said, error.message)
         await self.on_finished(reply)
+
+
+def _log_failure(done: Future[None]) -> None:
+    if not done.cancelled() and (error := done.exception()) is not None:
+        log.warning("prefill failed (the reply computes its whole prompt): %s", error)

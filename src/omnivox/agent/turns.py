@@ -12,8 +12,12 @@ r"""Turn-taking: what was heard in, what the agent should do out (typed actions,
 - Partial transcripts become ``TranscriptDelta``\ s. Deltas only append, but a streaming recogniser
   revises its latest words, so only the words two successive partials agree on are sent; the final
   transcript (the committed turn) settles the rest.
-- A pause long enough to predict the end of the turn: prepare the reply (held: nothing is said);
-  the user speaking again drops it.
+- While the user speaks, their words so far are computed ahead in the LLM (``Prefill``): the
+  conversation and the user turn's opening when speech starts, then the words of each partial but
+  its last (which the recogniser may still be cutting), so the reply computes only what came after.
+- A pause (from its first windows: the listener's ``pause``): prepare the reply (held: nothing is
+  said); the user speaking again drops it, and the LLM's state goes back to the words still believed
+  (``Prefill`` again: the discarded reply's keys and values are rolled back).
 - Speech stops: ``SpeechStopped``, then the final transcript commits the user's turn and, with
   ``create_response`` and no reply running, the reply goes out (the prepared one if it answered
   these very words). Speech that was only noise (no words) makes no turn (``InputCleared``) and no
@@ -106,6 +110,14 @@ class DropPrepared:
 
 
 @dataclass(frozen=True)
+class Prefill:
+    """Compute the reply's prompt ahead, up to the user's words so far (``text``; "": the turn's
+    opening alone)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
 class CommitTurn:
     """The user's turn is over: commit it as ``turn_id``; reply at once when ``respond``."""
 
@@ -115,7 +127,7 @@ class CommitTurn:
     speech_end_at: float | None = None  # monotonic time the user's speech ended
 
 
-Action = Emit | StopIdle | BargeIn | PauseReply | ResumeReply | Prepare | DropPrepared | CommitTurn
+Action = Emit | StopIdle | BargeIn | PauseReply | ResumeReply | Prepare | DropPrepared | Prefill | CommitTurn
 
 
 class TurnTaking:
@@ -134,6 +146,8 @@ class TurnTaking:
         self._stopped_ms = 0.0  # where the last speech ended (audio time)
         self._delta_text = ""  # transcription sent as deltas for the current turn
         self._last_partial: list[str] = []
+        self._early = ""  # the words of the turn up to its last pause (the listener's flush)
+        self._prefilled = ""  # the user's words last prefilled
 
     @property
     def in_turn(self) -> bool:
@@ -146,23 +160,30 @@ class TurnTaking:
         judge = self.interruption
         if heard.kind == "speech_started":
             self._turn_id, self._delta_text, self._last_partial = self.new_id(), "", []
+            self._early = self._prefilled = ""
             judge.speech_started(heard.audio_ms + (vad.params.prefix_padding_ms if vad is not None else 0))
-            return [StopIdle(), Emit(SpeechStarted(self._turn_id, heard.audio_ms))]
+            started: list[Action] = [StopIdle(), Emit(SpeechStarted(self._turn_id, heard.audio_ms))]
+            return started + self._prefill("", floor)
         if heard.kind == "speech_confirmed":
             if vad is not None and vad.interrupt_response:
                 return _act(judge.confirmed(heard.audio_ms, floor.speaking))
             return []
         if heard.kind == "partial":
             cut = _act(judge.heard(heard.text, heard.audio_ms, floor.spoken, settled=False))
-            return cut + self._partial(heard.text)
+            settled = " ".join([*self._early.split(), *heard.text.split()[:-1]])  # its last word may change
+            prefill = self._prefill(settled, floor) if settled and self._turn_id is not None else []
+            return cut + self._partial(heard.text) + prefill
         if heard.kind == "pause":
             text = heard.text.strip()
+            self._early = text
             actions = _act(judge.heard(text, heard.audio_ms, floor.spoken, settled=True))
             if vad is not None and vad.create_response and text and not floor.responding:
                 actions.append(Prepare(text))
+                self._prefilled = text  # the prepared reply computes them
             return actions
         if heard.kind == "resumed":
-            return [DropPrepared(), *_act(judge.speaks_on(heard.audio_ms, floor.speaking))]
+            rollback = self._prefill(self._early, floor, again=True)
+            return [DropPrepared(), *rollback, *_act(judge.speaks_on(heard.audio_ms, floor.speaking))]
         if heard.kind == "speech_stopped":
             self._stopped_ms = heard.audio_ms
             return [Emit(SpeechStopped(self._ensure_turn(), heard.audio_ms))]
@@ -202,6 +223,17 @@ class TurnTaking:
             return [Emit(InputCleared()), DropPrepared()]  # noise, not a turn
         commit = CommitTurn(turn, text, respond=respond, speech_end_at=speech_end_at)
         return [commit] if respond else [commit, DropPrepared()]
+
+    def _prefill(self, text: str, floor: Floor, again: bool = False) -> list[Action]:
+        """Prefill up to ``text`` if it says more than was prefilled (``again``: whatever was computed
+        after it, a discarded reply, goes)."""
+        vad = self.vad
+        if vad is None or not vad.create_response or floor.responding:
+            return []  # no reply will come of these words, or one is speaking (the LLM is its)
+        if text and not again and (len(text) <= len(self._prefilled) or not text.startswith(self._prefilled)):
+            return []  # nothing new (a recogniser that took words back is caught up with at the end)
+        self._prefilled = text
+        return [Prefill(text)]
 
     def _ensure_turn(self) -> str:
         if self._turn_id is None:

@@ -56,6 +56,10 @@ class PipelineVoice:
         pieces = pipeline_reply(self.client, request, stop, session=self.client.name)
         return with_apology(pieces, self.stack.tts, request, stop)
 
+    def prefill(self, request: ReplyRequest) -> None:
+        """Nothing: the LLM stage's slots serve every session (a prefill request through the
+        pipeline is not there yet)."""
+
 
 class PipelineEngine(StackEngine):
     name = "pipeline"

@@ -8,19 +8,22 @@ The ``Listener`` runs in the session's input thread (model work blocks) and turn
   ``partial`` transcripts while the user speaks, then ``speech_stopped`` and the ``final`` transcript
   once ``silence_duration_ms`` of silence has passed. The ASR hears the speech from its padded start
   and is fed as audio arrives, so the final transcript costs only the decoder's flush.
-- a pause that has run ``speculate_at`` of the way to the end of the turn (the pause prediction)
-  flushes the ASR early and reports ``pause`` with the transcript so far: a reply can be prepared
-  while the silence runs out (as Unmute does at its STT's pause prediction). At 0.3 (150 ms of a
-  500 ms ``silence_duration_ms``) the embedded models' reply (Whisper's flush, the LLM's first words,
-  their speech: about 350 ms on one core) is ready about when the turn ends; at 0.6 it came 150 ms
-  late (docs/benchmarks.md, "Voice to voice with the embedded models"). If the user speaks
+- a pause that has run ``speculate_at`` of the way to the shortest pause that can end the turn
+  (``silence_duration_ms``; with ``semantic_vad`` the eagerness's ``sure_ms``) flushes the ASR early
+  and reports ``pause`` with the transcript so far: a reply can be prepared while the silence runs
+  out (as Unmute does at its STT's pause prediction). The embedded models' reply (Whisper's flush,
+  the LLM's first words, their speech) takes about 350 ms on one core, so the earlier the better: at
+  0.3 of a 500 ms ``silence_duration_ms`` it was ready about when the turn ended, at 0.6 150 ms late
+  (docs/benchmarks.md, "Voice to voice with the embedded models"); the agent asks for 0.1, the
+  first VAD windows of silence (issue 23: the reply starts when the speech stops). If the user speaks
   again, ``resumed`` says so, the ASR hears the rest as a new utterance, and the final transcript
   joins both.
 - with ``semantic_vad`` (``TurnParams.eagerness``), as with server VAD, but an end-of-turn model
-  judges each pause once it is due (``voice.turn.semantic``): the ASR is flushed and ``pause``
-  reported first (the reply is prepared while the model listens), then the model's judgement sets how
-  long this pause must last to end the turn: short when the words sound finished, up to the
-  eagerness's longest wait when they do not. ``semantic.scores`` keeps every judgement.
+  judges each pause once it is due (``voice.turn.semantic``): the ASR has been flushed and ``pause``
+  reported before (the reply is prepared while the model listens; at the latest when the judgement
+  is due), then the model's judgement sets how long this pause must last to end the turn: short when
+  the words sound finished, up to the eagerness's longest wait when they do not.
+  ``semantic.scores`` keeps every judgement.
 - without turn detection (manual turns): every sample goes to the ASR; ``commit`` ends the utterance.
 
 With an echo canceller (``echo``), ``feed`` takes the assistant's audio that was playing while the
@@ -194,15 +197,20 @@ class Listener:
         )
 
     def _pausing(self) -> bool:
-        """A pause has just run far enough to flush the ASR early (once per pause)."""
+        """A pause has just run far enough to flush the ASR early (once per pause): ``speculate_at``
+        of the shortest pause that can end the turn."""
         d = self.detector
-        return (
-            self.speculate_at is not None
-            and self._asr_from is not None
-            and d is not None
-            and d.state is TurnState.SPEECH
-            and d.pause_prediction >= self.speculate_at
-        )
+        if (
+            self.speculate_at is None
+            or self._asr_from is None
+            or d is None
+            or d.state is not TurnState.SPEECH
+        ):
+            return False
+        if d.pause_started_ms is None:
+            return False
+        shortest = self.semantic.policy.sure_ms if self.semantic is not None else d.required_ms
+        return d.pause_ms >= self.speculate_at * shortest
 
     def peek(self) -> str:
         """The words of the utterance in progress, decoded now ("" outside one)."""

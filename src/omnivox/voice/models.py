@@ -2,7 +2,8 @@
 
 A voice session (``agent``) reaches its models only through this: ``open_listener`` for hearing
 (VAD turn detection + streaming ASR, the session's own state) and ``reply`` for answering (LLM ->
-words -> sentences -> TTS, ``voice.reply``), with ``profile`` for its defaults. So the models may be
+words -> sentences -> TTS, ``voice.reply``; ``prefill`` computes a reply's prompt ahead while the
+user speaks), with ``profile`` for its defaults. So the models may be
 in-process (``voice.stack.VoiceStack``, the cascade) or elsewhere (the staged pipeline's proxies,
 ``engines.pipeline``).
 
@@ -61,4 +62,10 @@ class VoiceModels(Protocol):
 
     def reply(self, request: ReplyRequest, stop: threading.Event) -> Iterator[ReplyPiece]:
         """Speak (or write) the reply to ``request.messages`` (see ``voice.reply``)."""
+        ...
+
+    def prefill(self, request: ReplyRequest) -> None:
+        """Compute the prompt of a reply to come while the user speaks (``request.messages`` ends
+        with their words so far; ``ChatLlm.prefill_turn``), on the output thread between replies.
+        Models with no state to keep (a remote LLM, the echo LLM) do nothing."""
         ...

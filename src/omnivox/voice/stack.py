@@ -88,6 +88,9 @@ class VoiceStack:
     def reply(self, request: ReplyRequest, stop: threading.Event) -> Iterator[ReplyPiece]:
         return with_apology(produce_reply(self.llm, self.tts, request, stop), self.tts, request, stop)
 
+    def prefill(self, request: ReplyRequest) -> None:
+        self.llm.prefill_turn(request.messages, request.llm)
+
     # ---- the session's end, the worker's
 
     def end_session(self) -> None:

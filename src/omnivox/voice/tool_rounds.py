@@ -121,3 +121,6 @@ class ServerToolVoice:
 
     def reply(self, request: ReplyRequest, stop: threading.Event) -> Iterator[ReplyPiece]:
         return reply_with_server_tools(self.voice.reply, request, stop)
+
+    def prefill(self, request: ReplyRequest) -> None:
+        self.voice.prefill(request)

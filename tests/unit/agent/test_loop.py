@@ -68,6 +68,7 @@ class Harness:
             pacing=LeadPacing(lead_ms=1e9),
             settings=settings or AgentSettings(),
             clock=self.clock,
+            prompt=self.prompt,
         )
 
     def emit(self, event: object) -> None:
@@ -79,6 +80,9 @@ class Harness:
         self.planned.append([m.text() for m in extra])
         request = ReplyRequest(self.history + extra, LlmParams(max_tokens=20), speak=True, voice="v1")
         return ReplyPlan(request)
+
+    def prompt(self, extra: list[ChatMessage]) -> ReplyRequest:
+        return ReplyRequest(self.history + extra, LlmParams(max_tokens=20))
 
     def feed(self, n: int = 1) -> None:
         for _ in range(n):
@@ -241,13 +245,66 @@ PAUSE = [
 
 @pytest.mark.parametrize("harness", [(PAUSE, False)], indirect=True)
 async def test_a_pause_that_is_not_the_end_of_the_turn_discards_the_prepared_reply(harness) -> None:
-    harness.feed(4)
+    harness.history.append(ChatMessage(role="assistant", content="hello"))
+    harness.feed(3)
+    await harness.until(ReplyEnded)
+    engine = harness.engine
+    for _ in range(200):  # the prefills run on the output thread after the prepared reply
+        if len(engine.prefilled) == 2:
+            break
+        await asyncio.sleep(0.005)
+    # the turn's opening was computed as speech started; the prepared reply wrote its words into the
+    # LLM's state, and when the user went on that state went back to the conversation and their words
+    assert engine.prefilled == ["", "call my"]
+    assert engine.kv == [("assistant", "hello"), ("user", "call my")]
+    harness.feed(1)
     await harness.until(ReplyEnded, 2)
     discarded, said = harness.of(ReplyEnded)
     assert discarded.state is S.DISCARDED and said.state is S.DONE
     assert harness.planned == [["call my"], []]  # prepared with the words so far, then asked again
-    assert harness.engine.asked == ["call my", "call my sister"]
+    assert engine.asked == ["call my", "call my sister"]
     assert len(harness.of(ReplyStarted)) == 1  # the prepared one never said a word
+    assert {a.reply_id for a in harness.of(ReplyAudio)} == {said.reply_id}  # nor sent a sample
+
+
+REVISED = [
+    [Heard("speech_started", 100.0)],
+    [Heard("pause", 800.0, "call my sister")],  # a reply is prepared, held
+    [Heard("speech_stopped", 1200.0), Heard("final", 1500.0, "call my sister, Anne")],  # other words
+]
+
+
+@pytest.mark.parametrize("harness", [(REVISED, False)], indirect=True)
+async def test_a_prepared_reply_to_other_words_is_discarded_unheard_and_the_turn_answered_again(
+    harness,
+) -> None:
+    harness.feed(3)
+    await harness.until(ReplyEnded, 2)
+    discarded, said = harness.of(ReplyEnded)
+    assert (discarded.state, said.state) == (S.DISCARDED, S.DONE)
+    assert harness.engine.asked == ["call my sister", "call my sister, Anne"]
+    assert [e.reply_id for e in harness.of(ReplyStarted)] == [said.reply_id]
+    assert {a.reply_id for a in harness.of(ReplyAudio)} == {said.reply_id}
+    assert said.heard == "Reply to: call my sister, Anne. And more."
+
+
+SAME_WORDS = [
+    [Heard("speech_started", 100.0), Heard("partial", 300.0, "good morning to")],
+    [Heard("pause", 800.0, "good morning to you")],
+    [Heard("speech_stopped", 1200.0), Heard("final", 1500.0, "Good morning to you!")],
+]
+
+
+@pytest.mark.parametrize("harness", [(SAME_WORDS, False)], indirect=True)
+async def test_a_prepared_reply_is_released_when_the_final_transcript_says_the_same_words(harness) -> None:
+    harness.feed(3)
+    report = await harness.until(ReplyReport)
+    assert harness.engine.asked == ["good morning to you"]  # prepared once, released, never asked again
+    assert harness.engine.prefilled == ["", "good morning"]  # the opening, then the settled words
+    assert [e.state for e in harness.of(ReplyEnded)] == [S.DONE]
+    # its voice-to-voice counts from the speech's end (300 ms of audio before the last chunk), not
+    # from when it was prepared
+    assert report.figures.voice_to_voice_s == pytest.approx(0.3)
 
 
 PREPARED = [

@@ -11,6 +11,7 @@ from omnivox.agent.turns import (
     Emit,
     Floor,
     PauseReply,
+    Prefill,
     Prepare,
     ResumeReply,
     StopIdle,
@@ -150,7 +151,8 @@ def test_a_pause_prepares_a_reply_and_more_speech_drops_it() -> None:
     turns.heard(Heard("speech_started", 0.0), 0.0, QUIET)
     assert turns.heard(Heard("pause", 2000.0, " call my sister "), 2.0, QUIET) == [Prepare("call my sister")]
     # a pause that is not the end of the turn: the user goes on
-    assert turns.heard(Heard("resumed", 2300.0), 2.3, QUIET) == [DropPrepared()]
+    # ... and the LLM goes back to the words still believed (the prepared reply's state is dropped)
+    assert turns.heard(Heard("resumed", 2300.0), 2.3, QUIET) == [DropPrepared(), Prefill("call my sister")]
     assert turns.in_turn  # still the same turn
 
 
@@ -193,7 +195,7 @@ def test_deltas_append_only_and_stop_without_transcription() -> None:
     quiet = TurnTaking(TurnSettings(), transcribe=False)
     quiet.heard(Heard("speech_started", 0.0), 0.0, QUIET)
     for partial in ["a", "a b", "a b c"]:
-        assert quiet.heard(Heard("partial", 0.0, partial), 0.0, QUIET) == []
+        assert events(quiet.heard(Heard("partial", 0.0, partial), 0.0, QUIET)) == []
 
 
 def test_partials_before_speech_started_send_nothing() -> None:
@@ -226,3 +228,33 @@ def test_turn_ids_are_the_adapters() -> None:
     assert (
         turns.commit("hi")[0].turn_id == "item_a" and turns.commit("", keep_empty=True)[0].turn_id == "item_b"
     )
+
+
+def prefills(actions: list) -> list[str]:
+    return [a.text for a in actions if isinstance(a, Prefill)]
+
+
+def test_the_words_so_far_are_prefilled_as_they_settle_and_rolled_back_when_the_user_goes_on() -> None:
+    turns = TurnTaking(TurnSettings())
+    assert prefills(turns.heard(Heard("speech_started", 0.0), 0.0, QUIET)) == [""]  # the turn's opening
+    said = [
+        prefills(turns.heard(Heard("partial", 0.0, p), 0.0, QUIET))
+        for p in ["call", "call my sis", "call my"]
+    ]
+    assert said == [[], ["call my"], []]  # all but the word still being cut; nothing new, nothing again
+    assert prefills(turns.heard(Heard("pause", 900.0, "call my sister"), 0.9, QUIET)) == []  # the reply's
+    assert prefills(turns.heard(Heard("resumed", 1000.0), 1.0, QUIET)) == ["call my sister"]  # rolled back
+    # after the pause the recogniser hears a new utterance: its words follow the ones before it
+    assert prefills(turns.heard(Heard("partial", 0.0, "at home now"), 1.5, QUIET)) == [
+        "call my sister at home"
+    ]
+
+
+def test_nothing_is_prefilled_while_a_reply_speaks_or_when_no_reply_will_come() -> None:
+    speaking = TurnTaking(TurnSettings())
+    assert prefills(speaking.heard(Heard("speech_started", 0.0), 0.0, TALKING)) == []
+    assert prefills(speaking.heard(Heard("partial", 0.0, "wait a moment"), 0.0, TALKING)) == []
+    silent = TurnTaking(TurnSettings(create_response=False))
+    assert prefills(silent.heard(Heard("speech_started", 0.0), 0.0, QUIET)) == []
+    manual = TurnTaking(None)
+    assert prefills(manual.heard(Heard("partial", 0.0, "a b c"), 0.0, QUIET)) == []

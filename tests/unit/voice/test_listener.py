@@ -139,6 +139,22 @@ def test_semantic_vad_waits_longer_after_an_unfinished_sentence(models, smart_tu
     assert "pause" in [h.kind for h in heard_finished] and "pause" in [h.kind for h in heard_unfinished]
 
 
+def test_the_words_are_flushed_for_a_reply_as_the_speech_stops_before_the_pause_is_judged(
+    models, smart_turn
+) -> None:
+    vad, asr, _ = models
+    vad.reset(), asr.reset()
+    listener = Listener(vad, asr, TurnParams(eagerness="high"), 150, speculate_at=0.1, end_of_turn=smart_turn)
+    audio = np.concatenate([np.zeros(8000, np.float32), spoken(FINISHED), np.zeros(16000, np.float32)])
+    heard = hear(listener, audio)
+    kinds = [h.kind for h in heard]
+    pause, stopped = heard[kinds.index("pause")], heard[kinds.index("speech_stopped")]
+    (score,) = listener.semantic.scores
+    # 0.1 of high's shortest pause (200 ms): the first silent VAD window, well before the judgement
+    assert pause.audio_ms - stopped.audio_ms <= 3 * 32 and pause.audio_ms < score.at_ms
+    assert word_error_rate(FINISHED, pause.text) <= 0.2 and heard[-1].text == pause.text
+
+
 def test_semantic_vad_ends_an_unfinished_turn_after_the_longest_wait(models, smart_turn) -> None:
     listener, heard = semantic_turn(models, smart_turn, UNFINISHED, "high", 2.5)
     kinds = [h.kind for h in heard]

@@ -1,11 +1,15 @@
-"""Which voice models the settings choose, their budgets, and the model packages they need."""
+"""Which voice models the settings choose, their budgets, the model packages they need, and where a
+prefill goes."""
 
 from __future__ import annotations
 
 import pytest
 
 from omnivox.core.config import Settings
+from omnivox.protocol.chat import ChatMessage
 from omnivox.voice import stack
+from omnivox.voice.llm.base import LlmParams
+from omnivox.voice.llm.echo_llm import EchoLlm
 from omnivox.voice.packaged import (
     SMART_TURN_V3_ONNX,
     SMOLLM2_135M_GGUF,
@@ -13,6 +17,8 @@ from omnivox.voice.packaged import (
     MissingModelPackage,
     PackagedModel,
 )
+from omnivox.voice.reply import ReplyRequest
+from omnivox.voice.stack import VoiceStack
 
 ABSENT = PackagedModel("a test model", "omnivox-no-such-package", "x/model.gguf", "pip install x==1", "MIT")
 
@@ -58,3 +64,26 @@ def test_the_cli_refuses_to_start_with_the_pip_command(monkeypatch):
     assert "cannot start the cascade engine" in str(stopped.value) and "pip install x==1" in str(
         stopped.value
     )
+
+
+class _KeepsState(EchoLlm):
+    """The echo LLM, recording what it is asked to compute ahead (a local model keeps it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.prefilled: list[tuple[list[str], LlmParams | None]] = []
+
+    def prefill_turn(self, messages, params=None) -> None:
+        self.prefilled.append(([m.text() for m in messages], params))
+
+
+def test_a_prefill_reaches_the_llm_with_the_request_and_stateless_llms_ignore_it():
+    llm = _KeepsState()
+    stack = VoiceStack(vad=None, asr=None, tts=None, llm=llm)  # type: ignore[arg-type]
+    params = LlmParams(max_tokens=20, cache_slot=3)
+    request = ReplyRequest([ChatMessage(role="user", content="call my")], params)
+    stack.prefill(request)
+    assert llm.prefilled == [(["call my"], params)]  # its cache slot too
+    plain = VoiceStack(vad=None, asr=None, tts=None, llm=EchoLlm())  # type: ignore[arg-type]
+    plain.prefill(request)  # nothing to keep: nothing happens, and the reply is the same
+    assert plain.llm.complete(request.messages) == "You said: call my"

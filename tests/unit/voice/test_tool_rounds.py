@@ -15,7 +15,7 @@ from omnivox.protocol.chat import ChatMessage
 from omnivox.voice.llm.base import LlmParams, ToolCallDelta
 from omnivox.voice.reply import FirstToken, ReplyPiece, ReplyRequest, Word
 from omnivox.voice.tool_calls import ServerCall, ToolResult, ToolRunning
-from omnivox.voice.tool_rounds import MAX_ROUNDS, reply_with_server_tools
+from omnivox.voice.tool_rounds import MAX_ROUNDS, ServerToolVoice, reply_with_server_tools
 
 
 @dataclass
@@ -144,3 +144,15 @@ def test_without_server_tools_the_reply_is_the_models():
     req = ReplyRequest([ChatMessage(role="user", content="hi")], LlmParams(), speak=False)
     pieces = list(reply_with_server_tools(produce, req, threading.Event()))
     assert pieces[1] == ToolCallDelta(0, None, "lookup")  # untouched
+
+
+def test_the_wrapped_models_prefill_the_prompt_while_the_user_speaks():
+    prefilled: list[ReplyRequest] = []
+
+    class Models:
+        def prefill(self, request: ReplyRequest) -> None:
+            prefilled.append(request)
+
+    request = ReplyRequest([ChatMessage(role="user", content="call my")], LlmParams())
+    ServerToolVoice(Models()).prefill(request)  # type: ignore[arg-type]
+    assert prefilled == [request]

@@ -88,6 +88,16 @@ class ChatLlm(ABC):
         """Compute ``messages`` ahead of a reply that will start with them (a local model keeps
         their keys and values); a remote or stateless backend does nothing."""
 
+    def prefill_turn(  # noqa: B027 - optional hook
+        self, messages: Sequence[ChatMessage], params: LlmParams | None = None
+    ) -> None:
+        """Compute ``messages`` ahead of the reply to them while the user is still speaking: the last
+        (user) message holds the words heard so far, and the reply's own call will start with the
+        same conversation and more words. A model that keeps its keys and values brings them to this
+        conversation (dropping whatever it held past their common start: a discarded reply's words
+        are rolled back so), so the reply computes only the words that came after and the prompt's
+        tail; a remote or stateless backend does nothing. Blocking, like ``stream``."""
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release what the model holds (a runtime process, sockets); a remote or stateless backend
         holds nothing."""

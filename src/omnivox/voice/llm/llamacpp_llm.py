@@ -200,6 +200,14 @@ class LlamaCppLlm(ChatLlm):
             pass
         return self.last_stats
 
+    def prefill_turn(self, messages: Sequence[ChatMessage], params: LlmParams | None = None) -> None:
+        """The slot brought to ``messages`` (the user's words so far last) ahead of the reply:
+        llama.cpp keeps the longest token prefix the slot shares with them and computes the rest, so
+        a reply prepared before and discarded is dropped from the slot here (its KV state rolled
+        back to the conversation), and the reply's own call then computes only the words that came
+        after these and the prompt's tail."""
+        self.prefill(messages, params.cache_slot if params is not None else None)
+
     def warm(self, messages: Sequence[ChatMessage]) -> None:
         """Compute ``messages`` in every slot (with ``parallel`` slots, each new conversation then
         computes only its own words, whichever slot it gets)."""

@@ -73,6 +73,11 @@ class Responses:
         self._worded[plan.response_id] = Response(plan, self.events, self.conversation, self.encoder())
         return ReplyPlan(plan.request, plan.response_id)
 
+    def prompt(self, extra: list[ChatMessage]) -> ReplyRequest:
+        """The request the session's next reply would make with ``extra`` after the conversation
+        (nothing is worded: the agent prefills its prompt while the user speaks)."""
+        return self._response_plan(rt.ResponseParams(), extra).request
+
     def worded(self, reply_id: str) -> Response | None:
         """The response a reply is (None: no such reply, or long over)."""
         return self._worded.get(reply_id) or self._ended.get(reply_id)

@@ -173,6 +173,7 @@ class RealtimeSession(SessionHandler):
             ServerToolVoice(voice),  # its replies run the MCP tools they call
             emit=self._on_agent_event,
             plan=lambda extra: self.responses.plan(None, extra),
+            prompt=self.responses.prompt,
             units=self.conn.units,
             pacing=LeadPacing(float(settings.audio_lead_ms)),
             settings=agent_settings(self.config),

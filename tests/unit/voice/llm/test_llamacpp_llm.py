@@ -213,6 +213,30 @@ def test_prefill_brings_the_slot_to_the_conversation(llm):
     assert llm.last_stats.cached_tokens == stats.prompt_tokens - llm.last_stats.new_tokens
 
 
+def test_a_turn_prefilled_while_the_user_speaks_computes_only_the_words_after_and_the_tail(llm):
+    history = [SYSTEM, user(QUESTIONS[0]), ChatMessage(role="assistant", content="I am fine, thanks.")]
+    reply = llm.complete([*history, user("Can you tell me a fun fact about cats?")])
+    llm.prefill_turn([*history, user("Can you tell me a fun")])  # the words settled so far
+    llm.complete([*history, user("Can you tell me a fun fact about cats?")])
+    kept = llm.last_stats
+    assert kept.new_tokens <= 12  # "fact about cats?" and the template's tail, not the question
+    assert kept.cached_tokens >= kept.prompt_tokens - 12
+    llm.reset()
+    assert llm.complete([*history, user("Can you tell me a fun fact about cats?")]) == reply  # same words
+
+
+def test_a_prefill_rolls_back_a_reply_that_was_prepared_then_discarded(llm):
+    history = [SYSTEM, user(QUESTIONS[0])]
+    prefilled = llm.prefill([*history, user("Call my")])  # its render, generation prompt included
+    llm.complete([*history, user("Call my")])  # a reply prepared in a pause, its words in the slot
+    llm.prefill_turn([*history, user("Call my")])  # the user went on: back to their words
+    rolled = llm.last_stats
+    assert rolled.prompt_tokens == prefilled.prompt_tokens  # none of the reply's words are kept
+    assert rolled.new_tokens <= 1  # and nothing else was computed again
+    llm.complete([*history, user("Call my sister, please.")])
+    assert llm.last_stats.new_tokens <= 12
+
+
 def test_calls_from_two_threads_take_turns(llm):
     results: dict[int, str] = {}
 
