@@ -45,6 +45,7 @@ from omnivox.agent.pacing import Pacing
 from omnivox.agent.playout import Playback, Playout
 from omnivox.agent.replies import Replies
 from omnivox.agent.reply import Reply, ReplyPlan
+from omnivox.agent.turn_timing import TurnTimer
 from omnivox.agent.turns import (
     Action,
     BargeIn,
@@ -137,6 +138,7 @@ class VoiceAgent:
             drop_unsent=drop_unsent,
             clock=clock,
         )
+        self.turn_timer = TurnTimer(clock)  # the hearing's side of each turn's breakdown
         self._owed: float | None = None  # a turn to answer once the backlog is heard (its speech end)
         self._fed = self._heard = 0  # chunks fed, and heard (with what turn-taking made of them)
         self._progress = asyncio.Event()  # a chunk was heard
@@ -280,8 +282,11 @@ class VoiceAgent:
                 raise
             self.emit(Failure(err))  # e.g. stage_lost: the next turn is heard again
             return
+        self.turn_timer.chunk(hearing.listener.pause_started_ms)
         for heard in heard_now:
-            await self._execute(self.turns.heard(heard, job.arrival, self._floor()))
+            actions = self.turns.heard(heard, job.arrival, self._floor())
+            self.turn_timer.heard(heard, actions)
+            await self._execute(actions)
         if self.turns.interruption.due(hearing.listener.audio_ms):
             await self._expire()
         if self._owed is not None and hearing.backlog_ms <= BACKLOG_MS and not self.turns.in_turn:
@@ -362,6 +367,7 @@ class VoiceAgent:
 
     async def _finished(self, reply: Reply) -> None:
         asr_busy, asr_audio = self.hearing.take_figures()
+        self.turn_timer.fill(reply.plan.speech_end_at, reply.figures.times)
         self.emit(ReplyReport(reply.reply_id, reply.state, reply.figures, asr_busy, asr_audio))
         await self._arm_idle(self.replies.playback_left_s())
 

@@ -53,6 +53,8 @@ import websockets
 from websockets.asyncio.client import ClientConnection
 
 from omnivox.audio.pcm import pcm16_to_b64
+from omnivox.bench.breakdown import COLUMNS as BREAKDOWN_COLUMNS
+from omnivox.bench.breakdown import median_marks, row, turn_marks
 from omnivox.bench.realtime_pipeline import add_pipeline_arguments, asr_batch, pipeline_spec, stage_pids
 from omnivox.bench.realtime_webrtc import LOOPBACK_ENV, WebRtcCaller
 from omnivox.bench.record_flag import add_record_argument, cpu_seconds, record_env, recorded, wait_finished
@@ -97,6 +99,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="how callers call",
     )
     parser.add_argument("--log-dir", help="keep the server logs here")
+    parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="also measure each stage of a turn alone (same clips, prompt and sentence) under the breakdown",
+    )
     add_record_argument(parser)
     add_pipeline_arguments(parser)
 
@@ -106,6 +113,7 @@ class RealtimeCallerStats:
     v2v_s: list[float] = field(default_factory=list)
     heard_s: list[float] = field(default_factory=list)  # to the reply's first sound
     errors: list[str] = field(default_factory=list)
+    turn_marks: list[dict[str, float]] = field(default_factory=list)  # each turn's breakdown (ms)
 
 
 def speech_clip(text: str) -> tuple[np.ndarray, float]:
@@ -128,6 +136,7 @@ class RealtimeCaller:
         self.speech_end: float | None = None  # wall time the current turn's speech ended
         self.reply_done = asyncio.Event()
         self.playing_until = 0.0
+        self.answered: dict[str, float] = {}  # response id -> its v2v, until its breakdown comes
 
     async def run(self, turns: int, offset_s: float) -> RealtimeCallerStats:
         await asyncio.sleep(offset_s)  # callers do not all start on the same frame
@@ -197,6 +206,7 @@ class RealtimeCaller:
                     first_audio, heard_from = now, self.speech_end
                     if self.speech_end is not None:
                         self.stats.v2v_s.append(now - self.speech_end)
+                        self.answered[event.get("response_id", "")] = now - self.speech_end
                         self.speech_end = None
                 loud = np.nonzero(np.abs(pcm) > LOUD)[0]
                 if heard_from is not None and len(loud):  # played from the first delta in real time
@@ -211,6 +221,8 @@ class RealtimeCaller:
                 self.reply_done.set()
             elif kind == "error":
                 self.stats.errors.append(event["error"].get("code") or "error")
+            elif kind == "omnivox.turn.breakdown" and (v2v := self.answered.pop(event["response_id"], None)):
+                self.stats.turn_marks.append(turn_marks(v2v * 1000, event["stages_ms"]))
 
 
 def session_config(args: argparse.Namespace) -> dict:
@@ -241,7 +253,7 @@ async def _load(base: str, users: int, clips: list, args: argparse.Namespace) ->
             WebRtcCaller(base, clips, session_config(args), RealtimeCallerStats()) for _ in range(users)
         ]
     else:
-        url = base.replace("http://", "ws://") + "/v1/realtime"
+        url = base.replace("http://", "ws://") + "/v1/realtime?omnivox_events=true"  # (each turn's breakdown)
         callers = [RealtimeCaller(url, clips, args) for _ in range(users)]
     # callers start spread over one turn's length, so they are at different points of their calls
     return await asyncio.gather(*(c.run(args.turns, SPREAD_S * i / users) for i, c in enumerate(callers)))
@@ -315,6 +327,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"  {key}: recorder {rec}")
         if r["errors"]:
             print(f"  {key}: errors {statistics.multimode(r['errors'])} ({len(r['errors'])} in all)")
+    print_breakdown(args, results, clips)
     write_json(
         args.json,
         {
@@ -374,6 +387,7 @@ def _one(args: argparse.Namespace, users: int, clips: list, extra_env: dict[str,
         wait_finished(Path(env["OMNIVOX_DATA_DIR"]))
         gateway_cpu = cpu_seconds(c.gateway.pid) - cpu0  # the recorder's work included, replays too
     v2v = [s for st in stats for s in st.v2v_s]
+    marks = [m for st in stats for m in st.turn_marks]
     heard = [s for st in stats for s in st.heard_s]
     errors = [e for st in stats for e in st.errors]
     p95 = percentile(v2v, 95)
@@ -402,6 +416,32 @@ def _one(args: argparse.Namespace, users: int, clips: list, extra_env: dict[str,
         "stages": view.get("stages", []),
         "gateway_cpu_pct": 100 * gateway_cpu / wall / users,
         "errors": errors,
+        "breakdown_p50_ms": median_marks(marks),
         "wall_s": wall,
         "real_time": held,
     }
+
+
+def print_breakdown(args: argparse.Namespace, results: dict[str, dict[str, Any]], clips: list) -> None:
+    """Where the voice-to-voice went (p50 of each stage's mark, ms after the end of speech), and with
+    ``--floor`` each turn detection's floor: every stage alone on this machine (``bench.floor``)."""
+    rows = [[key, *row(r["breakdown_p50_ms"])] for key, r in results.items() if r.get("breakdown_p50_ms")]
+    if args.floor:
+        from omnivox.bench.floor import load_stack, measure_floor
+
+        stack = load_stack(args)  # after the load runs: its models never compete with the servers'
+        try:
+            for mode in args.detection:
+                args.mode = mode
+                floor = measure_floor(stack, clips, RATE, args)
+                results[f"floor/{mode}"] = {"breakdown_p50_ms": floor}
+                rows.append([f"floor/{mode}", *row(floor)])
+        finally:
+            stack.close()
+    if rows:
+        print_table(
+            "Voice to voice, broken down: p50 ms after the end of the user's speech"
+            " (the server's stages, then the caller's v2v)",
+            ["run", *BREAKDOWN_COLUMNS],
+            rows,
+        )
