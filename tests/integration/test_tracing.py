@@ -3,15 +3,18 @@
 A realtime session whose client sends its own W3C ``traceparent`` is one trace: the gateway's
 ``session`` span (a child of the client's), its ``queue`` span, and the worker's ``worker.session``
 span (a child of the gateway's, in another process), each under its process's ``service.name``.
+A spoken turn adds the agent's spans under the worker's: the ``user_turn`` (its ``speech``,
+``end_of_turn`` and ``asr.final``) and the ``reply`` that answered it, with its stages as events.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from cluster import ECHO_VOICE, cluster
 from otlp_receiver import OtlpReceiver
-from rtclient import Events, client
+from rtclient import Events, client, silence, speech, stream
 
 CLIENT_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 CLIENT_SPAN = "00f067aa0ba902b7"
@@ -57,3 +60,40 @@ async def test_a_realtime_session_is_one_trace_across_gateway_and_worker(traced)
     assert worker.attributes["omnivox.engine"] == "cascade" == queue.attributes["omnivox.engine"]
     assert worker.attributes["omnivox.worker_id"] == queue.attributes["omnivox.worker_id"]
     assert session.start_ns <= queue.start_ns <= queue.end_ns <= worker.start_ns <= session.end_ns
+
+
+SPOKEN_TRACE = "0af7651916cd43dd8448eb211c80319c"
+
+
+async def test_a_spoken_turn_and_its_reply_are_spans_under_the_worker_in_order(traced):
+    c, receiver = traced
+    headers = {"traceparent": f"00-{SPOKEN_TRACE}-b7ad6b7169203331-01"}
+    async with client(c.ws).realtime.connect(model="omnivox", extra_headers=headers) as conn:
+        events = Events(conn)
+        await events.wait_for("session.created")
+        await stream(
+            conn, np.concatenate([silence(0.3), speech("what is the weather"), silence(1.2)]), speed=2
+        )
+        await events.wait_for("response.done", timeout=30)
+        await events.stop()
+
+    wanted = {"session", "worker.session", "user_turn", "speech", "end_of_turn", "asr.final", "reply"}
+
+    def complete(spans) -> bool:
+        return wanted <= {s.name for s in spans if s.trace_id == SPOKEN_TRACE}
+
+    spans = [s for s in receiver.wait_for(complete) if s.trace_id == SPOKEN_TRACE]
+    by_name = {s.name: s for s in spans}
+    worker, turn, reply = by_name["worker.session"], by_name["user_turn"], by_name["reply"]
+    speech_span, wait, final = by_name["speech"], by_name["end_of_turn"], by_name["asr.final"]
+    assert turn.parent_id == worker.span_id and turn.service == "omnivox-worker"
+    assert {s.parent_id for s in (speech_span, wait, final)} == {turn.span_id}
+    assert reply.parent_id == turn.span_id  # the reply answers that turn
+    # in order: the speech, the turn detection's wait, the final transcript; all inside the session
+    assert worker.start_ns <= speech_span.start_ns <= speech_span.end_ns <= wait.end_ns <= final.end_ns
+    assert final.end_ns <= turn.end_ns <= worker.end_ns and reply.end_ns <= worker.end_ns
+    assert wait.attributes["omnivox.turn_detection"] == "server_vad"
+    assert reply.attributes["omnivox.llm"] == "echo" and reply.attributes["omnivox.state"] == "done"
+    stages = [e for e in reply.events if e in ("llm.first_token", "tts.first_audio", "first_audio_sent")]
+    assert stages == ["llm.first_token", "tts.first_audio", "first_audio_sent"]
+    assert reply.events[-1] == "played"

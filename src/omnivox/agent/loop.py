@@ -45,6 +45,7 @@ from omnivox.agent.pacing import Pacing
 from omnivox.agent.playout import Playback, Playout
 from omnivox.agent.replies import Replies
 from omnivox.agent.reply import Reply, ReplyPlan
+from omnivox.agent.traces import AgentTraces, turn_detection
 from omnivox.agent.turn_timing import TurnTimer
 from omnivox.agent.turns import (
     Action,
@@ -112,7 +113,11 @@ class VoiceAgent:
         waits_for_audio: bool = False,
     ) -> None:
         self.settings = settings = settings or AgentSettings()
-        self.emit = emit
+        # the session's spans (nothing while tracing is off): they see every event on its way out
+        self.traces = AgentTraces(
+            model=voice.profile().llm_name, mode=lambda: turn_detection(self.settings.turns), clock=clock
+        )
+        self.emit = emit = self.traces.observe(emit)
         self.planner = plan
         self.units = units
         self.input_thread = ThreadPoolExecutor(1, thread_name_prefix="agent-input")
@@ -348,7 +353,9 @@ class VoiceAgent:
             elif isinstance(action, DropPrepared):
                 await replies.discard_speculation()
             elif isinstance(action, CommitTurn):
-                self.emit(UserTurn(action.turn_id, action.text))
+                turn = UserTurn(action.turn_id, action.text)
+                self.emit(turn)
+                self.traces.user_turn(turn, self.turn_timer.turn(action.speech_end_at))
                 if action.respond and self.settings.answer:
                     await self._answer(action.text, action.speech_end_at)
 
@@ -368,6 +375,7 @@ class VoiceAgent:
     async def _finished(self, reply: Reply) -> None:
         asr_busy, asr_audio = self.hearing.take_figures()
         self.turn_timer.fill(reply.plan.speech_end_at, reply.figures.times)
+        self.traces.reply_over(reply)
         self.emit(ReplyReport(reply.reply_id, reply.state, reply.figures, asr_busy, asr_audio))
         await self._arm_idle(self.replies.playback_left_s())
 

@@ -48,10 +48,15 @@ class TurnTimer:
             times = StageTimes(commit.speech_end_at, self._noticed, decided[1], heard.at)
             self._turns = [*self._turns[-(KEEP - 1) :], times]
 
+    def turn(self, speech_end_at: float | None) -> StageTimes | None:
+        """The hearing's stages of the turn whose speech ended at ``speech_end_at`` (None: no turn of
+        the last few)."""
+        return next(
+            (t for t in self._turns if speech_end_at is not None and t.speech_end == speech_end_at), None
+        )
+
     def fill(self, speech_end_at: float | None, times: StageTimes) -> None:
         """Give a reply's ``times`` the hearing's stages of the turn whose speech ended at
         ``speech_end_at`` (nothing when no turn of those prompted it)."""
-        for turn in self._turns:
-            if speech_end_at is not None and turn.speech_end == speech_end_at:
-                times.hearing_from(turn)
-                return
+        if (turn := self.turn(speech_end_at)) is not None:
+            times.hearing_from(turn)

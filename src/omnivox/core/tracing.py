@@ -34,8 +34,21 @@ _PROPAGATOR = TraceContextTextMapPropagator()
 _ENDPOINT_VARS = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
 
 
+_on = False  # configure_tracing turned it on in this process
+
+
 def tracer() -> trace.Tracer:
     return trace.get_tracer("omnivox")
+
+
+def tracing_on() -> bool:
+    """Whether this process exports spans (code that builds spans after the fact skips the work)."""
+    return _on
+
+
+def wall_ns(monotonic_s: float, now_monotonic: float, now_wall: float) -> int:
+    """A ``time.monotonic`` moment as a span time (nanoseconds since the epoch)."""
+    return int((monotonic_s - now_monotonic + now_wall) * 1e9)
 
 
 def endpoint(configured: str | None, env: Mapping[str, str] = os.environ) -> str | None:
@@ -60,9 +73,11 @@ def configure_tracing(role: str, configured_endpoint: str | None) -> Callable[[]
             "omnivox: tracing is configured but the OpenTelemetry SDK is not installed: "
             "pip install 'omnivox[telemetry]'"
         ) from None
+    global _on
     provider = TracerProvider(resource=Resource.create({"service.name": f"omnivox-{role}"}))
     provider.add_span_processor(BatchSpanProcessor(_exporter(url)))
     trace.set_tracer_provider(provider)
+    _on = True
     log.info("tracing: spans of omnivox-%s go to %s", role, url)
     return provider.shutdown
 
