@@ -224,7 +224,7 @@ class VoiceAgent:
     async def respond(self, plan: Callable[[], ReplyPlan]) -> Reply:
         """A reply now (the adapter's request); raises ``ActiveResponse`` while one is speaking."""
         await self.units.cancel(IDLE)
-        return await self.replies.create(plan)
+        return await self.replies.create(lambda: self.traces.traced(plan()))
 
     def cancel(self, reply_id: str | None = None) -> None:
         """Stop the speaking reply (``reply_id``: only if it is that one); raises
@@ -326,7 +326,7 @@ class VoiceAgent:
         )
 
     def _plan(self, extra: list[ChatMessage], speech_end_at: float | None = None) -> ReplyPlan:
-        return replace(self.planner(extra), speech_end_at=speech_end_at)
+        return self.traces.traced(replace(self.planner(extra), speech_end_at=speech_end_at))
 
     async def _execute(self, actions: list[Action]) -> None:
         """Carry out what turn-taking decided, in order."""

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -41,9 +41,9 @@ from omnivox.agent.events import (
     SpeechStopped,
     UserTurn,
 )
-from omnivox.agent.reply import Reply
+from omnivox.agent.reply import Reply, ReplyPlan
 from omnivox.agent.turns import TurnSettings
-from omnivox.core.tracing import tracer, tracing_on, wall_ns
+from omnivox.core.tracing import traceparent, tracer, tracing_on, wall_ns
 
 KEEP = 4  # turns whose spans a reply may still be a child of
 
@@ -69,6 +69,7 @@ class AgentTraces:
         self.mode = mode  # the turn detection in effect: manual, server_vad, semantic_vad:<eagerness>
         self.clock = clock
         self.parent = otel_context.get_current()  # the worker's session span
+        self.traceparent = traceparent() if tracing_on() else None  # it, for the models' requests
         self._speech_ms: tuple[float, float] = (0.0, 0.0)  # the current turn's speech (audio time)
         self._turns: dict[float, trace.Span] = {}  # speech end -> its turn's span
         self._replies: dict[str, _ReplyNotes] = {}
@@ -127,6 +128,12 @@ class AgentTraces:
         span.end(end_time=at)
 
     # ---- the agent's calls
+
+    def traced(self, plan: ReplyPlan) -> ReplyPlan:
+        """``plan`` with its request made under the session's span (a pipeline's stages continue it)."""
+        if self.traceparent is None:
+            return plan
+        return replace(plan, request=replace(plan.request, traceparent=self.traceparent))
 
     def user_turn(self, turn: UserTurn, times: StageTimes | None) -> None:
         """The user's turn is over (``times``: its hearing's stages, where they were measured)."""

@@ -105,6 +105,24 @@ def traceparent() -> str | None:
     return carrier.get(TRACEPARENT)
 
 
+def child_span(name: str, parent: str, attributes: Mapping[str, str | int]) -> trace.Span | None:
+    """A span under the remote parent a ``traceparent`` names, for work that hands its context on
+    (a pipeline request); None while tracing is off or nothing names a parent. End it yourself."""
+    ctx = context_from(parent) if _on else None
+    if ctx is None:
+        return None
+    return tracer().start_span(name, context=ctx, attributes=dict(attributes))
+
+
+def traceparent_of(span: trace.Span | None) -> str:
+    """``span`` as a W3C ``traceparent`` ("" for none)."""
+    if span is None:
+        return ""
+    carrier: dict[str, str] = {}
+    _PROPAGATOR.inject(carrier, context=trace.set_span_in_context(span))
+    return carrier.get(TRACEPARENT, "")
+
+
 def context_from(value: str | None) -> otel_context.Context | None:
     """The remote parent a ``traceparent`` names (None: none, or one that does not parse)."""
     if not value:

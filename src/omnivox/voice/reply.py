@@ -44,6 +44,7 @@ class ReplyRequest:
     voice: str | None = None  # None: the TTS's default
     speed: float | None = None  # None: the TTS's configured pace
     apology: str = ""  # said instead when the reply fails before its first word ("": fail)
+    traceparent: str | None = None  # the span it is made under (W3C): a pipeline's stages continue it
 
 
 @dataclass(frozen=True)
