@@ -68,17 +68,21 @@ async def test_a_realtime_session_is_one_trace_across_gateway_and_worker(traced)
 SPOKEN_TRACE = "0af7651916cd43dd8448eb211c80319c"
 
 
+async def one_spoken_turn(sdk, headers: dict[str, str]) -> None:
+    """Say one sentence to a realtime session and wait for the reply to it."""
+    async with sdk.realtime.connect(model="omnivox", extra_headers=headers) as conn:
+        events = Events(conn)
+        await events.wait_for("session.created", timeout=30)
+        clip = np.concatenate([silence(0.3), speech("what is the weather"), silence(1.2)])
+        await stream(conn, clip, speed=2)
+        await events.wait_for("response.done", timeout=60)
+        await events.stop()
+
+
 async def test_a_spoken_turn_and_its_reply_are_spans_under_the_worker_in_order(traced):
     c, receiver = traced
     headers = {"traceparent": f"00-{SPOKEN_TRACE}-b7ad6b7169203331-01"}
-    async with client(c.ws).realtime.connect(model="omnivox", extra_headers=headers) as conn:
-        events = Events(conn)
-        await events.wait_for("session.created")
-        await stream(
-            conn, np.concatenate([silence(0.3), speech("what is the weather"), silence(1.2)]), speed=2
-        )
-        await events.wait_for("response.done", timeout=30)
-        await events.stop()
+    await one_spoken_turn(client(c.ws), headers)
 
     wanted = {"session", "worker.session", "user_turn", "speech", "end_of_turn", "asr.final", "reply"}
 
@@ -121,16 +125,7 @@ def traced_pipeline(tmp_path_factory):
 async def test_a_pipeline_reply_is_one_trace_through_the_coordinator_and_its_stages(traced_pipeline):
     served, receiver = traced_pipeline
     headers = {**AUTH, "traceparent": f"00-{PIPELINE_TRACE}-a3ce929d0e0e4736-01"}
-    async with client(served.ws, api_key=KEY).realtime.connect(
-        model="omnivox", extra_headers=headers
-    ) as conn:
-        events = Events(conn)
-        await events.wait_for("session.created", timeout=30)
-        await stream(
-            conn, np.concatenate([silence(0.3), speech("what is the weather"), silence(1.2)]), speed=2
-        )
-        await events.wait_for("response.done", timeout=60)
-        await events.stop()
+    await one_spoken_turn(client(served.ws, api_key=KEY), headers)
 
     def said(s) -> bool:  # the request of the reply that was said (one prepared in a pause may be dropped)
         return s.name == "pipeline.request" and s.attributes.get("omnivox.state") == "completed"

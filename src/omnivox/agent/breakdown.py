@@ -12,17 +12,17 @@ From the end of the user's speech to the reply's first audio sent, a turn passes
 - ``first_audio_sent``: the reply's first audio went out (its voice-to-voice).
 
 ``StageTimes`` collects the clock times (the agent's monotonic clock) as they happen: the hearing's
-on the event loop, the reply's on its output thread and event side. ``TurnBreakdown`` is the
-record an adapter reports: each stage in seconds after the end of the speech. A reply prepared in
-the user's pause starts before the turn is decided, so its LLM and TTS stages may come before
-``decided``: the marks are times, not a sum of durations; ``steps`` gives what each stage added over
-the one before it, and the steps add up to the last mark (with ``first_audio_sent``, the
-voice-to-voice).
+on the event loop, the reply's on its output thread and event side; its ``marks`` are what an
+adapter reports: each stage in seconds after the end of the speech. A reply prepared in the user's
+pause starts before the turn is decided, so its LLM and TTS stages may come before ``decided``: the
+marks are times, not a sum of durations; ``steps`` gives what each stage added over the one before
+it, and the steps add up to the last mark (with ``first_audio_sent``, the voice-to-voice).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 STAGES = (
     "noticed",
@@ -53,41 +53,21 @@ class StageTimes:
         """Take the hearing's stages (up to the final transcript) of the turn this reply answers."""
         self.noticed, self.decided, self.transcribed = other.noticed, other.decided, other.transcribed
 
-    def breakdown(self) -> TurnBreakdown | None:
-        """The stages in seconds after the end of the speech (None: no speech prompted this reply)."""
+    def marks(self) -> dict[str, float]:
+        """The stages passed, in stage order, in seconds after the end of the speech (none when no
+        speech prompted this reply): the per-turn breakdown."""
         end = self.speech_end
         if end is None:
-            return None
-        return TurnBreakdown(**{s: None if (t := getattr(self, s)) is None else t - end for s in STAGES})
+            return {}
+        return {s: t - end for s in STAGES if (t := getattr(self, s)) is not None}
 
 
-@dataclass(frozen=True)
-class TurnBreakdown:
-    """One turn's stages, each in seconds after the end of the user's speech (None: not passed)."""
-
-    noticed: float | None = None
-    decided: float | None = None
-    transcribed: float | None = None
-    llm_first_token: float | None = None
-    first_words: float | None = None
-    tts_first_audio: float | None = None
-    first_audio_sent: float | None = None
-
-    def marks(self) -> dict[str, float]:
-        """The stages passed, in stage order."""
-        return {f.name: v for f in fields(self) if (v := getattr(self, f.name)) is not None}
-
-    def steps(self) -> dict[str, float]:
-        """What each stage passed added over the one before it (the first: over the speech's end);
-        they add up to the last mark."""
-        out: dict[str, float] = {}
-        before = 0.0
-        for name, at in self.marks().items():
-            out[name] = at - before
-            before = at
-        return out
-
-    @classmethod
-    def from_marks(cls, marks: dict[str, float]) -> TurnBreakdown:
-        """The breakdown a report named (stages it does not know are left out)."""
-        return cls(**{s: float(v) for s, v in marks.items() if s in STAGES})
+def steps(marks: Mapping[str, float]) -> dict[str, float]:
+    """What each mark added over the one before it, in the marks' order (the first: over the
+    speech's end); they add up to the last mark."""
+    out: dict[str, float] = {}
+    before = 0.0
+    for name, at in marks.items():
+        out[name] = at - before
+        before = at
+    return out

@@ -101,7 +101,7 @@ class ReplyFigures:
     tts_audio_s: float = 0.0
     usage: Usage | None = None  # the LLM's own token counts, where it reported them
     # when it passed each stage, and the turn it answers (complete by its ``ReplyReport``): the
-    # per-turn breakdown (``times.breakdown()``)
+    # per-turn breakdown (``times.marks()``)
     times: StageTimes = field(default_factory=StageTimes)
 
 

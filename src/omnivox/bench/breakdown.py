@@ -38,16 +38,6 @@ def turn_marks(v2v_ms: float, stages_ms: dict[str, float]) -> dict[str, float]:
     return marks
 
 
-def steps(marks: dict[str, float]) -> dict[str, float]:
-    """What each mark added over the one before it (the first: over the speech's end)."""
-    out, before = {}, 0.0
-    for name in MARKS:
-        if name in marks:
-            out[name] = marks[name] - before
-            before = marks[name]
-    return out
-
-
 def median_marks(turns: Sequence[dict[str, float]]) -> dict[str, float]:
     """Each mark's median over the turns that reported it."""
     return {

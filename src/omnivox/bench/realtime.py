@@ -29,6 +29,11 @@ both stay under 1, no turn failed, and 95% of replies start within a second of t
 (``silence_duration_ms``, or semantic_vad's pause for a finished sentence, + 1 s after the
 speech): a machine past its capacity shows it there first, as queueing delay, long before the
 factors reach 1.
+
+Callers ask for omnivox's events, so each reply ends with its breakdown (``bench.breakdown``): a
+second table gives each stage's p50 (ms after the end of the speech) and the caller's own v2v;
+``--floor`` adds, per turn detection, each stage measured alone on the same clips, prompt and
+sentence in this process after the load runs (``bench.floor``).
 """
 
 from __future__ import annotations

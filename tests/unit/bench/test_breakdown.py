@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from omnivox.bench.breakdown import COLUMNS, MARKS, median_marks, row, steps, turn_marks
+from omnivox.agent.breakdown import steps
+from omnivox.bench.breakdown import COLUMNS, MARKS, median_marks, row, turn_marks
 
 
 def test_a_turns_steps_add_up_to_the_voice_to_voice_the_caller_measured() -> None:

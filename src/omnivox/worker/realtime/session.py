@@ -311,8 +311,7 @@ class RealtimeSession(SessionHandler):
         """A heard reply's figures, for the gateway. A failed reply is told in its response.done
         alone (stock clients take an error event as the session's end); the gateway counts it."""
         figures = report.figures
-        breakdown = figures.times.breakdown()
-        stages = breakdown.marks() if breakdown is not None else None
+        stages = figures.times.marks()
         if stages:
             stages_ms = {stage: round(s * 1000, 1) for stage, s in stages.items()}
             self.events.put(ev.TurnBreakdownReport(response_id=report.reply_id, stages_ms=stages_ms))
