@@ -11,7 +11,8 @@ the agent was made: the worker's ``worker.session``, itself a child of the gatew
 - ``reply`` (the LLM call to its report), a child of the turn it answers, with events
   ``llm.first_token``, ``first_words``, ``tts.first_audio``, ``first_audio_sent``, ``tool_call``,
   ``paused``, ``resumed`` / ``barge_in`` (the interruption's decision), then ``played`` or ``cut``;
-- ``error``: a failure the agent went on after (its code and category).
+- ``error``: a failure the agent went on after (its code and category); ``barge_in``: a reply that
+  had finished but still played cut by the user (``ReplyCut``).
 
 Attributes say the model (``omnivox.llm``), voice, turn detection mode and the ids of the turn and
 reply; the worker and engine are the parent span's.
@@ -33,6 +34,7 @@ from omnivox.agent.events import (
     AgentEvent,
     Failure,
     ReplyCall,
+    ReplyCut,
     ReplyEnded,
     ReplyPaused,
     ReplyResumed,
@@ -100,10 +102,13 @@ class AgentTraces:
         elif isinstance(event, ReplyPaused):
             self._note(event.reply_id, now, "paused", {"omnivox.at_ms": event.at_ms})
         elif isinstance(event, ReplyResumed):
-            attrs = {"omnivox.decision": "resume", "omnivox.reason": event.reason}
-            self._note(event.reply_id, now, "resumed", attrs)
+            decision = {"omnivox.decision": "resume", "omnivox.reason": event.reason}
+            self._note(event.reply_id, now, "resumed", decision)
         elif isinstance(event, ReplyEnded):
             self._ended(event, now)
+        elif isinstance(event, ReplyCut):  # a barge-in on a reply whose span is made: a span of its own
+            cut = {"omnivox.decision": "cut", "omnivox.reply_id": event.reply_id}
+            self._instant("barge_in", now, {**cut, "omnivox.stopped_ms": event.stopped_ms})
 
     def _note(self, reply_id: str, at: float, name: str, attrs: dict[str, Any]) -> None:
         self._replies.setdefault(reply_id, _ReplyNotes()).events.append((at, name, attrs))
@@ -121,10 +126,14 @@ class AgentTraces:
 
     def _error(self, event: Failure, now: float) -> None:
         err = event.error
+        attrs = {"omnivox.error.code": err.code, "omnivox.error.category": str(err.category)}
+        self._instant("error", now, attrs, Status(StatusCode.ERROR, err.code))
+
+    def _instant(self, name: str, now: float, attrs: dict[str, Any], status: Status | None = None) -> None:
         at = self._span_times(now)(now)
-        span = tracer().start_span("error", context=self.parent, start_time=at)
-        span.set_attributes({"omnivox.error.code": err.code, "omnivox.error.category": str(err.category)})
-        span.set_status(Status(StatusCode.ERROR, err.code))
+        span = tracer().start_span(name, context=self.parent, start_time=at, attributes=attrs)
+        if status is not None:
+            span.set_status(status)
         span.end(end_time=at)
 
     # ---- the agent's calls

@@ -15,6 +15,7 @@ from omnivox.agent import traces as agent_traces
 from omnivox.agent.breakdown import StageTimes
 from omnivox.agent.events import (
     Failure,
+    ReplyCut,
     ReplyEnded,
     ReplyFigures,
     ReplyPaused,
@@ -109,6 +110,14 @@ def test_a_failure_the_agent_went_on_after_is_an_error_span(exported) -> None:
     (span,) = exported.get_finished_spans()
     assert span.name == "error" and span.status.status_code is StatusCode.ERROR
     assert span.attributes["omnivox.error.code"] == EngineFailure.code
+
+
+def test_a_barge_in_on_a_finished_reply_still_playing_is_a_span_of_its_own(exported) -> None:
+    traces = AgentTraces(model="m", mode=lambda: "server_vad", clock=Clock(1.0))
+    traces.observe(lambda e: None)(ReplyCut("reply_9", 1200.0))
+    (span,) = exported.get_finished_spans()
+    assert span.name == "barge_in" and span.attributes["omnivox.decision"] == "cut"
+    assert span.attributes["omnivox.reply_id"] == "reply_9"
 
 
 def test_tracing_off_leaves_the_events_alone_and_makes_no_span() -> None:
