@@ -18,6 +18,7 @@ from omnivox.agent.breakdown import StageTimes
 from omnivox.agent.playout import Playback
 from omnivox.core.errors import OmnivoxError
 from omnivox.voice.llm.base import ToolCallDelta, Usage
+from omnivox.voice.tool_calls import ToolResult, ToolRunning
 
 
 @dataclass(frozen=True)
@@ -148,6 +149,14 @@ class ReplyCall:
 
 
 @dataclass(frozen=True)
+class ReplyTool:
+    """A tool the server runs itself (``voice.tool_calls``) started, or ended with its result."""
+
+    reply_id: str
+    step: ToolRunning | ToolResult
+
+
+@dataclass(frozen=True)
 class ReplyPaused:
     """Speech over the reply: its audio stopped at ``at_ms`` (undoably)."""
 
@@ -203,6 +212,7 @@ ReplyEvent = (
     | ReplySentence
     | ReplyAudio
     | ReplyCall
+    | ReplyTool
     | ReplyPaused
     | ReplyResumed
     | ReplyEnded

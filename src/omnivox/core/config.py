@@ -91,6 +91,13 @@ class GatewaySettings(BaseModel):
     worker_urls: list[str] = Field(default_factory=list, description="workers the gateway knows up front")
     max_queue_size: int = Field(1000, ge=0)
     queue_update_interval_s: float = Field(3.0, gt=0)
+    resume_grace_s: float = Field(
+        10.0,
+        ge=0,
+        le=600,
+        description="a waiting client whose connection dropped (or whose gateway died) may connect "
+        "again with its resume token this long and keep its place in the queue (0: off)",
+    )
     health_interval_s: float = Field(2.0, gt=0)
     health_timeout_s: float = Field(2.0, gt=0)
     offline_after_failures: int = Field(2, ge=1)
@@ -429,6 +436,18 @@ class RealtimeSettings(BaseModel):
         max_length=500,
         description="what a caller hears when a reply cannot be made (the LLM server is down or fails "
         "before its first word); empty: nothing is said and the response fails",
+    )
+    # MCP tools (session.tools[] of type "mcp"): the worker is the MCP client
+    mcp_allow_private: bool = Field(
+        False,
+        description="MCP server URLs may name loopback and private addresses (off: such a URL is "
+        "refused, or a session could reach the worker's own network)",
+    )
+    mcp_timeout_s: float = Field(
+        30.0,
+        gt=0,
+        le=600,
+        description="the longest an MCP server may take to list its tools or answer a call",
     )
 
 

@@ -25,6 +25,7 @@ POLICY = [
     E.WorkerUnavailable,
     E.WorkerBusy,
     E.InvalidSessionId,
+    E.InvalidResumeToken,
     E.TooManySessions,
     E.SlowClient,
     E.TooManyWorkers,
