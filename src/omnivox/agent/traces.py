@@ -5,7 +5,8 @@ Spans are built when what they tell is over, with the times the turn and the rep
 all is done while tracing is off (``core.tracing.tracing_on``). Their parent is the span current when
 the agent was made: the worker's ``worker.session``, itself a child of the gateway's ``session``.
 
-- ``user_turn`` (speech start to final transcript) with children ``speech`` (to the end of the speech),
+- ``user_turn`` (from when its speech was heard to start to its final transcript) with children
+  ``speech`` (to the end of the speech),
   ``end_of_turn`` (the turn detection's wait and decision: ``noticed_ms`` says when the pause was
   heard) and ``asr.final`` (the final transcript);
 - ``reply`` (the LLM call to its report), a child of the turn it answers, with events
@@ -40,7 +41,6 @@ from omnivox.agent.events import (
     ReplyResumed,
     ReplyState,
     SpeechStarted,
-    SpeechStopped,
     UserTurn,
 )
 from omnivox.agent.reply import Reply, ReplyPlan
@@ -72,7 +72,9 @@ class AgentTraces:
         self.clock = clock
         self.parent = otel_context.get_current()  # the worker's session span
         self.traceparent = traceparent() if tracing_on() else None  # it, for the models' requests
-        self._speech_ms: tuple[float, float] = (0.0, 0.0)  # the current turn's speech (audio time)
+        # when the current turn's speech was heard to start (its audio may come faster than real time,
+        # held while the session waited, so its length in audio says less)
+        self._speech_heard: float | None = None
         self._turns: dict[float, trace.Span] = {}  # speech end -> its turn's span
         self._replies: dict[str, _ReplyNotes] = {}
 
@@ -92,9 +94,7 @@ class AgentTraces:
     def _see(self, event: AgentEvent) -> None:
         now = self.clock()
         if isinstance(event, SpeechStarted):
-            self._speech_ms = (event.audio_ms, event.audio_ms)
-        elif isinstance(event, SpeechStopped):
-            self._speech_ms = (self._speech_ms[0], event.audio_ms)
+            self._speech_heard = now
         elif isinstance(event, Failure):
             self._error(event, now)
         elif isinstance(event, ReplyCall) and event.call.name:
@@ -151,7 +151,7 @@ class AgentTraces:
         now = self.clock()
         ns = self._span_times(now)
         end = times.speech_end
-        start = end - max(0.0, self._speech_ms[1] - self._speech_ms[0]) / 1000
+        start = min(end, self._speech_heard if self._speech_heard is not None else end)
         mode = self.mode()
         span = tracer().start_span(
             "user_turn",

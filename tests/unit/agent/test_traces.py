@@ -49,11 +49,12 @@ def exported(monkeypatch) -> InMemorySpanExporter:
 
 
 def test_a_turn_and_the_reply_that_answered_it_then_was_cut(exported) -> None:
-    clock = Clock(50.0)
+    clock = Clock(47.5)
     traces = AgentTraces(model="smollm2", mode=lambda: "server_vad", clock=clock)
     seen: list = []
     emit = traces.observe(seen.append)
-    emit(SpeechStarted("turn_1", 1000.0))
+    emit(SpeechStarted("turn_1", 1000.0))  # heard at 47.5
+    clock.now = 49.1
     emit(SpeechStopped("turn_1", 2500.0))
     times = StageTimes(speech_end=49.0, noticed=49.05, decided=49.5, transcribed=49.6)
     clock.now = 49.6
