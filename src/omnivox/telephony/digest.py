@@ -2,7 +2,8 @@
 
 Nonces are stateless: an HMAC under a secret this process makes, of the time they were issued,
 so a nonce is good for ``NONCE_TTL_S`` and a forged or stale one is refused. Credentials are
-compared in constant time.
+compared in constant time, as bytes (a header may hold any character; it is refused, never an
+exception).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ class DigestAuth:
         except ValueError:
             return False
         fresh = 0 <= self.clock() - issued <= NONCE_TTL_S
-        return fresh and hmac.compare_digest(nonce, self._nonce(issued))
+        return fresh and hmac.compare_digest(nonce.encode(), self._nonce(issued).encode())
 
     def challenge(self) -> str:
         """A ``WWW-Authenticate`` header value."""
@@ -75,4 +76,5 @@ class DigestAuth:
             expected = _md5(f"{ha1}:{nonce}:{ha2}")
         else:
             return None
-        return user if hmac.compare_digest(expected, response.lower()) else None
+        # bytes: compare_digest refuses str with non-ASCII characters (a hostile header's)
+        return user if hmac.compare_digest(expected.encode(), response.lower().encode()) else None
