@@ -94,14 +94,38 @@ def _parse(text: str) -> tuple[str, int, list[tuple[int, str]], int | None, str]
     return address, audio.port, codecs, dtmf, direction
 
 
-def render(local_ip: str, port: int, codecs: list[tuple[int, str]], dtmf: int | None, direction: str) -> str:
+@dataclass(frozen=True)
+class Origin:
+    """Our SDP's ``o=`` session id and version: the same id for a whole call, the version one up
+    with each new description in it (a re-INVITE's answer; RFC 3264 section 8)."""
+
+    session_id: int
+    version: int
+
+    @classmethod
+    def now(cls) -> Origin:
+        stamp = int(time.time())
+        return cls(stamp, stamp)
+
+    def next(self) -> Origin:
+        return Origin(self.session_id, self.version + 1)
+
+
+def render(
+    local_ip: str,
+    port: int,
+    codecs: list[tuple[int, str]],
+    dtmf: int | None,
+    direction: str,
+    origin: Origin | None = None,
+) -> str:
     """Our SDP: one audio stream of ``codecs`` (payload type, name), plus telephone events."""
-    session = str(int(time.time()))
+    origin = origin or Origin.now()
     family = "IP6" if ":" in local_ip else "IP4"
     formats = [str(pt) for pt, _ in codecs] + ([str(dtmf)] if dtmf is not None else [])
     lines = [
         "v=0",
-        f"o=omnivox {session} {session} IN {family} {local_ip}",
+        f"o=omnivox {origin.session_id} {origin.version} IN {family} {local_ip}",
         "s=omnivox",
         f"c=IN {family} {local_ip}",
         "t=0 0",
@@ -122,21 +146,24 @@ _ANSWER_DIRECTION = {
 }
 
 
-def answer(offer_text: str, local_ip: str, port: int, prefer: str | None = None) -> tuple[MediaPlan, str]:
-    """The plan for a caller's offer and our SDP answer; raises ``UnusableSdp``. The offerer's
-    first G.711 codec is taken, or ``prefer`` where the offer has it (a re-INVITE mid-call: the
-    session keeps the codec it speaks if it can)."""
+def answer(
+    offer_text: str, local_ip: str, port: int, prefer: str | None = None, origin: Origin | None = None
+) -> tuple[MediaPlan, str]:
+    """The plan for a caller's offer and our SDP answer (as ``origin``: the call's); raises
+    ``UnusableSdp``. The offerer's first G.711 codec is taken, or ``prefer`` where the offer has it
+    (a re-INVITE mid-call: the session keeps the codec it speaks if it can)."""
     address, remote_port, codecs, dtmf, direction = _parse(offer_text)
     if not codecs:
         raise UnusableSdp("the offer has no G.711 audio (PCMU or PCMA at 8 kHz)")
     pt, name = next((c for c in codecs if c[1] == prefer), codecs[0])
     plan = MediaPlan(name, pt, dtmf, (address, remote_port), direction)
-    return plan, render(local_ip, port, [(pt, name)], dtmf, _ANSWER_DIRECTION.get(direction, "sendrecv"))
+    answered = _ANSWER_DIRECTION.get(direction, "sendrecv")
+    return plan, render(local_ip, port, [(pt, name)], dtmf, answered, origin)
 
 
-def offer(local_ip: str, port: int) -> str:
+def offer(local_ip: str, port: int, origin: Origin | None = None) -> str:
     """Our offer for a call omnivox places: PCMU, PCMA and telephone events."""
-    return render(local_ip, port, [(0, "PCMU"), (8, "PCMA")], DTMF_PT, "sendrecv")
+    return render(local_ip, port, [(0, "PCMU"), (8, "PCMA")], DTMF_PT, "sendrecv", origin)
 
 
 def accept_answer(answer_text: str) -> MediaPlan:

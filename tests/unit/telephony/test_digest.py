@@ -28,15 +28,16 @@ def nonce_of(auth: DigestAuth) -> str:
 def credentials(auth: DigestAuth, nonce: str, password: str = "pw", **over: str) -> str:
     user, realm, uri = over.get("username", "trunk"), over.get("realm", auth.realm), "sip:agent@host"
     ha1, ha2 = md5(f"{user}:{realm}:{password}"), md5(f"INVITE:{uri}")
+    nc = over.get("nc", "00000001")  # (each use of a nonce counts up)
     params = {
         "username": user,
         "realm": realm,
         "nonce": nonce,
         "uri": uri,
         "qop": "auth",
-        "nc": "00000001",
+        "nc": nc,
         "cnonce": "c0ffee",
-        "response": md5(f"{ha1}:{nonce}:00000001:c0ffee:auth:{ha2}"),
+        "response": md5(f"{ha1}:{nonce}:{nc}:c0ffee:auth:{ha2}"),
     }
     return header(**{**params, **over})
 
@@ -81,10 +82,10 @@ def test_the_rfcs_worked_examples_are_accepted(
         cnonce=cnonce,
         response=response,
     )
-    assert auth.check("GET", good) == "Mufasa"
     assert auth.check("POST", good) is None  # the method is part of what is signed
-    assert auth.check("GET", good.replace(response, response.upper())) == "Mufasa"  # hex in any case
     assert auth.check("GET", good.replace("nc=00000001", "nc=00000002")) is None
+    assert auth.check("GET", good.replace(response, response.upper())) == "Mufasa"  # hex in any case
+    assert auth.check("GET", good) is None  # once: the same count again is a replay
 
 
 def test_the_challenge_offers_md5_with_qop_auth_in_our_realm() -> None:
@@ -93,6 +94,7 @@ def test_the_challenge_offers_md5_with_qop_auth_in_our_realm() -> None:
     assert challenge.startswith('Digest realm="omnivox", nonce="')
     assert 'algorithm=MD5, qop="auth"' in challenge
     assert nonce_of(auth).startswith(f"{int(NOW):x}.")
+    assert nonce_of(auth) != nonce_of(auth)  # two challenges in one second: two nonces
 
 
 def test_rfc2069_credentials_without_qop_are_accepted() -> None:
@@ -100,8 +102,9 @@ def test_rfc2069_credentials_without_qop_are_accepted() -> None:
     nonce = nonce_of(auth)
     ha1, ha2 = md5("trunk:omnivox:pw"), md5("INVITE:sip:agent@host")
     bare = dict(username="trunk", realm="omnivox", nonce=nonce, uri="sip:agent@host")
-    assert auth.check("INVITE", header(**bare, response=md5(f"{ha1}:{nonce}:{ha2}"))) == "trunk"
     assert auth.check("INVITE", header(**bare, response=md5(f"{ha1}:{nonce}:x"))) is None
+    assert auth.check("INVITE", header(**bare, response=md5(f"{ha1}:{nonce}:{ha2}"))) == "trunk"
+    assert auth.check("INVITE", header(**bare, response=md5(f"{ha1}:{nonce}:{ha2}"))) is None  # once
 
 
 @pytest.mark.parametrize(
@@ -129,23 +132,26 @@ def test_a_nonce_must_be_ours_and_fresh() -> None:
     nonce = nonce_of(auth)
     assert auth.check("INVITE", credentials(auth, nonce)) == "trunk"
     assert auth.check("INVITE", credentials(auth, nonce_of(other))) is None  # another process's secret
-    issued, tag = nonce.split(".")
+    # (below: each use of the nonce counts up, as its client would)
+    issued, salt, tag = nonce.split(".")
     forged = [
-        f"{int(issued, 16) + 1:x}.{tag}",  # someone else's time under our tag
-        f"0x{issued}.{tag}",  # the same number, spelt otherwise
-        "zz.00",
+        f"{int(issued, 16) + 1:x}.{salt}.{tag}",  # someone else's time under our tag
+        f"0x{issued}.{salt}.{tag}",  # the same number, spelt otherwise
+        f"{issued}.{salt}0.{tag}",  # another salt under our tag
+        f"{issued}.{tag}",  # no salt
+        "zz.00.00",
         "",
-        "é.é",
-        f"{issued}.{tag}é",
+        "é.é.é",
+        f"{issued}.{salt}.{tag}é",
     ]
     for bad in forged:
         assert auth.check("INVITE", credentials(auth, bad)) is None, bad
     now[0] = NOW + NONCE_TTL_S
-    assert auth.check("INVITE", credentials(auth, nonce)) == "trunk"  # the last second it is good
+    assert auth.check("INVITE", credentials(auth, nonce, nc="00000002")) == "trunk"  # its last second
     now[0] = NOW + NONCE_TTL_S + 1
-    assert auth.check("INVITE", credentials(auth, nonce)) is None
+    assert auth.check("INVITE", credentials(auth, nonce, nc="00000003")) is None
     now[0] = NOW - 1  # a nonce from the future (a clock that went back)
-    assert auth.check("INVITE", credentials(auth, nonce)) is None
+    assert auth.check("INVITE", credentials(auth, nonce, nc="00000004")) is None
 
 
 @pytest.mark.parametrize(
@@ -154,3 +160,30 @@ def test_a_nonce_must_be_ours_and_fresh() -> None:
 )
 def test_headers_that_are_no_digest_credentials_are_refused(raw: str | None) -> None:
     assert fixed([NOW]).check("INVITE", raw) is None
+
+
+def test_credentials_overheard_place_no_second_call():
+    auth = fixed([NOW])
+    nonce = nonce_of(auth)
+    once = credentials(auth, nonce)
+    assert auth.check("INVITE", once, "sip:agent@host") == "trunk"
+    assert auth.check("INVITE", once, "sip:agent@host") is None  # the same count again: a replay
+    bare = dict(username="trunk", realm="omnivox", nonce=nonce_of(fixed([NOW + 1])), uri="sip:agent@host")
+    # without qop (no count) a nonce is good once: here another process's nonce, so never
+    assert auth.check("INVITE", header(**bare, response="0" * 32), "sip:agent@host") is None
+
+
+def test_a_nonce_counted_up_by_its_own_client_is_good_again():
+    auth = fixed([NOW])
+    nonce = nonce_of(auth)
+    for nc in ("00000001", "00000002", "0000000a"):
+        assert auth.check("INVITE", credentials(auth, nonce, nc=nc), "sip:agent@host") == "trunk"
+    assert auth.check("INVITE", credentials(auth, nonce, nc="00000003"), "sip:agent@host") is None
+    assert auth.check("INVITE", credentials(auth, nonce, nc="zz"), "sip:agent@host") is None
+
+
+def test_credentials_for_another_request_uri_are_refused():
+    auth = fixed([NOW])
+    signed = credentials(auth, nonce_of(auth))  # for sip:agent@host
+    assert auth.check("INVITE", signed, "sip:billing@host") is None
+    assert auth.check("INVITE", signed, "sip:agent@HOST;transport=udp") == "trunk"  # the same resource

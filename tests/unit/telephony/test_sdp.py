@@ -215,3 +215,13 @@ def test_the_peers_address_is_taken_in_the_form_its_packets_come_from(written: s
     family = "IP6" if ":" in written else "IP4"
     text = offer().replace("c=IN IP4 10.0.0.1", f"c=IN {family} {written}")
     assert sdp.answer(text, "127.0.0.1", 1)[0].remote == (canonical, 4000)
+
+
+def test_a_re_invite_s_answer_keeps_the_session_id_and_counts_the_version_up():
+    first = sdp.Origin(1_800_000_000, 1_800_000_000)
+    _, answer = sdp.answer(OFFER, "10.0.0.2", 4000, origin=first)
+    _, again = sdp.answer(OFFER, "10.0.0.2", 4000, origin=first.next())
+    origin_line = lambda text: next(line for line in text.splitlines() if line.startswith("o="))  # noqa: E731
+    assert origin_line(answer) == "o=omnivox 1800000000 1800000000 IN IP4 10.0.0.2"
+    assert origin_line(again) == "o=omnivox 1800000000 1800000001 IN IP4 10.0.0.2"
+    assert first.next().next() == sdp.Origin(1_800_000_000, 1_800_000_002)

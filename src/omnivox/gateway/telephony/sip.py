@@ -143,7 +143,7 @@ class SipEdge:
                 authorization = incoming.invite.get_header("authorization")
                 if authorization is None:
                     return 401, {"WWW-Authenticate": self.digest.challenge()}
-                if self.digest.check("INVITE", authorization) is None:
+                if self.digest.check("INVITE", authorization, incoming.invite.uri) is None:
                     return 403, {}
         try:
             with self.invites.admit(source):
@@ -211,8 +211,10 @@ class SipEdge:
         if incoming.dialog.state is DialogState.TERMINATED:
             self.legs.drop_port(endpoint)  # cancelled while its media was being opened
             return
-        plan, answer = sdp.answer(incoming.invite.text or "", self.advertise, endpoint.port)
+        origin = sdp.Origin.now()
+        plan, answer = sdp.answer(incoming.invite.text or "", self.advertise, endpoint.port, origin=origin)
         leg = InboundLeg(incoming, call, endpoint, profile, plan, answer)
+        leg.origin = origin
         call.on_end = lambda reason: self._ended(leg, reason)
         call.info = {
             "direction": "inbound",
@@ -335,8 +337,13 @@ class SipEdge:
         if leg is None or leg.plan is None:
             return
         try:
+            origin = leg.origin.next()  # the same session, its next version
             plan, answer = sdp.answer(
-                incoming.invite.text or "", self.advertise, leg.endpoint.port, prefer=leg.plan.codec
+                incoming.invite.text or "",
+                self.advertise,
+                leg.endpoint.port,
+                prefer=leg.plan.codec,
+                origin=origin,
             )
             if plan.codec != leg.plan.codec:  # answering a codec the offer lacks breaks RFC 3264
                 raise UnusableSdp(f"the offer has no {leg.plan.codec}, the codec of this call")
@@ -344,7 +351,7 @@ class SipEdge:
             self.metrics.refused.labels("488").inc()
             incoming._send_response(488, "Not Acceptable Here")
             return
-        leg.plan = plan
+        leg.plan, leg.origin = plan, origin
         if isinstance(leg, InboundLeg):
             leg.answer_sdp = answer
         leg.endpoint.start(plan)  # the hold's direction too: nothing is sent while held
