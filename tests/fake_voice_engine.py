@@ -28,6 +28,7 @@ class ScriptedListener:
         self.background_s = 0.0  # no recogniser threads here
         self.references: list[np.ndarray | None] = []  # the echo reference each feed was given
         self.peeked = ""  # what ``peek`` says was heard so far
+        self.pause_started_ms: float | None = None  # the scripted events say when pauses end
 
     @property
     def audio_ms(self) -> float:
@@ -65,7 +66,7 @@ class FakeVoiceEngine(Engine):
     capabilities = Capabilities(streaming=False, realtime=True, audio_in=True, audio_out=True)
 
     def __init__(self, script: list[list[Heard]] | None = None, hold: bool = False) -> None:
-        self.listener = ScriptedListener(script or [])
+        self.listener = ScriptedListener(list(script or []))  # (a test's script may serve several)
         self.hold = hold
         self.asked: list[str] = []  # the last user message of every reply asked for
         self.prefilled: list[str] = []  # the last user message of every prefill

@@ -28,6 +28,7 @@ class ReceivedSpan:
     start_ns: int
     end_ns: int
     attributes: dict = field(default_factory=dict)
+    events: tuple[str, ...] = ()  # the span's events' names, in order
 
 
 def _value(v) -> object:  # an AnyValue
@@ -92,6 +93,7 @@ class OtlpReceiver:
                             s.start_time_unix_nano,
                             s.end_time_unix_nano,
                             {a.key: _value(a.value) for a in s.attributes},
+                            tuple(e.name for e in s.events),
                         )
                     )
         with self._lock:

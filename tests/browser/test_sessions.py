@@ -88,6 +88,21 @@ def test_a_voice_conversation_is_listed_and_replayed_on_its_timeline(rec, open_p
     expect(view.locator("#latency tr")).to_have_count(1)
     expect(view.locator("#latency tr td").nth(2)).to_have_text(re.compile(r"\d+ ms"))
     expect(view.locator("#latency tr td").nth(3)).to_contain_text("voice to voice")
+    # where the reply's time went: a waterfall of its stages, the last (its first audio) at the far end
+    waterfall = view.locator("#latency tr .waterfall")
+    for stage in (
+        "noticed",
+        "decided",
+        "transcribed",
+        "llm_first_token",
+        "tts_first_audio",
+        "first_audio_sent",
+    ):
+        expect(waterfall.locator(f'li[data-stage="{stage}"]')).to_contain_text(re.compile(r"\d+ ms"))
+    ends = waterfall.locator(".wf-bar").evaluate_all(
+        "bars => bars.map(b => parseFloat(b.style.left) + parseFloat(b.style.width))"
+    )
+    assert max(ends) == pytest.approx(100, abs=0.2) and min(ends) > 0
 
     # the merged replay plays, the cursor follows it, a click on a turn seeks there
     audio = view.locator("#replay-audio")

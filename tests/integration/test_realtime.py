@@ -145,8 +145,9 @@ async def test_barge_in_cancels_the_reply_and_truncates_it(rt_cluster):
         kept = done.response.output[0].content[0].transcript
         assert kept and len(kept) < len(full) and full.startswith(kept.rsplit(" ", 1)[0])
         assert done.response.output[0].status == "incomplete"
-        # no audio of the cancelled reply arrives after its response.done
-        assert all(t <= done_at for t, e in events.seen if getattr(e, "response_id", None) == reply_id)
+        # no audio of the cancelled reply arrives after its response.done (its breakdown may)
+        after = [e for t, e in events.seen if t > done_at and getattr(e, "response_id", None) == reply_id]
+        assert all(e.type == "omnivox.turn.breakdown" for e in after), [e.type for e in after]
         # the interruption is a new turn that gets its own reply
         second = await events.wait_for("response.done", count=2)
         await talk

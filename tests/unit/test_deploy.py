@@ -145,7 +145,7 @@ def test_the_dashboard_and_alerts_name_only_metrics_the_gateway_exports() -> Non
     # what the issue asks the dashboard to show
     for needed in ("omnivox_active_sessions", "omnivox_queue_length", "omnivox_voice_to_voice_seconds_bucket",
                    "omnivox_realtime_interruptions_total", "omnivox_errors_total", "omnivox_workers",
-                   "omnivox_pipeline_stages_alive"):  # fmt: skip
+                   "omnivox_pipeline_stages_alive", "omnivox_turn_stage_seconds_bucket"):  # fmt: skip
         assert needed in named, needed
 
 

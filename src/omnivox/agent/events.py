@@ -9,11 +9,12 @@ item id), fixed when the user starts speaking.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 import numpy as np
 
+from omnivox.agent.breakdown import StageTimes
 from omnivox.agent.playout import Playback
 from omnivox.core.errors import OmnivoxError
 from omnivox.voice.llm.base import ToolCallDelta, Usage
@@ -100,6 +101,9 @@ class ReplyFigures:
     tts_busy_s: float = 0.0  # synthesis time (output thread) and the audio it made
     tts_audio_s: float = 0.0
     usage: Usage | None = None  # the LLM's own token counts, where it reported them
+    # when it passed each stage, and the turn it answers (complete by its ``ReplyReport``): the
+    # per-turn breakdown (``times.marks()``)
+    times: StageTimes = field(default_factory=StageTimes)
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,8 @@ from omnivox.agent.pacing import Pacing
 from omnivox.agent.playout import Playback, Playout
 from omnivox.agent.replies import Replies
 from omnivox.agent.reply import Reply, ReplyPlan
+from omnivox.agent.traces import AgentTraces, turn_detection
+from omnivox.agent.turn_timing import TurnTimer
 from omnivox.agent.turns import (
     Action,
     BargeIn,
@@ -117,7 +119,11 @@ class VoiceAgent:
         waits_for_audio: bool = False,
     ) -> None:
         self.settings = settings = settings or AgentSettings()
-        self.emit = emit
+        # the session's spans (nothing while tracing is off): they see every event on its way out
+        self.traces = AgentTraces(
+            model=voice.profile().llm_name, mode=lambda: turn_detection(self.settings.turns), clock=clock
+        )
+        self.emit = emit = self.traces.observe(emit)
         self.planner = plan
         self.prompt = prompt  # None: nothing is prefilled while the user speaks
         self.units = units
@@ -145,6 +151,7 @@ class VoiceAgent:
             drop_unsent=drop_unsent,
             clock=clock,
         )
+        self.turn_timer = TurnTimer(clock)  # the hearing's side of each turn's breakdown
         self._owed: float | None = None  # a turn to answer once the backlog is heard (its speech end)
         self._fed = self._heard = 0  # chunks fed, and heard (with what turn-taking made of them)
         self._progress = asyncio.Event()  # a chunk was heard
@@ -225,7 +232,7 @@ class VoiceAgent:
     async def respond(self, plan: Callable[[], ReplyPlan]) -> Reply:
         """A reply now (the adapter's request); raises ``ActiveResponse`` while one is speaking."""
         await self.units.cancel(IDLE)
-        return await self.replies.create(plan)
+        return await self.replies.create(lambda: self.traces.traced(plan()))
 
     def cancel(self, reply_id: str | None = None) -> None:
         """Stop the speaking reply (``reply_id``: only if it is that one); raises
@@ -288,8 +295,11 @@ class VoiceAgent:
                 raise
             self.emit(Failure(err))  # e.g. stage_lost: the next turn is heard again
             return
+        self.turn_timer.chunk(hearing.listener.pause_started_ms)
         for heard in heard_now:
-            await self._execute(self.turns.heard(heard, job.arrival, self._floor()))
+            actions = self.turns.heard(heard, job.arrival, self._floor())
+            self.turn_timer.heard(heard, actions)
+            await self._execute(actions)
         if self.turns.interruption.due(hearing.listener.audio_ms):
             await self._expire()
         if self._owed is not None and hearing.backlog_ms <= BACKLOG_MS and not self.turns.in_turn:
@@ -324,7 +334,7 @@ class VoiceAgent:
         )
 
     def _plan(self, extra: list[ChatMessage], speech_end_at: float | None = None) -> ReplyPlan:
-        return replace(self.planner(extra), speech_end_at=speech_end_at)
+        return self.traces.traced(replace(self.planner(extra), speech_end_at=speech_end_at))
 
     async def _execute(self, actions: list[Action]) -> None:
         """Carry out what turn-taking decided, in order."""
@@ -355,7 +365,9 @@ class VoiceAgent:
                     words = [ChatMessage(role="user", content=action.text)]
                     replies.prefill(partial(self.prompt, words))
             elif isinstance(action, CommitTurn):
-                self.emit(UserTurn(action.turn_id, action.text))
+                turn = UserTurn(action.turn_id, action.text)
+                self.emit(turn)
+                self.traces.user_turn(turn, self.turn_timer.turn(action.speech_end_at))
                 if action.respond and self.settings.answer:
                     await self._answer(action.text, action.speech_end_at)
 
@@ -374,6 +386,8 @@ class VoiceAgent:
 
     async def _finished(self, reply: Reply) -> None:
         asr_busy, asr_audio = self.hearing.take_figures()
+        self.turn_timer.fill(reply.plan.speech_end_at, reply.figures.times)
+        self.traces.reply_over(reply)
         self.emit(ReplyReport(reply.reply_id, reply.state, reply.figures, asr_busy, asr_audio))
         await self._arm_idle(self.replies.playback_left_s())
 

@@ -298,6 +298,10 @@ class Reply:
             if not self.playback.started:
                 now = self.clock()
                 self.figures.tts_ttfa_s = now - self._started
+                self.figures.times.first_audio_sent, self.figures.times.speech_end = (
+                    now,
+                    self.plan.speech_end_at,
+                )
                 if self.plan.speech_end_at is not None:
                     self.figures.voice_to_voice_s = now - self.plan.speech_end_at
             ms = self.playback.send(piece, RATE)  # a truncation may name any of it from now on
@@ -328,8 +332,14 @@ class Reply:
 
     def _counted(self, pieces: Iterator[ReplyPiece]) -> Iterator[ReplyPiece]:
         """The models' pieces, their synthesis time and audio counted as they are made."""
+        times = self.figures.times
         for piece in pieces:
             if isinstance(piece, Spoken):
                 self.figures.tts_busy_s += piece.synth_s
                 self.figures.tts_audio_s += len(piece.audio) / RATE
+                if times.tts_first_audio is None:  # the first words went to the TTS synth_s ago
+                    times.tts_first_audio = self.clock()
+                    times.first_words = times.tts_first_audio - piece.synth_s
+            elif isinstance(piece, FirstToken) and times.llm_first_token is None:
+                times.llm_first_token = self.clock()
             yield piece

@@ -50,6 +50,7 @@ class CallerStats:
     v2v_s: list[float] = field(default_factory=list)  # to the reply's first audio
     heard_s: list[float] = field(default_factory=list)  # to the reply's first sound
     errors: list[str] = field(default_factory=list)
+    turn_marks: list[dict[str, float]] = field(default_factory=list)  # each reply's breakdown (ms)
 
 
 def speech_clip(text: str, rate: int = RATE) -> Clip:

@@ -29,6 +29,11 @@ both stay under 1, no turn failed, and 95% of replies start within a second of t
 (``silence_duration_ms``, or semantic_vad's pause for a finished sentence, + 1 s after the
 speech): a machine past its capacity shows it there first, as queueing delay, long before the
 factors reach 1.
+
+Callers ask for omnivox's events, so each reply ends with its breakdown (``bench.breakdown``): a
+second table gives each stage's p50 (ms after the end of the speech) and the caller's own v2v;
+``--floor`` adds, per turn detection, each stage measured alone on the same clips, prompt and
+sentence in this process after the load runs (``bench.floor``).
 """
 
 from __future__ import annotations
@@ -52,6 +57,8 @@ import websockets
 from websockets.asyncio.client import ClientConnection
 
 from omnivox.audio.pcm import pcm16_to_b64
+from omnivox.bench.breakdown import COLUMNS as BREAKDOWN_COLUMNS
+from omnivox.bench.breakdown import median_marks, row, turn_marks
 from omnivox.bench.paced_caller import (
     RATE,
     SENTENCES,
@@ -99,6 +106,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="how callers call",
     )
     parser.add_argument("--log-dir", help="keep the server logs here")
+    parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="also measure each stage of a turn alone (same clips, prompt and sentence) under the breakdown",
+    )
     add_record_argument(parser)
     add_pipeline_arguments(parser)
     add_pacing_argument(parser)
@@ -117,6 +129,7 @@ class RealtimeCaller:
         self.args = args
         self.stats = RealtimeCallerStats()
         self.timer = ReplyTimer(self.stats, RATE)
+        self.answered: dict[str, float] = {}  # response id -> its v2v, until its breakdown comes
 
     async def run(self, turns: int, offset_s: float) -> RealtimeCallerStats:
         await asyncio.sleep(offset_s)  # callers do not all start on the same frame
@@ -152,7 +165,10 @@ class RealtimeCaller:
                 self.timer.reply_started()
             elif kind == "response.output_audio.delta":
                 pcm = np.frombuffer(base64.b64decode(event["delta"]), "<i2")
+                timed = len(self.stats.v2v_s)
                 self.timer.audio(pcm, time.monotonic())
+                if len(self.stats.v2v_s) > timed:  # this reply's first audio: its v2v, for its breakdown
+                    self.answered[event.get("response_id", "")] = self.stats.v2v_s[-1]
             elif kind == "response.done":
                 status = event["response"]["status"]
                 if status != "completed":
@@ -160,6 +176,8 @@ class RealtimeCaller:
                 self.timer.reply_finished(time.monotonic())
             elif kind == "error":
                 self.stats.errors.append(event["error"].get("code") or "error")
+            elif kind == "omnivox.turn.breakdown" and (v2v := self.answered.pop(event["response_id"], None)):
+                self.stats.turn_marks.append(turn_marks(v2v * 1000, event["stages_ms"]))
 
 
 def session_config(args: argparse.Namespace) -> dict:
@@ -191,7 +209,7 @@ async def _load(base: str, users: int, clips: list, args: argparse.Namespace) ->
             for _ in range(users)
         ]
     else:
-        url = base.replace("http://", "ws://") + "/v1/realtime"
+        url = base.replace("http://", "ws://") + "/v1/realtime?omnivox_events=true"  # (each turn's breakdown)
         callers = [RealtimeCaller(url, clips, args) for _ in range(users)]
     # callers start spread over one turn's length, so they are at different points of their calls
     return await asyncio.gather(*(c.run(args.turns, SPREAD_S * i / users) for i, c in enumerate(callers)))
@@ -265,6 +283,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"  {key}: recorder {rec}")
         if r["errors"]:
             print(f"  {key}: errors {statistics.multimode(r['errors'])} ({len(r['errors'])} in all)")
+    print_breakdown(args, results, clips)
     write_json(
         args.json,
         {
@@ -342,6 +361,7 @@ def measure(args: argparse.Namespace, users: int, clips: list, extra_env: dict[s
         gateway_cpu = cpu_seconds(c.gateway.pid) - cpu0  # the recorder's work included, replays too
         serving_cpu = sum(cpu_seconds(pid) for pid in serving) - serving_cpu0
     v2v = [s for st in stats for s in st.v2v_s]
+    marks = [m for st in stats for m in st.turn_marks]
     heard = [s for st in stats for s in st.heard_s]
     errors = [e for st in stats for e in st.errors]
     p95 = percentile(v2v, 95)
@@ -367,6 +387,32 @@ def measure(args: argparse.Namespace, users: int, clips: list, extra_env: dict[s
         "gateway_cpu_pct": 100 * gateway_cpu / wall / users,
         "serving_cpu_s": serving_cpu,  # gateway, workers (and a pipeline's processes), over the calls
         "errors": errors,
+        "breakdown_p50_ms": median_marks(marks),
         "wall_s": wall,
         "real_time": held,
     }
+
+
+def print_breakdown(args: argparse.Namespace, results: dict[str, dict[str, Any]], clips: list) -> None:
+    """Where the voice-to-voice went (p50 of each stage's mark, ms after the end of speech), and with
+    ``--floor`` each turn detection's floor: every stage alone on this machine (``bench.floor``)."""
+    rows = [[key, *row(r["breakdown_p50_ms"])] for key, r in results.items() if r.get("breakdown_p50_ms")]
+    if args.floor:
+        from omnivox.bench.floor import load_stack, measure_floor
+
+        stack = load_stack(args)  # after the load runs: its models never compete with the servers'
+        try:
+            for mode in args.detection:
+                args.mode = mode
+                floor = measure_floor(stack, clips, RATE, args)
+                results[f"floor/{mode}"] = {"breakdown_p50_ms": floor}
+                rows.append([f"floor/{mode}", *row(floor)])
+        finally:
+            stack.close()
+    if rows:
+        print_table(
+            "Voice to voice, broken down: p50 ms after the end of the user's speech"
+            " (the server's stages, then the caller's v2v)",
+            ["run", *BREAKDOWN_COLUMNS],
+            rows,
+        )

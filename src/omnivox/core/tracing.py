@@ -34,8 +34,21 @@ _PROPAGATOR = TraceContextTextMapPropagator()
 _ENDPOINT_VARS = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
 
 
+_on = False  # configure_tracing turned it on in this process
+
+
 def tracer() -> trace.Tracer:
     return trace.get_tracer("omnivox")
+
+
+def tracing_on() -> bool:
+    """Whether this process exports spans (code that builds spans after the fact skips the work)."""
+    return _on
+
+
+def wall_ns(monotonic_s: float, now_monotonic: float, now_wall: float) -> int:
+    """A ``time.monotonic`` moment as a span time (nanoseconds since the epoch)."""
+    return int((monotonic_s - now_monotonic + now_wall) * 1e9)
 
 
 def endpoint(configured: str | None, env: Mapping[str, str] = os.environ) -> str | None:
@@ -60,9 +73,11 @@ def configure_tracing(role: str, configured_endpoint: str | None) -> Callable[[]
             "omnivox: tracing is configured but the OpenTelemetry SDK is not installed: "
             "pip install 'omnivox[telemetry]'"
         ) from None
+    global _on
     provider = TracerProvider(resource=Resource.create({"service.name": f"omnivox-{role}"}))
     provider.add_span_processor(BatchSpanProcessor(_exporter(url)))
     trace.set_tracer_provider(provider)
+    _on = True
     log.info("tracing: spans of omnivox-%s go to %s", role, url)
     return provider.shutdown
 
@@ -88,6 +103,24 @@ def traceparent() -> str | None:
     carrier: dict[str, str] = {}
     _PROPAGATOR.inject(carrier)
     return carrier.get(TRACEPARENT)
+
+
+def child_span(name: str, parent: str, attributes: Mapping[str, str | int]) -> trace.Span | None:
+    """A span under the remote parent a ``traceparent`` names, for work that hands its context on
+    (a pipeline request); None while tracing is off or nothing names a parent. End it yourself."""
+    ctx = context_from(parent) if _on else None
+    if ctx is None:
+        return None
+    return tracer().start_span(name, context=ctx, attributes=dict(attributes))
+
+
+def traceparent_of(span: trace.Span | None) -> str:
+    """``span`` as a W3C ``traceparent`` ("" for none)."""
+    if span is None:
+        return ""
+    carrier: dict[str, str] = {}
+    _PROPAGATOR.inject(carrier, context=trace.set_span_in_context(span))
+    return carrier.get(TRACEPARENT, "")
 
 
 def context_from(value: str | None) -> otel_context.Context | None:

@@ -174,7 +174,7 @@ def pipeline_reply(
     )
     began = time.monotonic()
     exits = ["llm", "tts"] if request.speak else ["llm"]
-    pending = client.submit(to_values(prompt), entries=["llm"], exits=exits)
+    pending = client.submit(to_values(prompt), entries=["llm"], exits=exits, traceparent=request.traceparent)
     first = True
     try:
         for event in pending.events(stop):

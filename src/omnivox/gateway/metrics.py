@@ -46,6 +46,14 @@ class GatewayMetrics:
             buckets=_LATENCY_BUCKETS,
             registry=r,
         )
+        self.turn_stage = Histogram(
+            "omnivox_turn_stage_seconds",
+            "Realtime: when a turn passed each stage (noticed, decided, transcribed, llm_first_token, "
+            "first_words, tts_first_audio, first_audio_sent), after the end of the user's speech",
+            ["stage"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
         self.llm_ttft = Histogram(
             "omnivox_llm_time_to_first_token_seconds",
             "Realtime: response start to the LLM's first token",

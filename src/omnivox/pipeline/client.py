@@ -166,8 +166,10 @@ class PipelineClient:
         *,
         entries: Sequence[str] = (),
         exits: Sequence[str] = (),
+        traceparent: str | None = None,
     ) -> Request:
-        """Start a request entering at ``entries`` (default: the spec's) for the results of ``exits``."""
+        """Start a request entering at ``entries`` (default: the spec's) for the results of ``exits``
+        (``traceparent``: the span it belongs to, which the coordinator's and stages' continue)."""
         if not self.ready.is_set():
             raise StageUnavailable(f"the pipeline coordinator at {self.coordinator} is not answering")
         rid = secrets.token_hex(8)
@@ -176,7 +178,7 @@ class PipelineClient:
         payload, frames = self._pack(values or {}, request._entry_host)
         with self._lock:
             self._requests[rid] = request
-        self._post(Submit(rid, payload, None, list(entries), list(exits)), frames)
+        self._post(Submit(rid, payload, None, list(entries), list(exits), traceparent or ""), frames)
         return request
 
     def in_flight(self) -> int:

@@ -22,9 +22,11 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+import msgspec
 import zmq
 
 from omnivox.core.errors import OmnivoxError, StageLost, StageUnavailable, as_omnivox_error
+from omnivox.core.tracing import child_span, traceparent_of
 from omnivox.pipeline import transport
 from omnivox.pipeline.connections import ConnectionGuard, ConnectionLimits, guard_listener
 from omnivox.pipeline.messages import (
@@ -277,7 +279,11 @@ class Coordinator:
             self._send(who, Failed(rid, err.code, err.message))
             return
         self.counts["submitted"] += 1
-        request = TrackedRequest(rid, who, plan, message.payload, list(frames), now)
+        attributes = {"omnivox.request_id": rid, "omnivox.exits": ",".join(plan.exits)}
+        span = child_span("pipeline.request", message.traceparent, attributes)
+        if span is not None:
+            plan = msgspec.structs.replace(plan, traceparent=traceparent_of(span))
+        request = TrackedRequest(rid, who, plan, message.payload, list(frames), now, span=span)
         self.requests[rid] = request
         self._dispatch(request)
 
@@ -354,6 +360,9 @@ class Coordinator:
     def _end(self, request: TrackedRequest, state: RequestState) -> None:
         request.machine.move(state)
         self.counts[state.value] += 1
+        if request.span is not None:
+            request.span.set_attribute("omnivox.state", state.value)
+            request.span.end()
         self.requests.pop(request.request_id, None)
         self._ended.add(request.request_id)
         self.relay.discard(request.payload)

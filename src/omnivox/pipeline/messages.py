@@ -57,6 +57,7 @@ class Plan(msgspec.Struct, frozen=True):
     entries: list[str]  # stages the coordinator submits to
     exits: list[str]  # stages whose results make the request's result
     client_host: str = ""  # the client's relay.host_id(): payloads for it may use shared memory
+    traceparent: str = ""  # the coordinator's span of the request (W3C): the stages' spans go under it
 
 
 class StageInfo(msgspec.Struct, frozen=True):
@@ -100,6 +101,7 @@ class Submit(msgspec.Struct, tag="submit", frozen=True):
     plan: Plan | None = None  # set by the coordinator; a client names entries/exits instead
     entries: list[str] = []  # client: where the request enters (default: the spec's entries)
     exits: list[str] = []  # client: whose results it wants (default: the spec's exits)
+    traceparent: str = ""  # client: the span the request belongs to (W3C; "": none)
 
 
 class DataReady(msgspec.Struct, tag="data_ready", frozen=True):

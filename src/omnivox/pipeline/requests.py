@@ -47,6 +47,7 @@ class TrackedRequest:
     machine: Machine[RequestState] = field(init=False)
     parts: dict[str, tuple[Payload, list[Any]]] = field(default_factory=dict)  # exit -> result
     early: list[tuple[Any, list[Any]]] = field(default_factory=list)  # client stream input while PENDING
+    span: Any = None  # its trace span (None: not traced), ended with it
 
     def __post_init__(self) -> None:
         self.machine = Machine(TRANSITIONS, RequestState.PENDING, "pipeline request")

@@ -25,6 +25,7 @@ from typing import Any
 import zmq
 
 from omnivox.core.errors import OmnivoxError, StageUnavailable, as_omnivox_error
+from omnivox.core.tracing import child_span
 from omnivox.pipeline import transport
 from omnivox.pipeline.connections import ConnectionGuard, ConnectionLimits, guard_listener
 from omnivox.pipeline.messages import (
@@ -60,6 +61,12 @@ class _Request:
     inputs: dict[str, dict[str, Any]] = field(default_factory=dict)  # fan-in: source -> values
     streamed: set[str] = field(default_factory=set)  # targets that got stream chunks from here
     seq: int = 0
+    span: Any = None  # its trace span here (None: not traced), ended when it leaves this stage
+
+    def leave(self, outcome: str) -> None:
+        if self.span is not None:
+            self.span.set_attribute("omnivox.outcome", outcome)
+            self.span.end()
 
 
 class Stage:
@@ -218,7 +225,8 @@ class Stage:
             if plan is None or self.name not in plan.targets:
                 self.bad_messages += 1
                 return
-            request = self.requests[rid] = _Request(plan)
+            span = child_span(f"stage.{self.name}", plan.traceparent, {"omnivox.request_id": rid})
+            request = self.requests[rid] = _Request(plan, span=span)
         inbox = self.scheduler.inbox
         if isinstance(message, Submit):
             request.started = True
@@ -245,7 +253,8 @@ class Stage:
 
     def _abort(self, request_id: str) -> None:
         self._aborted.add(request_id)
-        self.requests.pop(request_id, None)
+        if (request := self.requests.pop(request_id, None)) is not None:
+            request.leave("aborted")
         self.scheduler.abort(request_id)
 
     def _acknowledged(self, ack: RegisterAck) -> None:
@@ -268,12 +277,14 @@ class Stage:
             try:
                 if out.type == "error":
                     self.requests.pop(out.request_id, None)
+                    request.leave("error")
                     code, text = str(out.data.get("code", "pipeline_error")), str(out.data.get("message", ""))
                     self._to_coordinator(Failed(out.request_id, code, text, self.name))
                 elif out.type == "stream":
                     self._stream(out, request)
                 else:
                     self.requests.pop(out.request_id, None)
+                    request.leave("done")
                     self._result(out, request)
             except Exception as err:  # anything a model put out that cannot travel fails its request
                 self._fail(out.request_id, err)

@@ -6,7 +6,16 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from omnivox.protocol.timelines.reader import ErrorEvent, Event, Marker, Text, TurnEnd, TurnFigures, TurnStart
+from omnivox.protocol.timelines.reader import (
+    ErrorEvent,
+    Event,
+    Marker,
+    Text,
+    TurnEnd,
+    TurnFigures,
+    TurnStages,
+    TurnStart,
+)
 
 
 def describe(event: Event) -> dict[str, Any]:
@@ -35,6 +44,8 @@ def describe(event: Event) -> dict[str, Any]:
         return {"type": "error", "code": event.code, "message": event.message}
     if isinstance(event, TurnFigures):
         return {"type": "figures", "values": event.values, "next_turn": event.next_turn}
+    if isinstance(event, TurnStages):
+        return {"type": "stages", "stages": event.stages}
     if isinstance(event, Marker):
         return {"type": "marker", "name": event.name, **({"detail": event.detail} if event.detail else {})}
     return {"type": type(event).__name__.lower()}

@@ -71,6 +71,7 @@ class _Turn:
         self.status = "completed"
         self.interrupted = False
         self.figures: dict[str, Any] = {}
+        self.stages: dict[str, float] = {}  # the reply's breakdown (seconds after the speech's end)
 
     def text(self) -> str:
         if self.finals:
@@ -105,6 +106,8 @@ class _Turn:
         }
         if self.figures:
             out["figures"] = self.figures
+        if self.stages:
+            out["stages"] = self.stages
         if self.ref:
             out["ref"] = self.ref
         return out
@@ -175,6 +178,8 @@ def build_turns(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 ahead.update(e["values"])
             elif (turn := reply or last("assistant")) is not None:
                 turn.figures.update(e["values"])
+        elif kind == "stages" and (turn := reply or last("assistant")) is not None:
+            turn.stages = dict(e["stages"])
     for turn in (user, reply):
         if turn is not None:
             turn.status = "unfinished"

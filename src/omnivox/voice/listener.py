@@ -35,7 +35,8 @@ the assistant's own voice coming back through a speaker does not start a turn or
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, replace
+import time
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import numpy as np
@@ -60,6 +61,9 @@ class Heard:
     kind: HeardKind
     audio_ms: float = 0.0  # started: audio_start_ms (padded); stopped: audio_end_ms; else: now
     text: str = ""  # partial / final transcripts
+    # monotonic time it was heard: a turn's breakdown tells the turn's end (speech_stopped) from
+    # its final transcript (the ASR's flush), both heard in one chunk
+    at: float = field(default_factory=time.monotonic, compare=False)
 
 
 class Listener:
@@ -101,6 +105,11 @@ class Listener:
     def background_s(self) -> float:
         """Hearing work done outside ``feed`` so far (the ASR's background partials)."""
         return self.asr.background_s
+
+    @property
+    def pause_started_ms(self) -> float | None:
+        """Where the user's current pause began (None: no pause, or nobody speaking)."""
+        return self.detector.pause_started_ms if self.detector is not None else None
 
     @property
     def speaking(self) -> bool:

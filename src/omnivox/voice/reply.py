@@ -48,6 +48,7 @@ class ReplyRequest:
     speed: float | None = None  # None: the TTS's configured pace
     apology: str = ""  # said instead when the reply fails before its first word ("": fail)
     server_tools: ServerTools | None = None  # tools the server runs itself (``voice.tool_rounds``)
+    traceparent: str | None = None  # the span it is made under (W3C): a pipeline's stages continue it
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from fake_voice_engine import FakeVoiceEngine
+from omnivox.agent.breakdown import steps
 from omnivox.agent.events import (
     Failure,
     IdleTimeout,
@@ -398,3 +399,21 @@ async def test_stop_speaking_cuts_the_reply_and_names_it(harness) -> None:
     assert (await harness.until(ReplyEnded)).state is S.CANCELLED
     await harness.until(ReplyReport)
     assert harness.agent.stop_speaking() is None or harness.of(ReplyEnded)  # nothing left to stop
+
+
+TIMED_TURN = [
+    *TURN[:3],
+    # heard on the fake clock: the chunk that ended the turn arrived at 100.4
+    [Heard("speech_stopped", 900.0, at=100.4), Heard("final", 1400.0, "what time is it", at=100.42)],
+]
+
+
+@pytest.mark.parametrize("harness", [(TIMED_TURN, False)], indirect=True)
+async def test_the_report_of_a_spoken_turn_breaks_its_voice_to_voice_down(harness) -> None:
+    harness.feed(4)
+    report = await harness.until(ReplyReport)
+    marks = report.figures.times.marks()  # speech ended at 99.9 (500 ms of audio before the chunk)
+    assert marks["noticed"] == marks["decided"] == pytest.approx(0.5)  # one chunk held pause and end
+    assert marks["transcribed"] == pytest.approx(0.52)
+    assert marks["first_audio_sent"] == pytest.approx(report.figures.voice_to_voice_s)
+    assert sum(steps(marks).values()) == pytest.approx(report.figures.voice_to_voice_s)

@@ -317,3 +317,26 @@ async def test_function_calls_are_said_as_calls(thread) -> None:
     assert await said.reply.run() is S.DONE
     (call,) = said.of(ReplyCall)
     assert (call.call.name, call.call.arguments) == ("weather", '{"city": "Paris"}')
+
+
+async def test_a_reply_times_its_stages_on_its_clock(thread) -> None:
+    clock = Clock(now=20.0)
+
+    def produce(request: ReplyRequest, stop: threading.Event) -> Iterator[ReplyPiece]:
+        clock.now = 20.2
+        yield FirstToken(0.2)
+        yield Word("Hi.")
+        clock.now = 20.5  # the TTS took 0.1 s of this
+        yield Spoken("Hi.", tone(0.1), synth_s=0.1, starts_sentence=True)
+
+    said = Said(produce, thread, clock=clock, speech_end_at=19.5)
+    assert await said.reply.run() is S.DONE
+    figures = said.ended().figures
+    marks = figures.times.marks()
+    assert marks == {
+        "llm_first_token": pytest.approx(0.7),
+        "first_words": pytest.approx(0.9),
+        "tts_first_audio": pytest.approx(1.0),
+        "first_audio_sent": pytest.approx(1.0),
+    }
+    assert marks["first_audio_sent"] == pytest.approx(figures.voice_to_voice_s)

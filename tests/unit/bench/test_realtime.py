@@ -290,3 +290,26 @@ async def test_only_the_first_reply_after_speech_is_timed():
     done = {"type": "response.done", "response": {"status": "completed"}}
     await c.read_events(Replay([*reply, done, *reply, done]))  # a second reply with no speech before it
     assert len(c.stats.v2v_s) == 1 and len(c.stats.heard_s) == 1
+
+
+async def test_a_caller_pairs_each_reply_breakdown_with_the_voice_to_voice_it_measured():
+    c = caller()
+    c.timer.expect_reply(time.monotonic() - 1.0)
+    first = delta(np.full(480, 4000, np.int16))
+    first["response_id"] = "resp_1"
+    stages = {"decided": 520.0, "transcribed": 600.0, "first_audio_sent": 900.0}
+    events = [
+        {"type": "response.created", "response": {}},
+        first,
+        {"type": "response.done", "response": {"status": "completed"}},
+        {"type": "omnivox.turn.breakdown", "response_id": "resp_1", "stages_ms": stages},
+        {"type": "omnivox.turn.breakdown", "response_id": "resp_other", "stages_ms": stages},  # not timed
+    ]
+    await c.read_events(Replay(events))
+    (marks,) = c.stats.turn_marks
+    assert marks["to_caller"] == pytest.approx(c.stats.v2v_s[0] * 1000)
+    assert {k: marks[k] for k in stages} == stages
+
+
+def test_the_breakdown_table_has_the_floor_option():
+    assert parse().floor is False and parse("--floor").floor is True

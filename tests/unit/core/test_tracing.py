@@ -5,7 +5,17 @@ from __future__ import annotations
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 
-from omnivox.core.tracing import configure_tracing, context_from, endpoint, traceparent, tracer
+from omnivox.core import tracing
+from omnivox.core.tracing import (
+    child_span,
+    configure_tracing,
+    context_from,
+    endpoint,
+    traceparent,
+    traceparent_of,
+    tracer,
+    tracing_on,
+)
 
 
 def test_tracing_is_off_unless_an_endpoint_is_set_or_the_standard_variables_name_one() -> None:
@@ -35,3 +45,22 @@ def test_a_traceparent_carries_the_trace_to_the_next_process() -> None:
         assert child.get_span_context().trace_id == span.get_span_context().trace_id
         assert child.parent is not None and child.parent.span_id == span.get_span_context().span_id
     assert isinstance(tracer(), trace.Tracer)
+
+
+def test_a_pipeline_request_span_continues_its_senders_and_hands_its_own_on(monkeypatch) -> None:
+    provider = TracerProvider()
+    with provider.get_tracer("t").start_as_current_span("worker.session") as worker:
+        sent = traceparent()
+    assert sent is not None
+    assert not tracing_on() and child_span("pipeline.request", sent, {}) is None  # off: nothing made
+    monkeypatch.setattr(tracing, "_on", True)
+    monkeypatch.setattr(tracing, "tracer", lambda: provider.get_tracer("t"))
+    assert child_span("pipeline.request", "", {}) is None  # nobody to continue
+    request = child_span("pipeline.request", sent, {"omnivox.request_id": "r1"})
+    assert request is not None
+    assert request.parent is not None and request.parent.span_id == worker.get_span_context().span_id
+    stage = child_span("stage.llm", traceparent_of(request), {})
+    assert stage is not None and stage.parent is not None
+    assert stage.parent.span_id == request.get_span_context().span_id
+    assert stage.get_span_context().trace_id == worker.get_span_context().trace_id  # one trace
+    assert traceparent_of(None) == ""

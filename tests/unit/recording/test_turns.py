@@ -58,6 +58,7 @@ def test_realtime_turns_are_mapped_from_stream_positions_and_snap_to_the_speech(
         {"type": "barge_in", "t": 5.0, "cut_seq": 2},
         {"type": "turn_end", "role": "assistant", "t": 5.0, "status": "cancelled"},
         {"type": "figures", "t": 5.1, "values": {"voice_to_voice_s": 0.5}, "next_turn": False},
+        {"type": "stages", "t": 5.1, "stages": {"decided": 0.3, "first_audio_sent": 0.5}},
     ]
     heard_ends(events)
     user, reply = build_turns(events)
@@ -66,6 +67,7 @@ def test_realtime_turns_are_mapped_from_stream_positions_and_snap_to_the_speech(
     assert reply["start"] == 4.3 and reply["end"] == 5.0  # heard until the barge-in, not its queue
     assert reply["interrupted"] and reply["status"] == "cancelled" and reply["text"] == "Hi"
     assert reply["figures"] == {"voice_to_voice_s": 0.5} and reply["latency_s"] == pytest.approx(0.5)
+    assert reply["stages"] == {"decided": 0.3, "first_audio_sent": 0.5} and "stages" not in user
     assert [t["index"] for t in (user, reply)] == [0, 1]
 
 

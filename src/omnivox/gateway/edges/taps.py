@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from omnivox.agent.breakdown import STAGES
 from omnivox.connection.taps import Frame
 from omnivox.gateway.edges.sessions import SessionRecord
 from omnivox.gateway.metrics import GatewayMetrics
@@ -33,6 +34,9 @@ class MetricsTap:
             self.record.turns += 1
         if m.voice_to_voice_s is not None:
             metrics.voice_to_voice.observe(m.voice_to_voice_s)
+        for stage, seconds in (m.stages_s or {}).items():
+            if stage in STAGES:  # a label per known stage, whatever a worker sends
+                metrics.turn_stage.labels(stage).observe(seconds)
         if m.llm_ttft_s is not None:
             metrics.llm_ttft.observe(m.llm_ttft_s)
         if m.tts_ttfa_s is not None:

@@ -32,6 +32,9 @@ class Metrics(Msg):
     voice_to_voice_s: float | None = None  # end of user speech -> first audio delta
     llm_ttft_s: float | None = None
     tts_ttfa_s: float | None = None
+    # the turn's breakdown: each stage it passed (``agent.breakdown.STAGES``), in seconds after the
+    # end of the user's speech
+    stages_s: dict[str, float] | None = None
     interrupted: bool = False
     response_done: bool = False
     # full duplex: one unit

@@ -362,6 +362,17 @@ class InterruptionResumed(ExtensionEvent):
     reason: Literal["no_words", "backchannel", "echo"]
 
 
+class TurnBreakdownReport(ExtensionEvent):
+    """omnivox extension: where a reply's voice-to-voice went, sent when the reply is over: each
+    stage it passed (``noticed``, ``decided``, ``transcribed``, ``llm_first_token``,
+    ``first_words``, ``tts_first_audio``, ``first_audio_sent``) in milliseconds after the end of
+    the user's speech that prompted it."""
+
+    type: Literal["omnivox.turn.breakdown"] = "omnivox.turn.breakdown"
+    response_id: str
+    stages_ms: dict[str, float]
+
+
 # GA -> beta names, for clients connecting with "OpenAI-Beta: realtime=v1"
 BETA_SERVER_TYPES = {
     "conversation.item.added": "conversation.item.created",

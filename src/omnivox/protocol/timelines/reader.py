@@ -94,6 +94,14 @@ class TurnFigures:
 
 
 @dataclass(frozen=True)
+class TurnStages:
+    """The breakdown of the reply just ended: when it passed each stage, in seconds after the end of
+    the user's speech (``agent.breakdown``)."""
+
+    stages: dict[str, float]
+
+
+@dataclass(frozen=True)
 class Marker:
     """Something that happened in the session that is neither speech nor text (pause, stop, commit)."""
 
@@ -116,7 +124,16 @@ class Config:
 
 
 TimelineEvent = (
-    Audio | Image | Text | TurnStart | TurnEnd | AssistantCutOff | ErrorEvent | TurnFigures | Marker
+    Audio
+    | Image
+    | Text
+    | TurnStart
+    | TurnEnd
+    | AssistantCutOff
+    | ErrorEvent
+    | TurnFigures
+    | TurnStages
+    | Marker
 )
 Event = TimelineEvent | RecordChoice | Config
 
@@ -160,7 +177,10 @@ def _internal(frame: str) -> list[Event]:
     values: dict[str, float | int | bool] = {
         name: value for name in _FIGURES if (value := getattr(report, name)) is not None
     }
-    return [TurnFigures(values)] if values else []
+    events: list[Event] = [TurnFigures(values)] if values else []
+    if report.stages_s:
+        events.append(TurnStages(dict(report.stages_s)))
+    return events
 
 
 def b64(text: object) -> bytes:

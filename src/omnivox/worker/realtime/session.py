@@ -356,12 +356,17 @@ class RealtimeSession(SessionHandler):
         """A heard reply's figures, for the gateway. A failed reply is told in its response.done
         alone (stock clients take an error event as the session's end); the gateway counts it."""
         figures = report.figures
+        stages = figures.times.marks()
+        if stages:
+            stages_ms = {stage: round(s * 1000, 1) for stage, s in stages.items()}
+            self.events.put(ev.TurnBreakdownReport(response_id=report.reply_id, stages_ms=stages_ms))
         self.internal(
             Metrics(
                 error_code=figures.error.wire_code if figures.error is not None else None,
                 voice_to_voice_s=figures.voice_to_voice_s,
                 llm_ttft_s=figures.llm_ttft_s,
                 tts_ttfa_s=figures.tts_ttfa_s,
+                stages_s=stages or None,
                 interrupted=report.state is ReplyState.CANCELLED,
                 response_done=True,
                 asr_busy_s=report.asr_busy_s,

@@ -21,6 +21,7 @@ from omnivox.protocol.timelines.reader import (
     Text,
     TurnEnd,
     TurnFigures,
+    TurnStages,
     TurnStart,
 )
 
@@ -79,6 +80,15 @@ def test_internal_metrics_are_figures_of_the_turn():
     assert isinstance(figures, TurnFigures) and figures.values == {"voice_to_voice_s": 0.4, "llm_ttft_s": 0.1}
     assert reader.read(False, Metrics(asr_busy_s=1.0).model_dump_json()) == []
     assert reader.read(True, frame) == []  # the client never sends internal frames
+
+
+def test_a_turn_breakdown_in_internal_metrics_is_a_timeline_event_of_its_own():
+    reader = by_name("realtime").timeline_reader()
+    stages = {"decided": 0.5, "first_audio_sent": 0.8}
+    frame = Metrics(voice_to_voice_s=0.8, stages_s=stages, response_done=True).model_dump_json()
+    figures, breakdown = reader.read(False, frame)
+    assert isinstance(figures, TurnFigures) and isinstance(breakdown, TurnStages)
+    assert breakdown.stages == stages
 
 
 # ---- streaming

@@ -111,6 +111,18 @@ async def test_a_spoken_turn_is_committed_and_answered(session) -> None:
     assert done["output"][0]["content"][0]["transcript"] == "Reply to: what time is it. And more."
 
 
+@pytest.mark.parametrize("session", [(TURN, False)], indirect=True)
+async def test_a_reply_ends_with_its_breakdown_for_a_client_that_asked(session) -> None:
+    client, _, _ = session
+    client.append(4)
+    done = (await client.until("response.done"))[-1]
+    breakdown = (await client.until("omnivox.turn.breakdown"))[-1]
+    assert breakdown["response_id"] == done["response"]["id"]
+    stages = breakdown["stages_ms"]
+    assert {"noticed", "decided", "transcribed", "first_audio_sent"} <= set(stages)
+    assert stages["decided"] <= stages["transcribed"]  # the ASR's flush follows the turn's end
+
+
 BARGE_IN = [
     *TURN,
     [],  # the reply is speaking

@@ -15,6 +15,17 @@ const FIGURES = {
   elapsed_s: "whole reply",
 };
 
+// a reply's breakdown (recording "stages"): when it passed each stage, after the user's speech ended
+const STAGES = {
+  noticed: "pause noticed",
+  decided: "turn decided",
+  transcribed: "final transcript",
+  llm_first_token: "LLM first token",
+  first_words: "first words",
+  tts_first_audio: "TTS first audio",
+  first_audio_sent: "first audio sent",
+};
+
 const sessionId = decodeURIComponent(location.pathname.replace(/\/+$/, "").split("/").pop() || "");
 let media = null; // the <audio> or <video> that plays the replay
 let timeline = null;
@@ -112,11 +123,36 @@ function renderLatency() {
       el("td", { class: "num" }, el("button", { type: "button", class: "rec-seek", text: clock(turn.start), onclick: () => seek(turn.start) })),
       el("td", { class: "num", text: typeof turn.latency_s === "number" ? ms(turn.latency_s * 1000) : "–" }),
       el("td", { text: figures.join(", ") || "–" }),
+      el("td", { class: "wf-cell" }, waterfall(turn.stages)),
     );
   });
   const tbody = document.getElementById("latency");
   if (rows.length) tbody.replaceChildren(...rows);
-  else tbody.replaceChildren(el("tr", {}, el("td", { colspan: 4, class: "empty", text: "No replies." })));
+  else tbody.replaceChildren(el("tr", {}, el("td", { colspan: 5, class: "empty", text: "No replies." })));
+}
+
+// A small waterfall: each stage a bar from the stage before it to its own mark, on one scale per reply.
+function waterfall(stages) {
+  const marks = Object.keys(STAGES).filter((name) => typeof stages?.[name] === "number").map((name) => [name, stages[name]]);
+  if (!marks.length) return "–";
+  const scale = Math.max(...marks.map(([, at]) => at), 0.001);
+  const pct = (s) => `${Math.max(0, (100 * s) / scale).toFixed(1)}%`;
+  let before = 0;
+  const rows = marks.map(([name, at]) => {
+    const from = Math.min(before, at);
+    const bar = el("span", { class: `wf-bar${at < before ? " early" : ""}`, "data-stage": name });
+    bar.style.left = pct(from);
+    bar.style.width = pct(Math.abs(at - before));
+    before = at;
+    return el(
+      "li",
+      { class: "wf-row", "data-stage": name, title: `${STAGES[name]}: ${ms(at * 1000)} after the speech ended` },
+      el("span", { class: "wf-label", text: STAGES[name] }),
+      el("span", { class: "wf-track" }, bar),
+      el("span", { class: "wf-ms", text: ms(at * 1000) }),
+    );
+  });
+  return el("ol", { class: "waterfall", "aria-label": "Where the time went, after the user's speech ended" }, ...rows);
 }
 
 function renderDetails(meta) {
