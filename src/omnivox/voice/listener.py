@@ -20,7 +20,9 @@ The ``Listener`` runs in the session's input thread (model work blocks) and turn
   judges each pause once it is due (``voice.turn.semantic``): the ASR is flushed and ``pause``
   reported first (the reply is prepared while the model listens), then the model's judgement sets how
   long this pause must last to end the turn: short when the words sound finished, up to the
-  eagerness's longest wait when they do not. ``semantic.scores`` keeps every judgement.
+  eagerness's longest wait when they do not; the words flushed at the pause are the second witness
+  (``voice.turn.words``: a flat voice's finished sentence, a fragment said with a final cadence).
+  ``semantic.scores`` keeps every judgement.
 - without turn detection (manual turns): every sample goes to the ASR; ``commit`` ends the utterance.
 
 With an echo canceller (``echo``), ``feed`` takes the assistant's audio that was playing while the
@@ -69,8 +71,10 @@ class Listener:
         speculate_at: float | None = 0.3,
         end_of_turn: EndOfTurnModel | None = None,
         echo: EchoCanceller | None = None,
+        turn_words: bool = True,
     ) -> None:
         self.vad = vad
+        self.turn_words = turn_words  # semantic_vad weighs the words heard with the model's judgement
         self.echo = echo
         self.asr = asr
         self.end_of_turn = end_of_turn
@@ -110,7 +114,7 @@ class Listener:
             return
         semantic = None
         if params.eagerness is not None and self.end_of_turn is not None:
-            semantic = SemanticTurn.for_eagerness(self.end_of_turn, params.eagerness)
+            semantic = SemanticTurn.for_eagerness(self.end_of_turn, params.eagerness, self.turn_words)
             params = replace(params, silence_duration_ms=int(semantic.max_ms))
         if self.detector is not None and self.detector.params == params:
             return
@@ -182,11 +186,14 @@ class Listener:
         assert started is not None
         end = self._sample_at(self.detector.audio_ms) - self._ring_start
         audio = self._ring[max(0, self._turn_from - self._ring_start) : end]
-        score = self.semantic.score(audio, started, self.detector.audio_ms)
+        score = self.semantic.score(audio, started, self.detector.audio_ms, self._early or "")
         self.detector.require_pause(score.required_ms)
         log.debug(
-            "end of turn: P(finished)=%.2f after %.0f ms of pause -> %s, wait %.0f ms (model %.0f ms)",
+            "end of turn: P(finished)=%.2f, words %r complete=%s after %.0f ms of pause -> %s, "
+            "wait %.0f ms (model %.0f ms)",
             score.probability,
+            score.text,
+            score.words_complete,
             score.pause_ms,
             score.tier,
             score.required_ms,
