@@ -303,8 +303,8 @@ class VoiceAgent:
     async def _expire(self) -> None:
         """The reply has been paused for speech with no words settled: decode what was said so far."""
         listener = self.hearing.listener
-        text = await self.hearing.run(listener.peek)
-        await self._execute(self.turns.expire(text, listener.audio_ms, self._floor()))
+        heard = await self.hearing.run(listener.peek_heard)
+        await self._execute(self.turns.expire(heard, self._floor()))
 
     def _floor(self) -> Floor:
         replies = self.replies

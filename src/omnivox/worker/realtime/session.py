@@ -31,6 +31,7 @@ from omnivox.agent.events import (
     InputCleared,
     ReplyReport,
     ReplyState,
+    SpeechJudged,
     SpeechStarted,
     SpeechStopped,
     TranscriptDelta,
@@ -114,6 +115,11 @@ def hearing_event(event: HearingEvent) -> Msg:
         return ev.SpeechStopped(audio_end_ms=int(event.audio_ms), item_id=event.turn_id)
     if isinstance(event, TranscriptDelta):
         return ev.TranscriptionDelta(item_id=event.turn_id, delta=event.text)
+    if isinstance(event, SpeechJudged):
+        action = "cut" if event.cut else "resume"
+        return ev.InterruptionJudged(
+            verdict=event.verdict, action=action, text=event.text, evidence=event.evidence
+        )
     assert isinstance(event, InputCleared)
     return ev.Cleared()
 
@@ -288,7 +294,7 @@ class RealtimeSession(SessionHandler):
     # ---- agent events -> OpenAI events and items
 
     def _on_agent_event(self, event: AgentEvent) -> None:
-        if isinstance(event, SpeechStarted | SpeechStopped | TranscriptDelta | InputCleared):
+        if isinstance(event, SpeechStarted | SpeechStopped | TranscriptDelta | InputCleared | SpeechJudged):
             self.events.put(hearing_event(event))
         elif isinstance(event, UserTurn):
             self.conversation.commit_user_turn(event.turn_id, event.text)
