@@ -39,7 +39,7 @@ from functools import partial
 import numpy as np
 
 from omnivox.agent.events import AgentEvent, Failure, IdleTimeout, InputCleared, ReplyReport, UserTurn
-from omnivox.agent.hearing import Clear, Commit, Configure, Echo, Feed, Hearing
+from omnivox.agent.hearing import Clear, Commit, Configure, Denoise, Echo, Feed, Hearing
 from omnivox.agent.interruption import InterruptionPolicy
 from omnivox.agent.pacing import Pacing
 from omnivox.agent.playout import Playback, Playout
@@ -89,6 +89,7 @@ class AgentSettings:
     turns: TurnSettings | None = field(default_factory=TurnSettings)  # None: manual turns
     interruption: InterruptionPolicy = field(default_factory=InterruptionPolicy)
     echo: Echo = field(default_factory=lambda: Echo("gate", 0.7))  # the canceller the input is heard through
+    noise: Denoise = field(default_factory=Denoise)  # the noise suppressor after it (none by default)
     transcribe: bool = True  # emit the user's words as they settle (``TranscriptDelta``)
     answer: bool = True  # answer turns (False: transcription only: the agent never replies)
 
@@ -210,6 +211,8 @@ class VoiceAgent:
             turns.interruption.policy = settings.interruption
         if settings.echo != old.echo:
             self.hearing.submit(settings.echo)
+        if settings.noise != old.noise:
+            self.hearing.submit(settings.noise)
         idle = settings.turns is not None and settings.turns.idle_timeout_ms is not None
         if idle and not self.replying and not turns.in_turn:
             await self._arm_idle(self.replies.playback_left_s())  # the timer runs from now on
@@ -268,6 +271,8 @@ class VoiceAgent:
                 self.emit(InputCleared())
             elif isinstance(job, Echo):
                 await hearing.run(hearing.set_echo, job)
+            elif isinstance(job, Denoise):
+                await hearing.run(hearing.set_noise, job)
             else:
                 await hearing.run(hearing.listener.configure, job.params)
 

@@ -28,6 +28,7 @@ import numpy as np
 
 from omnivox.audio.resample import resample
 from omnivox.audio.wav import read_wav
+from omnivox.bench.asr import phone_copy
 from omnivox.bench.table import print_table, write_json
 from omnivox.voice.asr.base import Hypothesis, StreamingAsr
 from omnivox.voice.listener import Listener
@@ -59,13 +60,6 @@ MODES = ("server_vad", "low", "medium", "high")
 LINES = ("wide", "g711")
 
 
-def telephone(audio: np.ndarray, rate: int = RATE) -> np.ndarray:
-    """``audio`` as it arrives over a telephone line: 8 kHz G.711 mu-law, back at ``rate``."""
-    from omnivox.audio.g711 import ulaw_decode, ulaw_encode
-
-    return resample(ulaw_decode(ulaw_encode(resample(audio, rate, 8000))), 8000, rate)
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--modes", nargs="+", default=list(MODES), help="server_vad and/or eagerness levels")
     parser.add_argument("--pause-s", type=float, default=PAUSE_S, help="the pause inside a paused sentence")
@@ -75,7 +69,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--voices", nargs="+", default=["hibari", "espeak"], help="hibari, espeak")
 
 
-class _Deaf(StreamingAsr):
+class DeafAsr(StreamingAsr):
     """A recogniser that hears nothing: the decisions do not depend on the words recognised."""
 
     def _process(self, audio: np.ndarray) -> Hypothesis | None:
@@ -156,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
     from omnivox.voice.vad.silero import SileroVad
 
     vad, model = SileroVad(RATE), SmartTurn()
-    asr: StreamingAsr = _Deaf()
+    asr: StreamingAsr = DeafAsr()
     if args.asr == "whisper":
         from omnivox.voice.asr.whisper_asr import WhisperAsr
 
@@ -166,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
     lead = quiet(0.5)
     rows, results = [], {}
     for voice, line, say in ((v, ln, voices[v]) for v in args.voices for ln in args.line):
-        over = telephone if line == "g711" else (lambda a: a)
+        over = phone_copy if line == "g711" else (lambda a: a)
         complete = [over(trim(say(t))) for t in COMPLETE]
         paused = [(over(trim(say(a))), over(trim(say(b)))) for a, b in PAUSED]
         for mode in args.modes:

@@ -27,7 +27,8 @@ The ``Listener`` runs in the session's input thread (model work blocks) and turn
 
 With an echo canceller (``echo``), ``feed`` takes the assistant's audio that was playing while the
 chunk was recorded (``reference``) and everything above hears the microphone with that echo removed:
-the assistant's own voice coming back through a speaker does not start a turn or a barge-in.
+the assistant's own voice coming back through a speaker does not start a turn or a barge-in. With a
+noise suppressor (``noise``: ``noise_reduction``), what the VAD and the ASR hear is then denoised.
 ``peek`` decodes the utterance so far now (a barge-in decision that cannot wait for the next partial).
 
 Each transcript (``partial``, ``pause``, ``final``, ``peek_heard``) carries what the interruption
@@ -46,6 +47,7 @@ import numpy as np
 
 from omnivox.voice.asr.base import SpeechScores, StreamingAsr, Transcript
 from omnivox.voice.echo.base import EchoCanceller
+from omnivox.voice.noise.suppressor import NoiseSuppressor
 from omnivox.voice.turn.base import EndOfTurnModel
 from omnivox.voice.turn.semantic import SemanticTurn
 from omnivox.voice.vad.base import VoiceActivityDetector
@@ -108,6 +110,7 @@ class Listener:
     ) -> None:
         self.vad = vad
         self.turn_words = turn_words  # semantic_vad weighs the words heard with the model's judgement
+        self.noise: NoiseSuppressor | None = None  # noise_reduction, after the echo canceller
         self.echo = echo
         self.asr = asr
         self.end_of_turn = end_of_turn
@@ -164,6 +167,8 @@ class Listener:
         mic = audio
         if reference is not None and self.echo is not None:
             audio = self.echo.process(audio, reference)
+        if self.noise is not None:
+            audio = self.noise.process(audio)
         self._remember(audio)
         self.samples += len(audio)
         self.pending_samples += len(audio)

@@ -6,6 +6,7 @@ import pytest
 
 from omnivox.agent.interruption import (
     Cut,
+    Evidence,
     Interruption,
     InterruptionPolicy,
     Pause,
@@ -120,3 +121,45 @@ def test_moves_are_checked() -> None:
     turn = Interruption(POLICY)
     with pytest.raises(IllegalTransition):
         turn._machine.move(Phase.RESUMED)
+
+
+# ---- the evidence (the recogniser's scores, the levels): pure rules, thresholds as fitted
+
+
+def test_words_whisper_wrote_on_a_sound_it_scores_as_no_speech_resume_the_reply() -> None:
+    cough = Evidence(no_speech_prob=0.76, avg_logprob=-1.2, voiced_ms=384, over_echo_db=4.7)
+    assert POLICY.judge("That's it.", 600, SPOKEN, cough) is Verdict.NO_SPEECH
+    # the same words with confident scores are the user's
+    said = Evidence(no_speech_prob=0.2, avg_logprob=-0.3, voiced_ms=384, over_echo_db=4.7)
+    assert POLICY.judge("That's it.", 600, SPOKEN, said) is Verdict.WORDS
+
+
+def test_a_short_unclear_utterance_of_few_words_resumes_and_a_clear_one_cuts() -> None:
+    unsure = Evidence(no_speech_prob=0.33, avg_logprob=POLICY.unclear_logprob_max - 0.1)
+    assert POLICY.judge("I'm...", 500, SPOKEN, unsure) is Verdict.UNCLEAR  # "uh huh", misheard
+    sure = Evidence(no_speech_prob=0.34, avg_logprob=-0.24)
+    assert POLICY.judge("Hold on.", 500, SPOKEN, sure) is Verdict.WORDS
+    # unsure but long, or many words: a barge-in all the same
+    assert POLICY.judge("I'm...", POLICY.backchannel_max_ms + 1, SPOKEN, unsure) is Verdict.WORDS
+    many = " ".join(["stop"] * (POLICY.unclear_max_words + 1))
+    assert POLICY.judge(many, 500, SPOKEN, unsure) is Verdict.WORDS
+
+
+def test_without_evidence_or_with_it_off_only_the_words_judge() -> None:
+    unsure = Evidence(no_speech_prob=0.9, avg_logprob=-2.0)
+    assert POLICY.judge("That's it.", 600, SPOKEN) is Verdict.WORDS
+    assert POLICY.judge("That's it.", 600, SPOKEN, Evidence()) is Verdict.WORDS
+    assert InterruptionPolicy(evidence=False).judge("That's it.", 600, SPOKEN, unsure) is Verdict.WORDS
+    # the word rules come first: a backchannel is one whatever the scores
+    assert POLICY.judge("okay", 400, SPOKEN, unsure) is Verdict.NO_SPEECH
+    assert POLICY.judge("okay", 400, SPOKEN, Evidence(0.2, -0.4)) is Verdict.BACKCHANNEL
+
+
+def test_the_evidence_is_kept_with_the_judgement() -> None:
+    judge = Interruption(POLICY)
+    judge.speech_started(1000.0)
+    judge.confirmed(1150.0, assistant_speaking=True)
+    e = Evidence(no_speech_prob=0.8, avg_logprob=-1.5, voiced_ms=256.0)
+    assert judge.heard("Here", 1600.0, SPOKEN, settled=True, evidence=e) == Resume(Verdict.NO_SPEECH)
+    assert judge.evidence == e and judge.heard_text == "Here"
+    assert e.describe() == {"no_speech_prob": 0.8, "avg_logprob": -1.5, "voiced_ms": 256.0}

@@ -37,7 +37,7 @@ from omnivox.agent.events import (
     TranscriptDelta,
     UserTurn,
 )
-from omnivox.agent.hearing import Echo
+from omnivox.agent.hearing import Denoise, Echo
 from omnivox.agent.interruption import InterruptionPolicy
 from omnivox.agent.loop import AgentSettings, VoiceAgent
 from omnivox.agent.pacing import LeadPacing
@@ -102,6 +102,7 @@ def agent_settings(config: SessionConfig) -> AgentSettings:
         turns=turn_settings(config.audio.input.turn_detection),
         interruption=interruption_policy(options),
         echo=Echo(options.echo_canceller, options.echo_gate_factor),
+        noise=Denoise(noise.type if (noise := config.audio.input.noise_reduction) is not None else None),
         transcribe=config.audio.input.transcription is not None,
         answer=not config.transcription_only,
     )
