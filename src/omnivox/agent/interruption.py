@@ -19,7 +19,8 @@ per user turn (``Phase``):
   back." on a cough, and gives it a high no-speech probability and a low log-probability), when its
   words are only backchannels within ``backchannel_max_ms``, when they are the assistant's own, or
   when it is short, of few words, and unclear: the recogniser unsure of them, or too quiet against
-  the reply playing meanwhile (a misheard "okay": "I'm Kay."). A partial transcript can only cut (a
+  the reply playing meanwhile (a misheard "okay": "I'm Kay."). Words that ask the assistant to stop
+  ("wait", "stop", "hold on", "no", "sorry") cut it whatever the scores. A partial transcript can only cut (a
   backchannel is judged once it is over).
 - The thresholds are measured, not guessed: ``omnivox bench interruptions`` plays the bench's
   interjections over a reply's echo through the real hearing, prints each case's evidence and
@@ -76,11 +77,16 @@ class InterruptionPolicy:
     backchannel_max_ms: int = 1500  # longer utterances (to their first pause) are never backchannels
     echo_words: bool = True  # words the assistant has just said do not interrupt it
     evidence: bool = True  # weigh the recogniser's scores and the levels, not only the words
-    no_speech_min: float = 0.5  # no_speech_prob at least this, with
+    no_speech_min: float = 0.4  # no_speech_prob at least this, with
     no_speech_logprob_max: float = -1.0  # avg_logprob at most this: no speech, whatever the words
     unclear_max_words: int = 3  # an unclear utterance has at most this many words,
     unclear_logprob_max: float = -1.0  # and the recogniser is this unsure of them,
     unclear_over_echo_db_max: float = -99.0  # or it was this quiet against the reply
+    # words that interrupt however unsure the recogniser is of them (Whisper hears a lone "wait"
+    # over a reply with a log-probability of -1.2; a hallucination on a cough is never one of these)
+    stop_words: frozenset[str] = frozenset(
+        {"wait", "stop", "hold", "hang", "no", "sorry", "pardon", "excuse"}
+    )
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_phrases", tuple({tuple(words(b)) for b in self.backchannels if words(b)}))
@@ -96,6 +102,8 @@ class InterruptionPolicy:
         if not heard:
             return Verdict.NO_WORDS
         e = evidence if self.evidence and evidence is not None else Evidence()
+        if self.evidence and any(w in self.stop_words for w in heard):
+            return Verdict.WORDS  # "wait", "stop": an interruption, however unsure the recogniser
         if (
             e.no_speech_prob is not None
             and e.avg_logprob is not None

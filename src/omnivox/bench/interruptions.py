@@ -14,8 +14,8 @@ point's verdict; a barge-in that never paused the reply (silero heard nothing) c
 Then the thresholds of ``InterruptionPolicy`` (no speech: ``no_speech_min`` and
 ``no_speech_logprob_max``; unclear: ``unclear_logprob_max`` and ``unclear_over_echo_db_max``) are
 fitted on those cases: the least errors, a missed barge-in counting ``--miss-weight`` times a false
-one; of the thresholds that make the least, the middle of their range (the median of each), so
-neither a real barge-in nor a false one sits on the edge. The table gives the
+one; of the thresholds that make the least, those that resume fewest cases on the evidence (a lost
+barge-in is the worse mistake), then the middle of their range (the median of each). The table gives the
 verdicts of the words alone (``evidence`` off), of the policy's defaults and of the fitted one.
 Model work only: the figures do not depend on the machine's speed.
 """
@@ -205,9 +205,9 @@ def errors(
 def fit(observations: list[Observation], miss_weight: float = 3.0) -> InterruptionPolicy:
     """The thresholds with the least weighted errors on ``observations`` (see the module doc)."""
 
-    def cost(policy: InterruptionPolicy) -> float:
+    def cost(policy: InterruptionPolicy) -> tuple[float, int]:
         false, missed = errors(observations, policy, miss_weight)
-        return false + miss_weight * missed
+        return false + miss_weight * missed, _resumed_on_evidence(observations, policy)
 
     base = InterruptionPolicy(unclear_logprob_max=OFF, unclear_over_echo_db_max=OFF)
     best = _centre(
@@ -231,11 +231,21 @@ def fit(observations: list[Observation], miss_weight: float = 3.0) -> Interrupti
 OFF = -99.0  # a threshold no evidence reaches: the rule is off
 
 
+def _resumed_on_evidence(observations: list[Observation], policy: InterruptionPolicy) -> int:
+    """Cases the evidence rules resume (no_speech, unclear): of thresholds that make as few errors,
+    the ones that lean on the evidence least are kept (a real barge-in lost is the worse mistake)."""
+    lean = (Verdict.NO_SPEECH.value, Verdict.UNCLEAR.value)
+    return sum(o.judged_by(policy) in lean for o in observations)
+
+
 def _centre(
-    candidates: list[InterruptionPolicy], cost: Callable[[InterruptionPolicy], float], names: tuple[str, ...]
+    candidates: list[InterruptionPolicy],
+    cost: Callable[[InterruptionPolicy], tuple[float, int]],
+    names: tuple[str, ...],
 ) -> InterruptionPolicy:
-    """Of the candidates with the least cost, and of those the ones with the most rules off (a rule
-    the cases do not need is not guessed), the one nearest the median of each threshold."""
+    """Of the candidates with the least cost (errors, then resumes on evidence), and of those the
+    ones with the most rules off (a rule the cases do not need is not guessed), the one nearest the
+    median of each threshold."""
     costs = [cost(c) for c in candidates]
     least = min(costs)
     best = [c for c, k in zip(candidates, costs, strict=True) if k == least]

@@ -163,3 +163,55 @@ def test_the_evidence_is_kept_with_the_judgement() -> None:
     assert judge.heard("Here", 1600.0, SPOKEN, settled=True, evidence=e) == Resume(Verdict.NO_SPEECH)
     assert judge.evidence == e and judge.heard_text == "Here"
     assert e.describe() == {"no_speech_prob": 0.8, "avg_logprob": -1.5, "voiced_ms": 256.0}
+
+
+# ---- recorded cases: the bench's interjections over a hibari reply's echo (80 ms, -10 dB unless
+# said), heard by the server's own hearing (echo gate, silero, Whisper tiny.en), one per reason and
+# per caller voice; the noise bursts are espeak-ng phonemes (breathy coughs) for both
+
+
+@pytest.fixture(scope="module")
+def recorded():
+    from omnivox.bench.interruptions import REPLY, Hearing, Observation, hear_case
+    from omnivox.bench.turns import synthetic_voices, trim
+
+    hearing, voices = Hearing(), synthetic_voices()
+    reply = trim(voices["hibari"](REPLY))
+
+    def case(voice: str, said: str, gain_db: float = -10.0, noise: bool = False) -> Observation:
+        clip = trim(voices["espeak" if noise else voice](said))
+        paused, points = hear_case(hearing, reply, clip, gain_db=gain_db)
+        return Observation("case", voice, said, gain_db, paused, points)
+
+    return case
+
+
+RECORDED = [
+    # (voice, what is said, gain dB, a noise burst, the verdict, what Whisper made of it)
+    ("hibari", "[[h@@]]", -10.0, True, "no_words", ""),
+    ("espeak", "[[hV]]", -10.0, True, "no_words", ""),
+    ("hibari", "mhm", -10.0, False, "no_speech", "So in parent"),  # Whisper: P(no speech) 0.47
+    ("espeak", "mm hmm", -10.0, False, "no_speech", "and"),
+    ("hibari", "okay", -10.0, False, "backchannel", "Okay."),
+    ("espeak", "okay", -10.0, False, "backchannel", "Okay"),
+    ("hibari", "mostly sunny with a light breeze", -10.0, False, "echo", ""),
+    ("espeak", "a chance of rain later in the evening", -10.0, False, "echo", ""),
+    ("hibari", "uh huh", -10.0, False, "unclear", "I'm..."),  # log-probability -1.1
+    ("espeak", "mhm", -6.0, False, "unclear", "MHCAB."),
+    ("hibari", "what about tomorrow", -10.0, False, "words", "What about tomorrow?"),
+    ("espeak", "sorry, what was that", -10.0, False, "words", "Sorry, what was that?"),
+]
+
+
+@pytest.mark.parametrize(("voice", "said", "gain_db", "noise", "verdict", "heard"), RECORDED)
+def test_the_judge_on_recorded_speech_over_a_reply(
+    recorded, voice, said, gain_db, noise, verdict, heard
+) -> None:
+    case = recorded(voice, said, gain_db, noise)
+    assert case.paused  # voiced enough to pause the reply: the judge had to decide
+    assert case.judged_by(POLICY) == verdict
+    if heard:
+        assert case.points[0].text == heard
+    # the words alone cut the reply on every one of these but the word-list and echo cases
+    words_only = case.judged_by(InterruptionPolicy(evidence=False))
+    assert (words_only == "words") is (verdict in ("no_speech", "unclear", "words"))
