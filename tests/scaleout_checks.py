@@ -13,6 +13,7 @@ ENV = {
     "OMNIVOX_GATEWAY_LEASE_S": str(LEASE_S),
     "OMNIVOX_MAX_SESSIONS_PER_CLIENT": "0",  # every client comes from this one address
     "OMNIVOX_CLIENT_CONNECT_RATE": "0",
+    "OMNIVOX_RESUME_GRACE_S": "4",  # a dead gateway's waiters keep their places this long
 }
 WORKER_LOG = {"OMNIVOX_LOG_LEVEL": "INFO"}
 _LINE = re.compile(r"session (start|end|refused \((\w+)\)): epoch=(\S+) ticket=(\S+)(?: t=([\d.]+))?")

@@ -4,6 +4,8 @@ redis-server, echo workers that register with both.
 - clients alternating between the gateways are served in arrival order, never two at once;
 - ``kill -9`` a gateway with 40 clients waiting on both: the other's are all served in order, the
   dead one's worker comes back, the store is empty at the end;
+- ``kill -9`` a gateway, and its waiting clients come back to the other with their resume tokens,
+  at once or after it was reaped: each takes its old place, all are served in arrival order;
 - ``SIGSTOP`` a gateway past its lease, then ``SIGCONT``: its stale connection is refused by the
   worker, and nothing overlaps;
 - redis-server restarted empty mid-run: the gateways re-assert, everyone is served in order, nothing
@@ -29,26 +31,28 @@ from websockets.exceptions import ConnectionClosed
 
 from omnivox.testing.gateways import Gateway, GatewayCluster, gateway_cluster
 from scaleout_checks import ENV, USER, WORKER_LOG, assert_no_overlap, worker_sessions
-from wsclient import StreamingClient
+from wsclient import JsonClient, StreamingClient
 
 
 class Waiter:
     """A client that joins the queue (waiting until it hears its place), then takes one turn when
-    served, and records when."""
+    served, and records when. ``resume``: the token of a place it held on a gateway that died."""
 
-    def __init__(self, gateway: Gateway, name: str) -> None:
-        self.client = StreamingClient(gateway.ws, name, timeout=60)
+    def __init__(self, gateway: Gateway, name: str, resume: str | None = None) -> None:
+        query = f"?resume={resume}" if resume else ""
+        self.client = JsonClient(f"{gateway.ws}/ws/streaming/{name}{query}", timeout=60)
         self.gateway = gateway
         self.name = name
         self.served_at: float | None = None
         self.outcome = "waiting"
         self.error: str | None = None
+        self.first: dict = {}
 
     async def join(self) -> None:
         await self.client.__aenter__()
         await self.client.send("prefill", messages=USER)
-        first = await self.client.recv()
-        assert first["type"] in ("queued", "queue_done"), first
+        self.first = await self.client.recv()
+        assert self.first["type"] in ("queued", "queue_done"), self.first
 
     async def finish(self) -> None:
         try:
@@ -141,6 +145,8 @@ async def test_kill_9_a_gateway_with_40_waiting_loses_only_its_own_sockets(two_g
     # the dead gateway's worker came back (its own health said free), and nothing is left behind
     health = c.wait(b, lambda h: h["queue_length"] == 0 and h["workers_idle"] == 1, 10)
     assert [g["gateway_id"] for g in health["store"]["gateways"]] == [health["store"]["gateway_id"]]
+    # A's waiters kept their places for the resume grace (4 s) in case they came back: then gone
+    c.wait(b, lambda h: not store_keys(c, "t:*"), 15)
     assert store_keys(c, "t:*") == store_keys(c, "q:*") == []
     sessions, refusals = worker_sessions(worker_log(tmp_path))
     assert len(sessions) == 21 and refusals == []
@@ -149,6 +155,45 @@ async def test_kill_9_a_gateway_with_40_waiting_loses_only_its_own_sockets(two_g
         await let_go(holder)
     # the worker's heartbeats moved to the live gateway
     assert f"registered with {b.url}" in worker_log(tmp_path).read_text()
+
+
+async def test_a_dead_gateway_s_waiters_come_back_to_the_other_and_keep_their_places(two_gateways, tmp_path):
+    c = two_gateways
+    a, b = c.gateways
+    holder = await hold(b)  # the worker is B's client's while A dies and its waiters come back
+    waiters = [Waiter(a if i % 2 == 0 else b, f"c{i}") for i in range(12)]
+    for w in waiters:
+        await w.join()
+    assert all(w.first["type"] == "queued" and w.first["resume_token"] for w in waiters)
+    c.kill(a)
+    on_a = [w for w in waiters if w.gateway is a]
+    for w in on_a:
+        with pytest.raises(ConnectionClosed):
+            await w.client.until("prefill_done")
+    # half come back at once (A's lease still runs: their tickets are still A's) ...
+    back = {w.name: Waiter(b, w.name, resume=w.first["resume_token"]) for w in on_a}
+    early, late = on_a[:3], on_a[3:]
+    for w in early:
+        await back[w.name].join()
+    # ... half after the others reaped A (its waiters stepped out of the line, keeping their places)
+    c.wait(b, lambda h: len(h["store"]["gateways"]) == 1, 10)
+    for w in late:
+        await back[w.name].join()
+    for w in on_a:
+        first = back[w.name].first
+        assert first["type"] == "queued" and first["resumed"] is True, first
+        assert first["ticket_id"] == w.first["ticket_id"]
+    clients = [back.get(w.name, w) if w.gateway is a else w for w in waiters]
+    tasks = [asyncio.ensure_future(w.finish()) for w in clients]
+    await let_go(holder)
+    await asyncio.wait_for(asyncio.gather(*tasks), 90)
+    assert [w.outcome for w in clients] == ["served"] * 12
+    served = sorted(clients, key=lambda w: w.served_at or 0)
+    assert [w.name for w in served] == [w.name for w in waiters]  # every place kept, in order
+    sessions, refusals = worker_sessions(worker_log(tmp_path))
+    assert len(sessions) == 13 and refusals == []
+    assert_no_overlap(sessions)
+    assert store_keys(c, "t:*") == store_keys(c, "q:*") == []
 
 
 async def test_a_gateway_paused_past_its_lease_is_fenced_by_the_worker(two_gateways, tmp_path):

@@ -9,7 +9,7 @@ import pytest
 from websockets.exceptions import ConnectionClosed
 
 from cluster import cluster
-from wsclient import StreamingClient
+from wsclient import JsonClient, StreamingClient
 
 USER = [{"role": "user", "content": "hello"}]
 
@@ -137,3 +137,40 @@ async def test_full_queue_is_refused_and_others_keep_going(two_workers):
             await cl.__aexit__(None, None, None)
     c.wait_idle(2)
     assert c.health()["queue_length"] == 0
+
+
+async def test_a_client_that_drops_while_queued_comes_back_to_its_place(two_workers):
+    c = two_workers
+    a, b, behind = (StreamingClient(c.ws, n) for n in ("a4", "b4", "behind4"))
+    async with a, b, behind:
+        await hold(a)
+        await hold(b)
+        async with StreamingClient(c.ws, "drops") as drops:
+            await drops.send("prefill", messages=USER)
+            first = await drops.recv()
+        assert first["type"] == "queued" and first["position"] == 1 and first["resume_token"]
+        await behind.send("prefill", messages=USER)
+        assert (await behind.recv())["position"] == 1  # the one that dropped is out of the line...
+        back = JsonClient(f"{c.ws}/ws/streaming/drops?resume={first['resume_token']}")
+        async with back:
+            await back.send("prefill", messages=USER)
+            again = await back.recv()
+            # ... and takes its old place back, ahead of the one that came after it
+            assert again["type"] == "queued" and again["resumed"] is True and again["position"] == 1
+            assert again["ticket_id"] == first["ticket_id"]
+            assert (await behind.until("queue_update"))[-1]["position"] == 2
+            await finish(a)
+            assert (await back.until("prefill_done"))[-1]["type"] == "prefill_done"
+            await finish(back)
+        await finish(b)
+        await behind.until("prefill_done")
+        await finish(behind)
+    forged = JsonClient(f"{c.ws}/ws/streaming/forged?resume={first['ticket_id']}.{'0' * 32}")
+    async with forged:
+        await forged.send("prefill", messages=USER)
+        err = await forged.recv()
+        assert err["type"] == "error" and err["code"] == "invalid_resume_token"
+        with pytest.raises(ConnectionClosed):
+            await forged.recv()
+        assert forged.ws.close_code == 1008
+    c.wait_idle(2)

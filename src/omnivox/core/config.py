@@ -91,6 +91,13 @@ class GatewaySettings(BaseModel):
     worker_urls: list[str] = Field(default_factory=list, description="workers the gateway knows up front")
     max_queue_size: int = Field(1000, ge=0)
     queue_update_interval_s: float = Field(3.0, gt=0)
+    resume_grace_s: float = Field(
+        10.0,
+        ge=0,
+        le=600,
+        description="a waiting client whose connection dropped (or whose gateway died) may connect "
+        "again with its resume token this long and keep its place in the queue (0: off)",
+    )
     health_interval_s: float = Field(2.0, gt=0)
     health_timeout_s: float = Field(2.0, gt=0)
     offline_after_failures: int = Field(2, ge=1)

@@ -273,6 +273,15 @@ class InvalidSessionId(OmnivoxError):
     close_code = WS_POLICY
 
 
+class InvalidResumeToken(OmnivoxError):
+    """A ``resume`` token that no gateway of this store signed (a waiting client's claim on its
+    place in the queue; an expired or spent but genuine one just queues the client anew)."""
+
+    code = "invalid_resume_token"
+    http_status = 400
+    close_code = WS_POLICY
+
+
 class TooManySessions(OmnivoxError):
     """One client address holds too many connections, or opens them too fast."""
 

@@ -45,7 +45,12 @@ def create_gateway_app(settings: Settings, background: list[Hook] | None = None)
     """Build the gateway. ``background`` coroutines run for the app's life (e.g. local workers)."""
     store = build_store(settings)
     metrics = GatewayMetrics()
-    admission = Admission(store, metrics, settings.queue_update_interval_s)
+    admission = Admission(
+        store, metrics, settings.queue_update_interval_s, resume_grace_s=settings.resume_grace_s
+    )
+    secret = _configured_secret(settings)
+    if secret is not None:
+        admission.tokens.use_secret(secret)
     health = HealthMonitor(
         store,
         interval_s=settings.health_interval_s,
@@ -64,7 +69,7 @@ def create_gateway_app(settings: Settings, background: list[Hook] | None = None)
         recordings=recorder,
     )
 
-    media_tokens = recordings.MediaTokens(secret=_configured_secret(settings))
+    media_tokens = recordings.MediaTokens(secret=secret)
     if store.kind == "redis":
         from omnivox.gateway.cluster.services import share
 
@@ -77,7 +82,9 @@ def create_gateway_app(settings: Settings, background: list[Hook] | None = None)
             from omnivox.gateway.cluster.services import media_secret
 
             with contextlib.suppress(OmnivoxError):  # unreachable: links open on this gateway only
-                media_tokens.use_secret(await media_secret(store))  # type: ignore[arg-type]
+                shared = await media_secret(store)  # type: ignore[arg-type]
+                media_tokens.use_secret(shared)
+                admission.tokens.use_secret(shared)
         for url in settings.worker_urls:
             await store.register(worker_base_url(url))
         jobs = [admission.run(), health.run(), retention(recorder, settings, metrics)]
@@ -153,6 +160,7 @@ def build_store(settings: Settings) -> SchedulerStore:
         max_workers=settings.max_workers,
         durations=durations,
         lease_s=settings.gateway_lease_s,
+        resume_grace_s=settings.resume_grace_s,
         info={"url": advertised_url(settings), "started_at": time.time()},
     )
 

@@ -208,7 +208,7 @@ class DuplexProtocol(WireProtocol):
         return json.dumps(err.to_payload())
 
     def notice_frame(self, notice: QueueNotice) -> str | None:
-        return queue_message(notice).model_dump_json()
+        return queue_message(notice).model_dump_json(exclude_none=True)
 
 
 DUPLEX = DuplexProtocol()

@@ -125,7 +125,7 @@ class StreamingProtocol(WireProtocol):
         return json.dumps(err.to_payload())
 
     def notice_frame(self, notice: QueueNotice) -> str | None:
-        return queue_message(notice).model_dump_json()
+        return queue_message(notice).model_dump_json(exclude_none=True)
 
     def turn_start(self, msg: Any) -> TurnRoute | None:
         if isinstance(msg, Prefill):

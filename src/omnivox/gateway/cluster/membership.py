@@ -38,6 +38,7 @@ class Member(Protocol):
 
     gateway_id: str
     lease_s: float
+    resume_grace_ms: int  # how long a reaped gateway's waiters keep their places
     info: dict[str, Any]
     inbox: Inbox
     pending: Pending
@@ -121,7 +122,7 @@ class Membership:
 
     async def reap(self) -> list[str]:
         """Reap the gateways whose lease ran out; their ids."""
-        reaped, dispatched = await self.store.call("reap", self.store.gateway_id)
+        reaped, dispatched = await self.store.call("reap", self.store.gateway_id, self.store.resume_grace_ms)
         for gateway in reaped:
             log.warning("gateway %s stopped renewing its lease: reaped", gateway)
         self.store.resolve(dispatched)

@@ -223,17 +223,40 @@ local function new_worker(w, url, caps, able_caps)
   touch()
 end
 
-local function reap_gateway(g)
+-- a queued ticket steps out of the line until NOW + grace, keeping its seq: its client may come
+-- back to any gateway with its resume token (ops.reattach); nobody waits behind it meanwhile
+local function orphan_ticket(tid, task, gw, grace)
+  redis.call('ZREM', qkey(task), tid)
+  redis.call('SREM', gkey(gw, 'tickets'), tid)
+  redis.call('HSET', tkey(tid), 'state', 'orphaned', 'gw', '')
+  redis.call('ZADD', P .. ':orphans', NOW + grace, tid)
+  touch()
+end
+
+-- orphans whose grace is over are gone for good
+local function sweep_orphans()
+  for _, tid in ipairs(redis.call('ZRANGEBYSCORE', P .. ':orphans', '-inf', fmt(NOW))) do
+    redis.call('DEL', tkey(tid))
+    redis.call('ZREM', P .. ':orphans', tid)
+  end
+end
+
+local function reap_gateway(g, grace)
+  sweep_orphans()
   for _, tid in ipairs(redis.call('SMEMBERS', gkey(g, 'tickets'))) do
     local f = redis.call('HMGET', tkey(tid), 'state', 'task', 'worker')
-    if f[1] == 'queued' then
-      redis.call('ZREM', qkey(f[2]), tid) -- its client is gone; everyone behind moves up
-    elseif f[1] == 'assigned' then
-      -- its session ended with the gateway, unconfirmed: the worker saw its relay drop and winds
-      -- down; it stays busy until its own health says it is free
-      release(f[3], tid, '1', '', '0')
+    if f[1] == 'queued' and grace > 0 then
+      orphan_ticket(tid, f[2], g, grace) -- its client may come back to another gateway
+    else
+      if f[1] == 'queued' then
+        redis.call('ZREM', qkey(f[2]), tid) -- its client is gone; everyone behind moves up
+      elseif f[1] == 'assigned' then
+        -- its session ended with the gateway, unconfirmed: the worker saw its relay drop and winds
+        -- down; it stays busy until its own health says it is free
+        release(f[3], tid, '1', '', '0')
+      end
+      redis.call('DEL', tkey(tid))
     end
-    redis.call('DEL', tkey(tid))
   end
   redis.call('DEL', gkey(g, 'tickets'), gkey(g, 'inbox'))
   redis.call('ZREM', P .. ':gws', g)
@@ -291,10 +314,12 @@ function ops.cancel()
   return {1, dispatch()}
 end
 
--- ticket id: its waiter is going; a queued ticket leaves, an assigned one gives its worker back
+-- ticket id, gw: its waiter on gw is going; a queued ticket leaves, an assigned one gives its
+-- worker back (nothing if the ticket is another gateway's now: its client came back there)
 function ops.withdraw()
-  local tid = A[1]
+  local tid, gw = A[1], A[2]
   local f = redis.call('HMGET', tkey(tid), 'state', 'task', 'gw', 'worker')
+  if gw and f[3] ~= gw then return {'gone', {}} end
   if f[1] == 'queued' then
     remove_ticket(tid, f[2], f[3])
     touch()
@@ -306,6 +331,43 @@ function ops.withdraw()
     return {'released', out}
   end
   return {'gone', {}}
+end
+
+-- ticket id, grace ms, gw: its waiter on gw is going but its client may come back; a queued
+-- ticket steps out of the line keeping its place, an assigned one gives its worker back (as
+-- withdraw); nothing if the ticket is no longer gw's (its client came back on another gateway)
+function ops.orphan()
+  local tid, grace, gw = A[1], tonumber(A[2]), A[3]
+  sweep_orphans()
+  local f = redis.call('HMGET', tkey(tid), 'state', 'task', 'gw')
+  if f[3] ~= gw then return {'gone', {}} end
+  if f[1] == 'queued' then
+    orphan_ticket(tid, f[2], f[3], grace)
+    return {'orphaned', dispatch()}
+  end
+  A = {tid, gw}
+  return ops.withdraw()
+end
+
+-- gw, ticket id, task: the place of a client that came back, now gw's: an orphan goes back into
+-- the line at its seq; a ticket still queued (its old connection not seen gone yet, or its gateway
+-- dead and not reaped yet) keeps its place, and its old gateway hears it was cancelled there
+function ops.reattach()
+  local gw, tid, task = A[1], A[2], A[3]
+  sweep_orphans()
+  local f = redis.call('HMGET', tkey(tid), 'state', 'task', 'seq', 'enq_ms', 'gw')
+  if f[2] ~= task or (f[1] ~= 'orphaned' and f[1] ~= 'queued') then return {'gone'} end
+  if f[1] == 'orphaned' then
+    redis.call('ZREM', P .. ':orphans', tid)
+    redis.call('ZADD', qkey(task), f[3], tid)
+  elseif f[5] ~= gw then
+    redis.call('SREM', gkey(f[5], 'tickets'), tid)
+    redis.call('XADD', gkey(f[5], 'inbox'), 'MAXLEN', '~', '100000', '*', 'k', 'cancelled', 't', tid)
+  end
+  redis.call('HSET', tkey(tid), 'state', 'queued', 'gw', gw)
+  redis.call('SADD', gkey(gw, 'tickets'), tid)
+  touch()
+  return {'ok', f[3], dispatch(), f[4]}
 end
 
 -- worker, ticket, keep ('1': keep the cached hash), cached hash, confirmed ('1'/'0')
@@ -512,12 +574,14 @@ function ops.beat()
 end
 
 -- the gateway reaping: every gateway whose lease ran out (never itself)
+-- the reaping gateway, grace ms for the dead ones' waiters (0: they are dropped)
 function ops.reap()
+  sweep_orphans()
   local dead = redis.call('ZRANGEBYSCORE', P .. ':gws', '-inf', '(' .. fmt(NOW))
   local out = {}
   for _, g in ipairs(dead) do
     if g ~= A[1] then
-      reap_gateway(g)
+      reap_gateway(g, tonumber(A[2] or '0'))
       out[#out + 1] = g
     end
   end
@@ -533,8 +597,9 @@ function ops.reap()
 end
 
 -- a gateway leaving for good (a clean shutdown): as if reaped, at once
+-- gw, grace ms for its waiters
 function ops.leave()
-  reap_gateway(A[1])
+  reap_gateway(A[1], tonumber(A[2] or '0'))
   return {'ok', dispatch()}
 end
 

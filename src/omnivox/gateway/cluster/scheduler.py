@@ -92,6 +92,7 @@ class RedisStore:
         durations: DurationModel | None = None,
         clock: Callable[[], float] | None = None,
         lease_s: float = 3.0,
+        resume_grace_s: float = 0.0,
         info: dict[str, Any] | None = None,
         background: bool = True,
     ) -> None:
@@ -108,6 +109,8 @@ class RedisStore:
         self._given_clock = clock
         self.clock: Callable[[], float] = clock or time.monotonic
         self.lease_s = lease_s
+        # how long a waiter of a dead gateway keeps its place for its client to come back (0: none)
+        self.resume_grace_ms = round(resume_grace_s * 1000)
         self.info = {"gateway_id": self.gateway_id, **(info or {})}
         self.background = background
         self.up = True
@@ -143,7 +146,8 @@ class RedisStore:
             await asyncio.wait(tasks, timeout=1.0)
         with contextlib.suppress(StoreUnavailable):
             await self.pending.retry()
-            await self.call("leave", self.gateway_id)  # what it held goes at once, not after its lease
+            # what it held goes at once, not after its lease
+            await self.call("leave", self.gateway_id, self.resume_grace_ms)
         await self.client.aclose()
 
     # ---- calls
@@ -178,7 +182,8 @@ class RedisStore:
             reply = await self.call("enqueue", *args)
         except StoreUnavailable:
             del self._waiting[tid]
-            self.pending.later("withdraw", tid)  # it may have been queued before the reply was lost
+            # it may have been queued before the reply was lost
+            self.pending.later("withdraw", tid, self.gateway_id)
             raise
         if reply[0] == "no_capable_worker":
             del self._waiting[tid]
@@ -189,6 +194,7 @@ class RedisStore:
                 f"the queue is full ({self.max_queue_size} waiting)", max_queue_size=self.max_queue_size
             )
         waiting.seq, waiting.enq_ms = int(reply[1]), int(reply[3])
+        ticket.seq = waiting.seq
         self.resolve(reply[2])
         return ticket
 
@@ -234,12 +240,48 @@ class RedisStore:
     async def withdraw(self, ticket: Ticket) -> None:
         future = ticket.future
         if future.done():
-            self._waiting.pop(ticket.ticket_id, None)
+            waiting = self._waiting.get(ticket.ticket_id)
+            if waiting is not None and waiting.ticket is ticket:  # (not a new connection's)
+                del self._waiting[ticket.ticket_id]
             if not future.cancelled() and future.exception() is None:
                 await self.release(future.result())
             return
         self._cancelled(ticket.ticket_id)  # as the memory store: its future says cancelled
-        await self.pending.run("withdraw", ticket.ticket_id)
+        await self.pending.run("withdraw", ticket.ticket_id, self.gateway_id)
+
+    async def orphan(self, ticket: Ticket, grace_s: float) -> None:
+        if ticket.future.done():
+            await self.withdraw(ticket)
+            return
+        self._cancelled(ticket.ticket_id)  # its waiter is gone; an assignment now gives the worker back
+        await self.pending.run("orphan", ticket.ticket_id, round(grace_s * 1000), self.gateway_id)
+
+    async def reattach(self, ticket_id: str, task_type: str) -> Ticket | None:
+        future: asyncio.Future[Assignment] = asyncio.get_running_loop().create_future()
+        ticket = Ticket(ticket_id, task_type, None, future, self.clock())
+        old = self._waiting.get(ticket_id)  # its old connection here, not seen gone yet
+        waiting = self._waiting[ticket_id] = _Waiting(ticket)  # before the call: its event may come first
+        try:
+            reply = await self.call("reattach", self.gateway_id, ticket_id, task_type)
+        except StoreUnavailable:
+            self._restore(ticket_id, old)
+            raise
+        if reply[0] != "ok":
+            self._restore(ticket_id, old)
+            return None
+        if old is not None and not old.ticket.future.done():
+            old.ticket.future.set_exception(TicketCancelled(f"ticket {ticket_id} went to a new connection"))
+            old.ticket.future.exception()  # marked retrieved: the old waiter may be gone already
+        waiting.seq, waiting.enq_ms = int(reply[1]), int(reply[3])
+        ticket.seq = waiting.seq
+        self.resolve(reply[2])
+        return ticket
+
+    def _restore(self, ticket_id: str, old: _Waiting | None) -> None:
+        if old is None:
+            self._waiting.pop(ticket_id, None)
+        else:
+            self._waiting[ticket_id] = old
 
     async def release(
         self, assignment: Assignment, *, cached_hash: str | None = KEEP, confirmed: bool = True

@@ -89,7 +89,7 @@ async def serve_client(ws: WebSocket, protocol: WireProtocol, ctx: GatewayContex
             await refuse(socket, protocol, err)
             return
         if owner is not None:  # another gateway holds the call: its sideband is relayed there
-            await proxy_sideband(socket, owner, ws.url.path, ws.url.query, settings)
+            await proxy_sideband(socket, owner, ws.url.path, ws.url.query, settings, key)
             return
         if call is not None:
             await call.attach(socket)  # a sideband: the call's events, and a say in it

@@ -1,7 +1,8 @@
 """What lands on this gateway but belongs to another one sharing its store: a WebRTC call's sideband
 WebSocket is proxied to the gateway holding the call (browsers follow no WebSocket redirects), its
-hang-up passed on. The gateways share their configuration, so this gateway speaks to the other with
-the same client key the client used here."""
+hang-up passed on. Each goes on with the key the client offered here (in a header, whatever way it
+came), so the gateway holding the call decides what that key may do with it: only there is it
+known which ephemeral key opened the call."""
 
 from __future__ import annotations
 
@@ -25,14 +26,16 @@ def _ws_url(base: str, path: str, query: str) -> str:
     return scheme + root.split("://", 1)[-1] + path + (f"?{query}" if query else "")
 
 
-async def proxy_sideband(socket: Socket, owner: str, path: str, query: str, settings: Settings) -> None:
+async def proxy_sideband(
+    socket: Socket, owner: str, path: str, query: str, settings: Settings, key: str | None
+) -> None:
     """Relay ``socket`` both ways to the sideband of the call on ``owner`` (a gateway's base URL),
-    until either side ends."""
+    offering ``key`` (the client's) there, until either side ends."""
     url = _ws_url(owner, path, query)
     try:
         upstream = await websockets.connect(
             url,
-            additional_headers=bearer(settings.key_for("client")),
+            additional_headers=bearer(key),
             max_size=settings.max_message_bytes * 2,
         )
     except CONNECT_FAILURES:

@@ -84,6 +84,7 @@ class _Edge:
         self.task_type = protocol.task_type(request.session_id, request.query)
         self.withheld = protocol.withheld(request.query)  # frames this client did not ask for
         self.ticket_id: str | None = None
+        self.resume = request.query.get("resume")  # a place in the queue it held before a drop
 
     def notify(self, notice: QueueNotice) -> None:
         frame = self.protocol.notice_frame(notice)
@@ -101,7 +102,9 @@ class _Edge:
                 history_hash=history_hash,
                 record=self.record,
                 max_wait_s=self.protocol.max_wait_s(self.settings),
+                resume=self.resume,
             )
+            self.resume = None  # (a streaming session's later turns queue anew)
             span.set_attributes({"omnivox.worker_id": worker.worker_id, "omnivox.engine": worker.engine})
         self.ticket_id = ticket.ticket_id
         if self.recorder is not None:

@@ -12,7 +12,8 @@ Sessions differ only in how they word the notices (the streaming protocol's ``qu
 ``notify`` callback that takes a protocol-neutral ``QueueNotice``.
 
 A waiter cancelled in the very step its ticket was assigned gives the worker back: a worker is never
-left busy for a session that is no longer there.
+left busy for a session that is no longer there. A waiter whose client leaves while it waits keeps
+its place for ``resume_grace_s`` (``resume``): its first notice carried the token to claim it.
 
 With thousands waiting every dispatch moves everyone, so a round would tell thousands: a waiter near
 the head (``HEAD``) hears each move at once, one further back at most every ``interval_s / 3`` (and
@@ -30,6 +31,7 @@ from typing import Any, Protocol
 
 from omnivox.core.errors import OmnivoxError, SessionLimitReached
 from omnivox.gateway.metrics import GatewayMetrics
+from omnivox.gateway.scheduling.resume import ResumeTokens
 from omnivox.gateway.scheduling.store import Assignment, SchedulerStore, Ticket
 from omnivox.protocol.control.queue import NoticeKind, QueueNotice
 
@@ -66,11 +68,14 @@ class Admission:
         metrics: GatewayMetrics,
         interval_s: float = 3.0,
         coalesce_s: float = 0.05,
+        resume_grace_s: float = 0.0,
     ) -> None:
         self.store = store
         self.metrics = metrics
         self.interval_s = interval_s
         self.coalesce_s = coalesce_s
+        self.resume_grace_s = resume_grace_s
+        self.tokens = ResumeTokens()
         self._watching: dict[str, _Watch] = {}
 
     async def acquire(
@@ -82,21 +87,30 @@ class Admission:
         history_hash: str | None = None,
         record: Tracked | None = None,
         max_wait_s: float | None = None,
+        resume: str | None = None,
     ) -> tuple[Assignment, Ticket]:
         """Enqueue and wait for a worker. Raises QueueFull, WorkerUnavailable, TicketCancelled,
-        ClientGone (``gone`` was set), SessionLimitReached (waited ``max_wait_s`` in vain) or
-        StoreUnavailable.
+        ClientGone (``gone`` was set), SessionLimitReached (waited ``max_wait_s`` in vain),
+        InvalidResumeToken or StoreUnavailable.
+
+        ``resume``: the token of a place this client held before its connection dropped; it takes
+        that place back if it is still kept (else it queues anew, and the notice says so).
 
         ``record`` (the session's entry in the session registry) follows along: queued while the
         ticket waits, active once a worker is assigned, idle again if admission fails."""
         if gone.is_set():  # its client left before its turn was read: it never takes a worker
             raise ClientGone()
         try:
-            ticket = await self.store.enqueue(task_type, history_hash)
+            ticket = None
+            if resume is not None:
+                ticket = await self.store.reattach(self.tokens.ticket_of(resume), task_type)
+            resumed = ticket is not None
+            if ticket is None:
+                ticket = await self.store.enqueue(task_type, history_hash)
             if record is not None:
                 record.queued(ticket.ticket_id)
             was_queued = not ticket.future.done()
-            worker = await self._wait(ticket, gone, notify, max_wait_s)
+            worker = await self._wait(ticket, gone, notify, max_wait_s, resumed)
         except BaseException:
             if record is not None:
                 record.idle()
@@ -117,36 +131,57 @@ class Admission:
         return worker, ticket
 
     async def _wait(
-        self, ticket: Ticket, gone: asyncio.Event, notify: Notify, max_wait_s: float | None
+        self, ticket: Ticket, gone: asyncio.Event, notify: Notify, max_wait_s: float | None, resumed: bool
     ) -> Assignment:
         if ticket.future.done() and not gone.is_set():
             return ticket.future.result()
         leaving = asyncio.ensure_future(gone.wait())
+        watch: _Watch | None = None
         try:
             where = await self.store.place(ticket)
             if not ticket.future.done():  # (a store that awaits may have assigned it meanwhile)
                 position, wait = where.places.get(ticket.ticket_id, (0, 0.0))
-                notify(QueueNotice("queued", ticket.ticket_id, position, where.queue_length, wait))
-                loop = asyncio.get_running_loop()
-                self._watching[ticket.ticket_id] = _Watch(notify, position, loop.time())
+                token = self.tokens.make(ticket.ticket_id) if self.resume_grace_s > 0 else None
+                notify(
+                    QueueNotice(
+                        "queued",
+                        ticket.ticket_id,
+                        position,
+                        where.queue_length,
+                        wait,
+                        resume_token=token,
+                        resumed=resumed,
+                    )
+                )
+                watch = _Watch(notify, position, asyncio.get_running_loop().time())
+                self._watching[ticket.ticket_id] = watch
             waits: set[asyncio.Future[Any]] = {ticket.future, leaving}
             await asyncio.wait(waits, timeout=max_wait_s, return_when=asyncio.FIRST_COMPLETED)
-            if leaving.done() or not ticket.future.done():
-                # (assigned meanwhile, or as its client left: the worker goes back, never handed on)
+            if leaving.done():
+                await self._let_go(ticket)
+                raise ClientGone()
+            if not ticket.future.done():
                 await self.store.withdraw(ticket)
-                if leaving.done():
-                    raise ClientGone()
                 raise SessionLimitReached(
                     f"no worker became free within {max_wait_s:g} s", waited_s=max_wait_s
                 )
             return ticket.future.result()  # raises TicketCancelled if it was cancelled
         except asyncio.CancelledError:
             # the waiter is going (its connection ended, or shutdown): give back what it holds
-            await self.store.withdraw(ticket)
+            await self._let_go(ticket)
             raise
         finally:
-            self._watching.pop(ticket.ticket_id, None)
+            if watch is not None and self._watching.get(ticket.ticket_id) is watch:
+                del self._watching[ticket.ticket_id]  # (not a new connection's, for the same place)
             leaving.cancel()
+
+    async def _let_go(self, ticket: Ticket) -> None:
+        """Its client left while it waited: the place is kept for the client to come back (with
+        resume on), a worker assigned meanwhile goes back, never handed on."""
+        if self.resume_grace_s > 0:
+            await self.store.orphan(ticket, self.resume_grace_s)
+        else:
+            await self.store.withdraw(ticket)
 
     async def run(self) -> None:
         """The notifier: a round after each (coalesced) change, and a check every half interval.

@@ -58,9 +58,17 @@ class MemoryStore:
     async def withdraw(self, ticket: Ticket) -> None:
         future = ticket.future
         if not future.done():
-            self.pool.cancel(ticket.ticket_id)
+            if self.pool.ticket(ticket.ticket_id) is ticket:  # (not if a new connection took it)
+                self.pool.cancel(ticket.ticket_id)
         elif not future.cancelled() and future.exception() is None:
             await self.release(future.result())
+
+    async def orphan(self, ticket: Ticket, grace_s: float) -> None:
+        if ticket.future.done() or not self.pool.orphan(ticket, grace_s):
+            await self.withdraw(ticket)
+
+    async def reattach(self, ticket_id: str, task_type: str) -> Ticket | None:
+        return self.pool.reattach(ticket_id, task_type)
 
     async def release(
         self, assignment: Assignment, *, cached_hash: str | None = KEEP, confirmed: bool = True

@@ -11,6 +11,9 @@ The gateway reaches it through ``MemoryStore`` (``memory_store``), one of the tw
 from __future__ import annotations
 
 import asyncio
+import bisect
+import dataclasses
+import itertools
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
@@ -93,6 +96,9 @@ class WorkerPool:
         self.workers: dict[str, WorkerRecord] = {}
         self._queue: OrderedDict[str, Ticket] = OrderedDict()
         self._active: dict[str, Ticket] = {}  # assigned tickets by id, until released
+        # tickets out of the line whose clients may come back (``orphan``), oldest grace first
+        self._orphans: OrderedDict[str, tuple[Ticket, float]] = OrderedDict()
+        self._seq = itertools.count(1)
         self._changed = asyncio.Event()
         # positions and ETAs of queued tickets; None when a change made them stale. A ticket added
         # at the tail extends it in place: it moves nobody, so waiters are not woken for it.
@@ -208,6 +214,7 @@ class WorkerPool:
             history_hash=history_hash,
             future=(self._loop or asyncio.get_running_loop()).create_future(),
             enqueued_at=self.clock(),
+            seq=next(self._seq),
         )
         self._queue[ticket.ticket_id] = ticket
         self._dispatch()
@@ -233,6 +240,51 @@ class WorkerPool:
         self._touch()
         self._dispatch()
         return True
+
+    def orphan(self, ticket: Ticket, grace_s: float) -> bool:
+        """A queued ticket steps out of the line for ``grace_s`` s, keeping its place (its client
+        may come back: ``reattach``). False if it is not queued (or no longer this waiter's)."""
+        self._sweep_orphans()
+        if self._queue.get(ticket.ticket_id) is not ticket:
+            return False
+        del self._queue[ticket.ticket_id]
+        self._orphans[ticket.ticket_id] = (ticket, self.clock() + grace_s)
+        self._touch()
+        return True
+
+    def reattach(self, ticket_id: str, task_type: str) -> Ticket | None:
+        """A ticket for a client that came back: an orphan goes back into the line at its old place;
+        one still queued (its old connection not yet seen gone) keeps its place and its old waiter
+        hears it was cancelled. Either way a new ``Ticket`` with a new future, which may be assigned
+        at once. None if there is no such ticket, or it waits for another kind of session."""
+        self._sweep_orphans()
+        orphaned = self._orphans.get(ticket_id)
+        old = orphaned[0] if orphaned is not None else self._queue.get(ticket_id)
+        if old is None or old.task_type != task_type:
+            return None
+        ticket = dataclasses.replace(old, future=(self._loop or asyncio.get_running_loop()).create_future())
+        if orphaned is not None:
+            del self._orphans[ticket_id]
+            queued = list(self._queue.items())
+            at = bisect.bisect(queued, ticket.seq, key=lambda item: item[1].seq)
+            queued.insert(at, (ticket_id, ticket))
+            self._queue = OrderedDict(queued)
+        else:
+            self._queue[ticket_id] = ticket  # (an existing key keeps its place)
+            if not old.future.done():
+                old.future.set_exception(TicketCancelled(f"ticket {ticket_id} went to a new connection"))
+                old.future.exception()  # marked retrieved: the old waiter may be gone already
+        self._touch()
+        self._dispatch()
+        return ticket
+
+    def _sweep_orphans(self) -> None:
+        now = self.clock()
+        while self._orphans:
+            ticket_id, (_, until) = next(iter(self._orphans.items()))
+            if until > now:
+                break
+            del self._orphans[ticket_id]
 
     def release(
         self,

@@ -53,6 +53,7 @@ class Ticket:
     enqueued_at: float  # the store's clock
     worker_id: str | None = None
     cache_hit: bool = False
+    seq: int = 0  # its place in the line (kept while it steps out of it: ``orphan``)
 
 
 @dataclass(frozen=True)
@@ -177,6 +178,22 @@ class SchedulerStore(Protocol):
     async def withdraw(self, ticket: Ticket) -> None:
         """This gateway's waiter is going: its ticket leaves the queue, or, if a worker was assigned
         to it meanwhile, the worker is given back. Never raises for store trouble."""
+        ...
+
+    async def orphan(self, ticket: Ticket, grace_s: float) -> None:
+        """This gateway's waiter is going, but its client may come back with its resume token: a
+        queued ticket steps out of the line for ``grace_s`` seconds and keeps its place (nobody is
+        held up by it meanwhile); one assigned meanwhile gives its worker back, as ``withdraw``.
+        Never raises for store trouble."""
+        ...
+
+    async def reattach(self, ticket_id: str, task_type: str) -> Ticket | None:
+        """The place of a client that came back, for this gateway's new waiter: an orphaned ticket
+        (any gateway's, within its grace) goes back into the line at its old place; one still
+        queued (the old connection not yet seen gone, or its gateway dead and not yet reaped) keeps
+        its place, and its old waiter hears it was cancelled. It may be assigned in the same step.
+        None if there is no such ticket (served, expired, never was) or it waits for another kind
+        of session. Raises StoreUnavailable."""
         ...
 
     async def release(

@@ -25,6 +25,8 @@ class QueueNotice:
     worker_id: str | None = None  # queue_done only
     waited_s: float = 0.0  # queue_done only
     was_queued: bool = True  # queue_done only: False when a worker was free at once
+    resume_token: str | None = None  # queued only: how to take this place back after a drop
+    resumed: bool = False  # queued only: the client took back the place it held before
 
 
 class Queued(Msg):
@@ -33,6 +35,9 @@ class Queued(Msg):
     position: int  # 1 = next to be served
     queue_length: int
     estimated_wait_s: float
+    # connect again with ?resume=<token> after a drop to keep the place (absent: resume is off)
+    resume_token: str | None = None
+    resumed: bool | None = None  # true: the place the client held before its connection dropped
 
 
 class QueueUpdate(Msg):
@@ -56,7 +61,16 @@ def queue_message(notice: QueueNotice) -> Msg:
         return QueueDone(
             ticket_id=notice.ticket_id, worker_id=notice.worker_id or "", waited_s=notice.waited_s
         )
-    return (Queued if notice.kind == "queued" else QueueUpdate)(
+    if notice.kind == "queued":
+        return Queued(
+            ticket_id=notice.ticket_id,
+            position=notice.position,
+            queue_length=notice.queue_length,
+            estimated_wait_s=notice.estimated_wait_s,
+            resume_token=notice.resume_token,
+            resumed=notice.resumed or None,
+        )
+    return QueueUpdate(
         ticket_id=notice.ticket_id,
         position=notice.position,
         queue_length=notice.queue_length,

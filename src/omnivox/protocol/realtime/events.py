@@ -288,6 +288,9 @@ class QueueStatus(ExtensionEvent):
     position: int = 0
     queue_length: int = 0
     estimated_wait_s: float = 0.0
+    # on the first "queued": connect again with ?resume=<token> after a drop to keep the place
+    resume_token: str | None = None
+    resumed: bool | None = None  # true: the place the client held before its connection dropped
 
 
 class InterruptionPaused(ExtensionEvent):

@@ -228,7 +228,9 @@ class RealtimeProtocol(WireProtocol):
             position=notice.position,
             queue_length=notice.queue_length,
             estimated_wait_s=notice.estimated_wait_s,
-        ).model_dump_json()
+            resume_token=notice.resume_token,
+            resumed=notice.resumed or None,
+        ).model_dump_json(exclude_none=True)
 
     client_secrets = True
     media = REALTIME_MEDIA

@@ -8,7 +8,13 @@ import asyncio
 
 import pytest
 
-from omnivox.core.errors import QueueFull, SessionLimitReached, TicketCancelled, WorkerUnavailable
+from omnivox.core.errors import (
+    InvalidResumeToken,
+    QueueFull,
+    SessionLimitReached,
+    TicketCancelled,
+    WorkerUnavailable,
+)
 from omnivox.gateway.edges.sessions import SessionRecord, SessionState
 from omnivox.gateway.metrics import GatewayMetrics
 from omnivox.gateway.scheduling.admission import Admission, ClientGone
@@ -221,3 +227,86 @@ async def test_a_quiet_waiter_hears_again_after_the_interval(make_store):
     assert all(n.position == 1 for n in notes)
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
+
+
+# ---- resume: a client that comes back takes its place again
+
+
+async def test_a_client_that_comes_back_with_its_token_takes_its_old_place(make_store):
+    store, (w,) = await make_store(1)
+    admission = Admission(store, GatewayMetrics(), resume_grace_s=10)
+    holder, _ = await admission.acquire("streaming", asyncio.Event(), Notices())
+    gone, first_notes = asyncio.Event(), Notices()
+    first = asyncio.ensure_future(admission.acquire("streaming", gone, first_notes))
+    await settle(admission)
+    behind_notes = Notices()
+    behind = asyncio.ensure_future(admission.acquire("streaming", asyncio.Event(), behind_notes))
+    await settle(admission, 2)
+    token = first_notes[0].resume_token
+    assert token is not None and first_notes[0].position == 1
+    gone.set()  # its connection drops
+    with pytest.raises(ClientGone):
+        await asyncio.wait_for(first, 5)
+    assert await store.queue_length() == 1  # out of the line meanwhile: nobody waits behind it
+    back_notes = Notices()
+    back = asyncio.ensure_future(admission.acquire("streaming", asyncio.Event(), back_notes, resume=token))
+    await settle(admission, 2)
+    assert back_notes[0].kind == "queued" and back_notes[0].resumed and back_notes[0].position == 1
+    await store.release(holder)
+    worker, ticket = await asyncio.wait_for(back, 5)
+    assert worker.worker_id == w and ticket.ticket_id == first_notes[0].ticket_id
+    assert not behind.done()
+    behind.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await behind
+
+
+async def test_a_place_is_one_connection_s_a_spent_token_queues_anew_a_forged_one_is_refused(
+    make_store,
+):
+    store, (w,) = await make_store(1)
+    admission = Admission(store, GatewayMetrics(), resume_grace_s=10)
+    holder, _ = await admission.acquire("streaming", asyncio.Event(), Notices())
+    gone, notes = asyncio.Event(), Notices()
+    task = asyncio.ensure_future(admission.acquire("streaming", gone, notes))
+    await settle(admission)
+    token = notes[0].resume_token
+    gone.set()
+    with pytest.raises(ClientGone):
+        await task
+    again = Notices()
+    taken = asyncio.ensure_future(admission.acquire("streaming", asyncio.Event(), again, resume=token))
+    await settle(admission)
+    newer = Notices()
+    latest = asyncio.ensure_future(admission.acquire("streaming", asyncio.Event(), newer, resume=token))
+    with pytest.raises(TicketCancelled):  # the newest connection holds the place
+        await asyncio.wait_for(taken, 5)
+    await settle(admission)
+    assert again[0].resumed and newer[0].resumed and newer[0].position == 1
+    await store.release(holder)
+    worker, ticket = await asyncio.wait_for(latest, 5)
+    assert worker.worker_id == w and ticket.ticket_id == notes[0].ticket_id
+    spent = Notices()
+    late = asyncio.ensure_future(admission.acquire("streaming", asyncio.Event(), spent, resume=token))
+    await settle(admission)
+    assert not spent[0].resumed and spent[0].ticket_id != notes[0].ticket_id  # served: a new place
+    forged = token[:-1] + ("0" if token[-1] != "0" else "1")
+    for bad in (forged, "t_x", "é" * 40, "t_" + "9" * 5000):
+        with pytest.raises(InvalidResumeToken):
+            await admission.acquire("streaming", asyncio.Event(), Notices(), resume=bad)
+    late.cancel()
+    await asyncio.gather(late, return_exceptions=True)
+
+
+async def test_without_resume_a_client_that_leaves_gives_its_place_up_and_gets_no_token(make_store):
+    store, _ = await make_store(1)
+    admission = Admission(store, GatewayMetrics(), resume_grace_s=0)
+    await admission.acquire("streaming", asyncio.Event(), Notices())
+    gone, notes = asyncio.Event(), Notices()
+    task = asyncio.ensure_future(admission.acquire("streaming", gone, notes))
+    await settle(admission)
+    assert notes[0].resume_token is None
+    gone.set()
+    with pytest.raises(ClientGone):
+        await task
+    assert await store.reattach(notes[0].ticket_id, "streaming") is None

@@ -524,3 +524,89 @@ async def test_a_worker_free_again_after_an_assignment_it_took_is_freed_without_
     assert served(waiting).worker_id == w and served(waiting).epoch == served(t).epoch + 1
     await store.release(served(t))  # the lost release, late: frees nothing
     assert (await view(store, w)).ticket_id == waiting.ticket_id
+
+
+# ---- orphans: a waiter whose client may come back (resume tokens)
+
+
+async def test_an_orphan_keeps_its_place_and_holds_nobody_up(make_store):
+    store, (w,) = await make_store(1)
+    held = await store.enqueue("streaming")
+    first = await store.enqueue("streaming")
+    second = await store.enqueue("streaming")
+    third = await store.enqueue("streaming")
+    await store.orphan(first, grace_s=10)
+    assert await queued_ids(store) == [second.ticket_id, third.ticket_id]  # out of the line
+    again = await store.reattach(first.ticket_id, "streaming")
+    assert again is not None and again.ticket_id == first.ticket_id
+    assert await queued_ids(store) == [first.ticket_id, second.ticket_id, third.ticket_id]
+    await store.release(served(held))
+    assert served(again).worker_id == w  # its old place: first in line
+    assert not second.future.done()
+
+
+async def test_an_orphan_is_passed_over_while_away(make_store):
+    store, (w,) = await make_store(1)
+    held = await store.enqueue("streaming")
+    away = await store.enqueue("streaming")
+    behind = await store.enqueue("streaming")
+    await store.orphan(away, grace_s=10)
+    await store.release(served(held))
+    assert served(behind).worker_id == w  # the worker is not kept for a client that left
+    back = await store.reattach(away.ticket_id, "streaming")
+    assert back is not None and await queued_ids(store) == [away.ticket_id]
+
+
+async def test_an_orphan_is_gone_after_its_grace_and_its_place_is_one_connection_s(make_store, clock):
+    store, _ = await make_store(1)
+    await store.enqueue("streaming")  # holds the worker
+    late = await store.enqueue("streaming")
+    twice = await store.enqueue("streaming")
+    await store.orphan(late, grace_s=5)
+    clock.now += 3
+    await store.orphan(twice, grace_s=5)
+    clock.now += 3  # late's grace is over, twice's is not
+    assert await store.reattach(late.ticket_id, "streaming") is None
+    assert await store.reattach("t_never_was", "streaming") is None
+    first = await store.reattach(twice.ticket_id, "streaming")
+    second = await store.reattach(twice.ticket_id, "streaming")  # the newest connection has it
+    assert first is not None and second is not None
+    with pytest.raises(TicketCancelled):
+        await asyncio.wait_for(first.future, 5)
+    assert await queued_ids(store) == [twice.ticket_id]  # one place, not two
+
+
+async def test_an_orphan_comes_back_only_as_the_session_kind_it_waited_as(make_store):
+    store, _ = await make_store(1, duplex=True)
+    await store.enqueue("streaming")  # holds the worker
+    voice = await store.enqueue("audio_duplex")
+    await store.orphan(voice, grace_s=10)
+    assert await store.reattach(voice.ticket_id, "streaming") is None
+    assert await store.reattach(voice.ticket_id, "audio_duplex") is not None
+
+
+async def test_an_orphaned_waiter_assigned_as_it_left_gives_the_worker_back(make_store):
+    store, (w,) = await make_store(1)
+    held = await store.enqueue("streaming")
+    waiting = await store.enqueue("streaming")
+    await store.release(served(held))  # assigned in this step...
+    await store.orphan(waiting, grace_s=10)  # ...as its client left: nothing to come back to
+    shown = await view(store, w)
+    assert shown.state is S.IDLE and shown.ticket_id is None
+    assert await store.reattach(waiting.ticket_id, "streaming") is None
+
+
+async def test_a_client_back_before_its_old_connection_is_seen_gone_takes_the_place_over(make_store):
+    store, (w,) = await make_store(1)
+    held = await store.enqueue("streaming")
+    old = await store.enqueue("streaming")
+    behind = await store.enqueue("streaming")
+    new = await store.reattach(old.ticket_id, "streaming")
+    assert new is not None and new is not old
+    with pytest.raises(TicketCancelled):
+        await asyncio.wait_for(old.future, 5)  # the old connection's waiter hears it
+    await store.withdraw(old)  # ... and its going later takes nothing from the new one
+    await store.orphan(old, grace_s=10)
+    assert await queued_ids(store) == [old.ticket_id, behind.ticket_id]
+    await store.release(served(held))
+    assert served(new).worker_id == w and not behind.future.done()

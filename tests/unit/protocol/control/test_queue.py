@@ -28,13 +28,21 @@ def test_waiting_notices_say_the_place(kind, cls):
     )
     msg = queue_message(notice)
     assert type(msg) is cls
-    assert json.loads(msg.model_dump_json()) == {
+    assert json.loads(msg.model_dump_json(exclude_none=True)) == {
         "type": kind,
         "ticket_id": "t1",
         "position": 2,
         "queue_length": 5,
         "estimated_wait_s": 7.5,
     }
+
+
+def test_the_first_notice_carries_the_resume_token_and_says_a_place_taken_back():
+    notice = QueueNotice("queued", "t1", position=1, queue_length=1, resume_token="t1.abc", resumed=True)
+    said = json.loads(queue_message(notice).model_dump_json(exclude_none=True))
+    assert said["resume_token"] == "t1.abc" and said["resumed"] is True
+    update = QueueNotice("queue_update", "t1", resume_token="t1.abc", resumed=True)
+    assert "resume_token" not in json.loads(queue_message(update).model_dump_json(exclude_none=True))
 
 
 def test_done_says_the_worker_and_the_wait():
