@@ -102,6 +102,9 @@ class InterruptionPolicy:
         if not heard:
             return Verdict.NO_WORDS
         e = evidence if self.evidence and evidence is not None else Evidence()
+        short = speech_ms <= self.backchannel_max_ms
+        if short and self._covered(heard):
+            return Verdict.BACKCHANNEL  # first: its words are kept in the transcript
         if self.evidence and any(w in self.stop_words for w in heard):
             return Verdict.WORDS  # "wait", "stop": an interruption, however unsure the recogniser
         if (
@@ -111,9 +114,6 @@ class InterruptionPolicy:
             and e.avg_logprob <= self.no_speech_logprob_max
         ):
             return Verdict.NO_SPEECH
-        short = speech_ms <= self.backchannel_max_ms
-        if short and self._covered(heard):
-            return Verdict.BACKCHANNEL
         if self.echo_words and is_echo(heard, words(spoken)):
             return Verdict.ECHO
         if short and len(heard) <= self.unclear_max_words and self._unclear(e):

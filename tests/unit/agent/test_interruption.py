@@ -150,8 +150,8 @@ def test_without_evidence_or_with_it_off_only_the_words_judge() -> None:
     assert POLICY.judge("That's it.", 600, SPOKEN) is Verdict.WORDS
     assert POLICY.judge("That's it.", 600, SPOKEN, Evidence()) is Verdict.WORDS
     assert InterruptionPolicy(evidence=False).judge("That's it.", 600, SPOKEN, unsure) is Verdict.WORDS
-    # the word rules come first: a backchannel is one whatever the scores
-    assert POLICY.judge("okay", 400, SPOKEN, unsure) is Verdict.NO_SPEECH
+    # the backchannel list comes first: a backchannel is one whatever the scores (its words are kept)
+    assert POLICY.judge("okay", 400, SPOKEN, unsure) is Verdict.BACKCHANNEL
     assert POLICY.judge("okay", 400, SPOKEN, Evidence(0.2, -0.4)) is Verdict.BACKCHANNEL
 
 
