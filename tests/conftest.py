@@ -7,6 +7,7 @@ import pytest
 # tests/cluster.py and other shared helpers import as plain modules
 sys.path.insert(0, str(Path(__file__).parent))
 
+from fake_openai_service import FakeOpenAIService
 from redis_server import RedisServer, redis_server
 
 
@@ -16,3 +17,11 @@ def redis_db() -> Iterator[RedisServer]:
     prefix)."""
     with redis_server() as server:
         yield server
+
+
+@pytest.fixture(scope="module")
+def fake_llm() -> Iterator[FakeOpenAIService]:
+    """The scripted OpenAI-compatible LLM (``fake_openai_service``), one per test module."""
+    service = FakeOpenAIService().start()
+    yield service
+    service.stop()

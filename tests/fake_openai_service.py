@@ -6,9 +6,11 @@ events), ``/v1/audio/transcriptions`` (multipart upload) and ``/v1/audio/speech`
 the request so tests can check what went over the wire, and ``FakeState`` records every request.
 
 Function calling: a chat request that offers ``tools`` and ends with a user message is answered with
-one call of the first tool (``FakeState.tool_arguments``, streamed in pieces, ``usage`` at the end),
-or of every tool when ``parallel_calls``; one that ends with tool results answers in words that
-quote them (``fake_tool_reply``), so a test can check that the result reached the reply.
+one call of the first tool (or of ``FakeState.call_tool``; ``FakeState.tool_arguments``,
+streamed in pieces, ``usage`` at the end),
+or of every tool when ``parallel_calls``; one with tool results since the last user message answers
+in words that quote them (``fake_tool_reply``), so a test can check that the result reached the
+reply.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ class FakeState:
     chat_disconnected: bool = False
     tool_arguments: dict[str, Any] = field(default_factory=lambda: {"city": "Paris"})
     parallel_calls: bool = False
+    call_tool: str | None = None  # the offered tool it calls (None: the first)
     calls_made: int = 0
 
 
@@ -56,20 +59,27 @@ def fake_reply(messages: list[dict[str, Any]]) -> str:
     return f"Fake reply to: {last}. Have a nice day!"
 
 
+def tool_results(messages: list[dict[str, Any]]) -> list[str]:
+    """What the tools returned since the user last spoke (their results in order)."""
+    results: list[str] = []
+    for m in reversed(messages):
+        if m["role"] == "user":
+            break
+        if m["role"] == "tool":
+            results.insert(0, m["content"])
+    return results
+
+
 def fake_tool_reply(messages: list[dict[str, Any]]) -> str:
     """What the fake chat model answers after its calls: it quotes what the tools returned."""
-    results = []
-    for m in reversed(messages):
-        if m["role"] != "tool":
-            break
-        results.insert(0, m["content"])
-    return f"The tool said {' and '.join(results)}."
+    return f"The tool said {' and '.join(tool_results(messages))}."
 
 
 def _tool_chunks(state: FakeState, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Chat completion chunks that call the first tool (every tool, with ``parallel_calls``)."""
     chunks = []
-    for index, tool in enumerate(tools if state.parallel_calls else tools[:1]):
+    named = [t for t in tools if t["function"]["name"] == state.call_tool]
+    for index, tool in enumerate(tools if state.parallel_calls else (named or tools)[:1]):
         state.calls_made += 1
         args = json.dumps(state.tool_arguments)
         call_id = f"call_fake_{state.calls_made}"
@@ -129,7 +139,8 @@ def build_app(state: FakeState) -> FastAPI:
         state.requests.append({"path": "chat", **body})
         messages = body["messages"]
         calling = body.get("tools") and messages[-1]["role"] == "user" and body.get("tool_choice") != "none"
-        reply = fake_tool_reply(messages) if messages[-1]["role"] == "tool" else fake_reply(messages)
+        answered = messages[-1]["role"] != "user" and tool_results(messages)
+        reply = fake_tool_reply(messages) if answered else fake_reply(messages)
         tokens = [reply[i : i + 3] for i in range(0, len(reply), 3)]  # splits words, as real ones do
         calls = _tool_chunks(state, body["tools"]) if calling else []
         usage = {"prompt_tokens": 42, "completion_tokens": len(calls) or len(tokens), "total_tokens": 0}
@@ -212,6 +223,15 @@ class FakeOpenAIService:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    def cascade_env(self) -> dict[str, str]:
+        """A test cluster's settings for a cascade whose LLM is this fake (PocketSphinx hears)."""
+        return {
+            "OMNIVOX_API_KEY": "secret",
+            "OMNIVOX_LLM": "openai",
+            "OMNIVOX_LLM_URL": f"{self.url}/v1",
+            "OMNIVOX_ASR": "pocketsphinx",
+        }
 
     def start(self) -> FakeOpenAIService:
         self._thread.start()

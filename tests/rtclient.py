@@ -55,6 +55,11 @@ async def stream(conn: Any, audio: np.ndarray, chunk_ms: int = 40, speed: float 
             await asyncio.sleep(max(0.0, due - time.monotonic()))
 
 
+def user_text(text: str) -> dict:
+    """A typed user message item (``conversation.item.create``'s ``item``)."""
+    return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
+
+
 class Events:
     """Every server event of a connection, with its arrival time, read by one background task."""
 
@@ -128,3 +133,30 @@ def audio_of(events: Events, response_id: str) -> np.ndarray:
     deltas = events.of("response.output_audio.delta")
     chunks = [b64_to_pcm16(e.delta) for e in deltas if e.response_id == response_id]
     return np.concatenate(chunks) if chunks else np.zeros(0, np.float32)
+
+
+async def agents_sdk_turn(session: Any, message: str, timeout: float = 30.0) -> list[Any]:
+    """Send ``message`` on an Agents SDK ``RealtimeSession``; its events until the turn that spoke
+    (after any tool calls) is over."""
+    seen: list[Any] = []
+    await session.send_message(message)
+
+    async def until_spoken() -> None:
+        async for event in session:
+            seen.append(event)
+            if event.type == "agent_end" and any(e.type == "audio_end" for e in seen):
+                return
+
+    await asyncio.wait_for(until_spoken(), timeout)
+    return seen
+
+
+def agents_sdk_transcripts(seen: list[Any]) -> list[str]:
+    """The spoken replies' transcripts among an Agents SDK session's events."""
+    raw = [e.data for e in seen if e.type == "raw_model_event"]
+    return [
+        d.data.get("transcript")
+        for d in raw
+        if getattr(d, "type", "") == "raw_server_event"
+        and d.data.get("type") == "response.output_audio_transcript.done"
+    ]

@@ -235,7 +235,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(run_bench(args.bench, [*extra, *args.bench_args]))
     if extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
-    settings = settings_from_args(args)
+    try:
+        settings = settings_from_args(args)
+    except (ValueError, FileNotFoundError) as err:  # (pydantic's ValidationError is a ValueError)
+        sys.exit(f"omnivox: {err}")
     configure(settings.log_level, settings.log_format)
     return_large_frees()  # long-running servers: freed frames and audio go back to the system
     role = f"stage-{args.stage_name}" if args.command == "stage" else args.command

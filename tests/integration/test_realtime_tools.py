@@ -15,9 +15,19 @@ import numpy as np
 import pytest
 
 from cluster import cluster
-from fake_openai_service import FakeOpenAIService
 from omnivox.voice.asr.base import word_error_rate
-from rtclient import OMNIVOX_EVENTS, Events, audio_of, client, silence, speech, stream
+from rtclient import (
+    OMNIVOX_EVENTS,
+    Events,
+    agents_sdk_transcripts,
+    agents_sdk_turn,
+    audio_of,
+    client,
+    silence,
+    speech,
+    stream,
+    user_text,
+)
 
 WEATHER_TOOL = {
     "type": "function",
@@ -30,20 +40,8 @@ SENTENCE = "the quick brown fox jumps over the lazy dog"
 
 
 @pytest.fixture(scope="module")
-def fake_llm():
-    service = FakeOpenAIService().start()
-    yield service
-    service.stop()
-
-
-@pytest.fixture(scope="module")
 def tool_cluster(fake_llm, tmp_path_factory):
-    env = {
-        "OMNIVOX_API_KEY": "secret",
-        "OMNIVOX_LLM": "openai",
-        "OMNIVOX_LLM_URL": f"{fake_llm.url}/v1",
-        "OMNIVOX_ASR": "pocketsphinx",
-    }
+    env = fake_llm.cascade_env()
     with cluster(workers=1, engine="cascade", log_dir=tmp_path_factory.mktemp("tools"), **env) as c:
         yield c
 
@@ -52,10 +50,6 @@ def tool_cluster(fake_llm, tmp_path_factory):
 def idle_worker(tool_cluster, fake_llm):
     tool_cluster.wait_idle(1, timeout=15)
     fake_llm.state.parallel_calls = False
-
-
-def user_text(text: str) -> dict:
-    return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
 
 
 async def test_a_tool_call_streams_in_ga_order_and_its_result_is_spoken(tool_cluster, fake_llm):
@@ -132,6 +126,36 @@ async def test_a_tool_call_streams_in_ga_order_and_its_result_is_spoken(tool_clu
     assert tool["content"] == "sunny and warm"
 
 
+PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+
+
+async def test_an_image_item_reaches_the_vision_llm_as_an_image_part(tool_cluster, fake_llm):
+    async with client(tool_cluster.ws).realtime.connect(model="omnivox", extra_query=OMNIVOX_EVENTS) as conn:
+        events = Events(conn)
+        await conn.session.update(session={"type": "realtime", "output_modalities": ["text"]})
+        await events.wait_for("session.updated")
+        image = {"type": "input_image", "image_url": f"data:image/png;base64,{PNG}"}
+        text = {"type": "input_text", "text": "what is in this picture"}
+        await conn.conversation.item.create(
+            item={"type": "message", "role": "user", "content": [text, image]}
+        )
+        added = await events.wait_for("conversation.item.added")
+        await conn.response.create()
+        done = await events.wait_for("response.done")
+        await events.stop()
+    assert [c.type for c in added.item.content] == ["input_text", "input_image"]
+    assert done.response.status == "completed"
+    assert not events.of("omnivox.warning")  # this LLM sees
+    user = [r for r in fake_llm.state.requests if r["path"] == "chat"][-1]["messages"][-1]
+    assert user == {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "what is in this picture"},
+            {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG}"}},
+        ],
+    }
+
+
 async def test_parallel_calls_and_per_response_tools(tool_cluster, fake_llm):
     fake_llm.state.parallel_calls = True
     async with client(tool_cluster.ws).realtime.connect(model="omnivox") as conn:
@@ -168,7 +192,7 @@ async def test_bad_tools_and_outputs_for_unmade_calls_are_errors_naming_the_fiel
         bad = [
             ({"tools": [{**WEATHER_TOOL, "name": "no spaces allowed"}]}, "session.tools.0.name"),
             ({"tools": [{**WEATHER_TOOL, "parameters": {"type": "string"}}]}, "session.tools.0.parameters"),
-            ({"tools": [{"type": "mcp", "server_label": "x"}]}, "session.tools.0.type"),
+            ({"tools": [{"type": "mcp", "server_label": "x"}]}, "session.tools.0.server_url"),
             ({"tools": [WEATHER_TOOL], "tool_choice": {"type": "function", "name": "nope"}}, "session"),
         ]
         for n, (patch, param) in enumerate(bad, start=1):
@@ -212,29 +236,14 @@ async def test_the_agents_sdk_calls_a_tool_and_speaks_its_result(tool_cluster, f
     agent = RealtimeAgent(name="Assistant", instructions="Be brief.", tools=[get_weather])
     runner = RealtimeRunner(starting_agent=agent)
     session = await runner.run(model_config={"url": f"{tool_cluster.ws}/v1/realtime", "api_key": "secret"})
-    seen: list = []
     async with session:
-        await session.send_message("What is the weather in Paris?")
-
-        async def until_spoken() -> None:
-            async for event in session:
-                seen.append(event)
-                if event.type == "agent_end" and any(e.type == "audio_end" for e in seen):
-                    return  # the turn that spoke the tool's result is over
-
-        await asyncio.wait_for(until_spoken(), 30)
+        seen = await agents_sdk_turn(session, "What is the weather in Paris?")
     assert asked == ["Paris"]
     tool_end = next(e for e in seen if e.type == "tool_end")
     assert tool_end.output == "sunny in Paris"
     audio = b"".join(e.audio.data for e in seen if e.type == "audio")
     assert len(audio) > 24000  # half a second of speech at least
-    raw = [e.data for e in seen if e.type == "raw_model_event"]
-    transcripts = [
-        d.data.get("transcript")
-        for d in raw
-        if getattr(d, "type", "") == "raw_server_event"
-        and d.data.get("type") == "response.output_audio_transcript.done"
-    ]
+    transcripts = agents_sdk_transcripts(seen)
     assert "The tool said sunny in Paris." in transcripts
 
 

@@ -291,6 +291,8 @@ async def test_a_hold_is_answered_and_a_bad_reinvite_refused_and_the_call_goes_o
         await until(lambda: caller.responses.count((200, "INVITE")) >= 2, 5)
         caller.reinvite("sendrecv", codecs=[(9, "G722")])  # nothing omnivox speaks
         await until(lambda: (488, "INVITE") in caller.responses, 5)
+        caller.reinvite("sendrecv", codecs=[(8, "PCMA")])  # G.711, but not the PCMU this call speaks
+        await until(lambda: caller.responses.count((488, "INVITE")) >= 2, 5)
         caller.reinvite("sendrecv")  # back from hold
         await until(lambda: caller.responses.count((200, "INVITE")) >= 3, 5)
         assert await ask(caller) is not None, "no reply after the hold"

@@ -17,6 +17,7 @@ import numpy as np
 from omnivox.agent.playout import Playback
 from omnivox.core.errors import OmnivoxError
 from omnivox.voice.llm.base import ToolCallDelta, Usage
+from omnivox.voice.tool_calls import ToolResult, ToolRunning
 
 
 @dataclass(frozen=True)
@@ -156,6 +157,14 @@ class ReplyCall:
 
 
 @dataclass(frozen=True)
+class ReplyTool:
+    """A tool the server runs itself (``voice.tool_calls``) started, or ended with its result."""
+
+    reply_id: str
+    step: ToolRunning | ToolResult
+
+
+@dataclass(frozen=True)
 class ReplyPaused:
     """Speech over the reply: its audio stopped at ``at_ms`` (undoably)."""
 
@@ -211,6 +220,7 @@ ReplyEvent = (
     | ReplySentence
     | ReplyAudio
     | ReplyCall
+    | ReplyTool
     | ReplyPaused
     | ReplyResumed
     | ReplyEnded

@@ -53,6 +53,7 @@ from omnivox.agent.events import (
     ReplyStarted,
     ReplyState,
     ReplyText,
+    ReplyTool,
 )
 from omnivox.agent.pacing import Pacing
 from omnivox.agent.playout import Playback
@@ -62,6 +63,7 @@ from omnivox.core.ids import new_id
 from omnivox.core.transitions import Machine
 from omnivox.voice.llm.base import ToolCallDelta, Usage
 from omnivox.voice.reply import FirstToken, ReplyFailed, ReplyPiece, ReplyRequest, Spoken, Word
+from omnivox.voice.tool_calls import ToolResult, ToolRunning
 
 RATE = 24000  # reply audio: the TTS's rate
 FRAME_MS = 100  # audio per frame sent
@@ -268,6 +270,8 @@ class Reply:
             self.figures.llm_ttft_s = piece.after_s
         elif isinstance(piece, ToolCallDelta):
             self.emit(ReplyCall(self.reply_id, piece))
+        elif isinstance(piece, ToolRunning | ToolResult):
+            self.emit(ReplyTool(self.reply_id, piece))
         elif isinstance(piece, Usage):
             self.figures.usage = piece
         elif isinstance(piece, ReplyFailed):

@@ -25,6 +25,8 @@ BENCHES = {
     "soak": "paced callers for M minutes (embedded models, recording on): memory and open files per process "
     "each minute, every turn's outcome, growth per hour after warm-up",
     "recording": "the session recorder's CPU and bytes per session-minute of each kind, in process",
+    "peer": "omnivox side by side with pipecat built from the same models on the same machine: "
+    "voice-to-voice and callers at real time for both, as a ratio",
     "telephony": "N concurrent phone calls (SIP, Twilio streams) at 8 kHz beside WebSocket callers: "
     "voice-to-voice, real time, CPU per call, WER on telephone audio",
 }

@@ -43,7 +43,6 @@ import statistics
 import tempfile
 import time
 from collections.abc import AsyncIterable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -53,25 +52,28 @@ import websockets
 from websockets.asyncio.client import ClientConnection
 
 from omnivox.audio.pcm import pcm16_to_b64
+from omnivox.bench.paced_caller import (
+    RATE,
+    SENTENCES,
+    CallerStats,
+    Microphone,
+    ReplyTimer,
+    add_pacing_argument,
+    converse,
+    pacing,
+    speech_clip,
+)
 from omnivox.bench.realtime_pipeline import add_pipeline_arguments, asr_batch, pipeline_spec, stage_pids
 from omnivox.bench.realtime_webrtc import LOOPBACK_ENV, WebRtcCaller
 from omnivox.bench.record_flag import add_record_argument, cpu_seconds, record_env, recorded, wait_finished
 from omnivox.bench.table import percentile, print_table, rss_mb, write_json
-from omnivox.bench.webrtc_client import LOUD
 from omnivox.protocol.realtime.events import ga_type
 from omnivox.testing.cluster import cluster
 
-RATE = 24000
 SPREAD_S = 4.0
 HEADROOM_S = 1.0  # a reply later than silence_duration_ms + this is not real time any more
 # the workers' and gateway's housekeeping at production rates (the test cluster polls faster)
 PRODUCTION_INTERVALS = {"OMNIVOX_HEALTH_INTERVAL_S": "2", "OMNIVOX_HEARTBEAT_INTERVAL_S": "2"}
-SENTENCES = (
-    "what is the weather like in paris today",
-    "can you tell me a short story about a fox",
-    "please remind me to call my sister tomorrow",
-    "how long does it take to boil an egg",
-)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -99,35 +101,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-dir", help="keep the server logs here")
     add_record_argument(parser)
     add_pipeline_arguments(parser)
+    add_pacing_argument(parser)
 
 
-@dataclass
-class RealtimeCallerStats:
-    v2v_s: list[float] = field(default_factory=list)
-    heard_s: list[float] = field(default_factory=list)  # to the reply's first sound
-    errors: list[str] = field(default_factory=list)
-
-
-def speech_clip(text: str) -> tuple[np.ndarray, float]:
-    """Speech for ``text`` and where the speech ends in it (seconds)."""
-    from omnivox.voice.tts.hibari import HibariTts
-
-    audio = np.concatenate([c.audio for c in HibariTts(seed=1).synthesize(text)])
-    loud = np.nonzero(np.abs(audio) > 0.02)[0]
-    return audio, (loud[-1] + 1) / RATE if len(loud) else len(audio) / RATE
+RealtimeCallerStats = CallerStats  # the name the other benches and the tests know
 
 
 class RealtimeCaller:
-    """One simulated user: a microphone that never stops, a speaker that plays the replies."""
+    """One simulated user on ``/v1/realtime``: a microphone that never stops, a speaker that plays
+    the replies (``bench.paced_caller``)."""
 
     def __init__(self, url: str, clips: list[tuple[np.ndarray, float]], args: argparse.Namespace) -> None:
         self.url = url
         self.clips = clips
         self.args = args
         self.stats = RealtimeCallerStats()
-        self.speech_end: float | None = None  # wall time the current turn's speech ended
-        self.reply_done = asyncio.Event()
-        self.playing_until = 0.0
+        self.timer = ReplyTimer(self.stats, RATE)
 
     async def run(self, turns: int, offset_s: float) -> RealtimeCallerStats:
         await asyncio.sleep(offset_s)  # callers do not all start on the same frame
@@ -147,68 +136,28 @@ class RealtimeCaller:
         return session_config(self.args)
 
     async def _talk(self, ws: ClientConnection, turns: int) -> None:
-        step = RATE * self.args.chunk_ms // 1000
-        start = time.monotonic()
-        sent = 0  # samples sent: the microphone's clock
+        async def append(chunk: np.ndarray) -> None:
+            await ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": pcm16_to_b64(chunk)}))
 
-        async def send(audio: np.ndarray) -> float | None:
-            """Stream ``audio`` in real time; returns when its last chunk left."""
-            nonlocal sent
-            for i in range(0, len(audio), step):
-                chunk = audio[i : i + step]
-                sent += len(chunk)
-                due = start + sent / RATE  # a chunk can leave once it has been "recorded"
-                await asyncio.sleep(max(0.0, due - time.monotonic()))
-                await ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": pcm16_to_b64(chunk)}))
-            return time.monotonic()
-
-        quiet = np.zeros(step, np.float32)
-        for turn in range(turns):
-            clip, speech_end = self.clips[turn % len(self.clips)]
-            self.reply_done.clear()
-            # known before the clip is sent: a reply may start before the clip's trailing silence
-            # (about 0.5 s) has been sent
-            self.speech_end = start + (sent / RATE) + speech_end
-            await send(clip)
-            deadline = time.monotonic() + 20
-            # keep the microphone open (silence) until the reply has been heard
-            while not self.reply_done.is_set() or time.monotonic() < self.playing_until:
-                if time.monotonic() > deadline:
-                    self.stats.errors.append("timeout: no reply within 20 s")
-                    break
-                await send(quiet)
-            await send(np.zeros(RATE // 2, np.float32))  # a breath before the next sentence
+        mic = Microphone(append, RATE, self.args.chunk_ms)
+        await converse(mic, self.timer, self.clips, turns, self.args.pause_s)
 
     async def read_events(self, ws: AsyncIterable[str | bytes]) -> None:
-        """Read the server's events until the connection ends: time each reply (``stats``) and say
-        when it has been heard (``reply_done``, ``playing_until``)."""
-        first_audio: float | None = None
-        heard_from: float | None = None  # the speech end a first sound is still to be timed from
-        audio_s = 0.0
+        """Read the server's events until the connection ends, feeding the replies' audio to the
+        timer (``timer``: v2v and heard into ``stats``; when a reply has been heard)."""
         async for raw in ws:
             event = json.loads(raw)
             kind = ga_type(event["type"])
             if kind == "response.created":
-                first_audio, audio_s = None, 0.0
+                self.timer.reply_started()
             elif kind == "response.output_audio.delta":
-                now = time.monotonic()
                 pcm = np.frombuffer(base64.b64decode(event["delta"]), "<i2")
-                if first_audio is None:
-                    first_audio, heard_from = now, self.speech_end
-                    if self.speech_end is not None:
-                        self.stats.v2v_s.append(now - self.speech_end)
-                        self.speech_end = None
-                loud = np.nonzero(np.abs(pcm) > LOUD)[0]
-                if heard_from is not None and len(loud):  # played from the first delta in real time
-                    self.stats.heard_s.append(first_audio + audio_s + loud[0] / RATE - heard_from)
-                    heard_from = None
-                audio_s += len(pcm) / RATE
+                self.timer.audio(pcm, time.monotonic())
             elif kind == "response.done":
                 status = event["response"]["status"]
                 if status != "completed":
                     self.stats.errors.append(f"response {status}")
-                self.playing_until = (first_audio or time.monotonic()) + audio_s
-                self.reply_done.set()
+                self.timer.reply_finished(time.monotonic())
             elif kind == "error":
                 self.stats.errors.append(event["error"].get("code") or "error")
 
@@ -238,7 +187,8 @@ def real_time_factors(metrics_text: str) -> dict[str, float]:
 async def _load(base: str, users: int, clips: list, args: argparse.Namespace) -> list[RealtimeCallerStats]:
     if args.transport_now == "webrtc":
         callers: list = [
-            WebRtcCaller(base, clips, session_config(args), RealtimeCallerStats()) for _ in range(users)
+            WebRtcCaller(base, clips, session_config(args), RealtimeCallerStats(), args.pause_s)
+            for _ in range(users)
         ]
     else:
         url = base.replace("http://", "ws://") + "/v1/realtime"
@@ -298,14 +248,14 @@ def run(args: argparse.Namespace) -> int:
                     for users in args.users:
                         args.mode, args.transport_now = mode, transport
                         data_dir = Path(scratch) / f"{transport}-{mode}-{record}-n{users}"
-                        r = _one(args, users, clips, record_env(record, data_dir))
+                        r = measure(args, users, clips, record_env(record, data_dir))
                         r["recorded"] = recorded(data_dir) if record == "on" else None
                         key = f"{transport}/{mode}/{users}" + ("/record" if record == "on" else "")
                         results[key] = r
                         rows.append(table_row(transport, mode, users, record, r))
     print_table(
         f"Realtime voice-to-voice, {args.turns} turns per caller, {describe(args)}"
-        f" (server_vad: silence_duration_ms={args.silence_ms})",
+        f" (server_vad: silence_duration_ms={args.silence_ms}); {pacing(args.pause_s)}",
         COLUMNS,
         rows,
     )
@@ -351,7 +301,19 @@ def table_row(transport: str, mode: str, users: int, record: str, result: dict[s
     ]
 
 
-def _one(args: argparse.Namespace, users: int, clips: list, extra_env: dict[str, str]) -> dict[str, Any]:
+def turn_wait_s(mode: str, silence_ms: int) -> float:
+    """The longest a turn's end may wait on turn detection when the model judges it finished:
+    ``silence_ms`` with server_vad, the "finished" pause of a semantic_vad eagerness."""
+    if mode == "server_vad":
+        return silence_ms / 1000
+    from omnivox.voice.turn.policy import SemanticTurnPolicy
+
+    return SemanticTurnPolicy.for_eagerness(mode).finished_ms / 1000
+
+
+def measure(args: argparse.Namespace, users: int, clips: list, extra_env: dict[str, str]) -> dict[str, Any]:
+    """One run: a cluster for ``users`` callers (``args``: the models, transport, turn detection
+    ``mode``), the callers' calls, and what they and the servers measured."""
     workers = args.workers or users
     log_dir = Path(args.log_dir) / f"{args.transport_now}-{args.mode}-n{users}" if args.log_dir else None
     if log_dir:
@@ -362,28 +324,29 @@ def _one(args: argparse.Namespace, users: int, clips: list, extra_env: dict[str,
         env.setdefault("OMNIVOX_WORKER_KEY", secrets.token_hex(16))
     with cluster(workers=workers, engine="cascade", log_dir=log_dir, pipeline=spec, env=env) as c:
         assert c.gateway is not None
+        serving = [c.gateway.pid, *(w.pid for w in c.workers)]
+        if c.coordinator is not None:
+            serving += [c.coordinator.pid, *stage_pids(c.pipeline_view())]
         began, cpu0 = time.monotonic(), cpu_seconds(c.gateway.pid)
+        serving_cpu0 = sum(cpu_seconds(pid) for pid in serving)
         stats = asyncio.run(_load(c.url, users, clips, args))
         wall = time.monotonic() - began
         rtf = real_time_factors(httpx.get(c.url + "/metrics", timeout=5).text)
         rss = [rss_mb(w.pid) for w in c.workers]
+        gateway_rss = rss_mb(c.gateway.pid)
         view = c.pipeline_view() if spec else {}
         shared = [rss_mb(pid) for pid in stage_pids(view)]
         if c.coordinator is not None:
             shared.append(rss_mb(c.coordinator.pid))
         wait_finished(Path(env["OMNIVOX_DATA_DIR"]))
         gateway_cpu = cpu_seconds(c.gateway.pid) - cpu0  # the recorder's work included, replays too
+        serving_cpu = sum(cpu_seconds(pid) for pid in serving) - serving_cpu0
     v2v = [s for st in stats for s in st.v2v_s]
     heard = [s for st in stats for s in st.heard_s]
     errors = [e for st in stats for e in st.errors]
     p95 = percentile(v2v, 95)
     # a reply later than the longest the turn detection may wait plus the headroom is not real time
-    if args.mode == "server_vad":
-        wait_s = args.silence_ms / 1000
-    else:
-        from omnivox.voice.turn.policy import SemanticTurnPolicy
-
-        wait_s = SemanticTurnPolicy.for_eagerness(args.mode).finished_ms / 1000
+    wait_s = turn_wait_s(args.mode, args.silence_ms)
     held = bool(v2v) and not errors and all(r < 1.0 for r in rtf.values()) and p95 < wait_s + HEADROOM_S
     return {
         "workers": workers,
@@ -397,10 +360,12 @@ def _one(args: argparse.Namespace, users: int, clips: list, extra_env: dict[str,
         "tts_rtf": rtf.get("tts", float("nan")),
         "worker_rss_mb": statistics.fmean(rss) if rss else float("nan"),
         "stage_rss_mb": sum(shared),
+        "gateway_rss_mb": gateway_rss,
         "mb_per_session": (sum(rss) + sum(shared)) / users,
         "asr_batch": asr_batch(view),
         "stages": view.get("stages", []),
         "gateway_cpu_pct": 100 * gateway_cpu / wall / users,
+        "serving_cpu_s": serving_cpu,  # gateway, workers (and a pipeline's processes), over the calls
         "errors": errors,
         "wall_s": wall,
         "real_time": held,

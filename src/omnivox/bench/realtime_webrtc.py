@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from omnivox.bench.paced_caller import PAUSE_S
 from omnivox.bench.webrtc_client import WebRtcCall, loopback_only
 
 RATE = 24000
@@ -26,12 +27,18 @@ LOOPBACK_ENV = {"OMNIVOX_WEBRTC_HOST_ADDRESSES": '["127.0.0.1"]'}
 
 class WebRtcCaller:
     def __init__(
-        self, base_url: str, clips: list[tuple[np.ndarray, float]], session: dict[str, Any], stats: Any
+        self,
+        base_url: str,
+        clips: list[tuple[np.ndarray, float]],
+        session: dict[str, Any],
+        stats: Any,
+        pause_s: float = PAUSE_S,
     ) -> None:
         self.base_url = base_url
         self.clips = clips
         self.session = session  # the session the call asks for
         self.stats = stats  # bench.realtime.RealtimeCallerStats: v2v_s, heard_s, errors
+        self.pause_s = pause_s  # before the next sentence once a reply has played out
 
     async def run(self, turns: int, offset_s: float) -> Any:
         await asyncio.sleep(offset_s)
@@ -70,4 +77,4 @@ class WebRtcCaller:
         heard = [t for t in call.loud_at if t > speech_end]
         if heard:
             self.stats.heard_s.append(heard[0] - speech_end)
-        await asyncio.sleep(0.5)  # a breath before the next sentence
+        await asyncio.sleep(self.pause_s)  # the caller's pause before the next sentence

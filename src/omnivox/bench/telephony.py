@@ -41,6 +41,7 @@ import websockets
 
 from omnivox.bench import realtime
 from omnivox.bench.carrier_client import CarrierStream
+from omnivox.bench.paced_caller import PAUSE_S, add_pacing_argument, pacing
 from omnivox.bench.record_flag import cpu_seconds
 from omnivox.bench.sip_caller import SipCaller
 from omnivox.bench.table import percentile, print_table, write_json
@@ -60,6 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--llm", default="local", help="local (default: the embedded SmolLM2), echo")
     parser.add_argument("--asr", default="whisper", help="whisper (default), pocketsphinx")
     parser.add_argument("--log-dir", help="keep the server logs here")
+    add_pacing_argument(parser)
     parser.add_argument(
         "--media-only",
         type=float,
@@ -110,8 +112,17 @@ class Sideband:
 class PhoneCaller:
     """One call (SIP or a Twilio stream) asking the questions, with its sideband."""
 
-    def __init__(self, transport: str, base: str, sip_port: int, clips: list, claim: asyncio.Lock) -> None:
+    def __init__(
+        self,
+        transport: str,
+        base: str,
+        sip_port: int,
+        clips: list,
+        claim: asyncio.Lock,
+        pause_s: float = PAUSE_S,
+    ) -> None:
         self.transport = transport
+        self.pause_s = pause_s  # before the next question once a reply has been played
         self.base = base
         self.sip_port = sip_port
         self.clips = clips
@@ -190,7 +201,7 @@ class PhoneCaller:
                 self.stats.v2v_s.append(v2v - ended)
             if heard is not None:
                 self.stats.heard_s.append(heard - ended)
-            await asyncio.sleep(0.5)  # a breath before the next question
+            await asyncio.sleep(self.pause_s)  # the caller's pause before the next question
 
     async def _hang_up(self, phone: Any) -> None:
         try:
@@ -224,12 +235,14 @@ async def _load(
     offsets = [realtime.SPREAD_S * i / n for i in range(n)]
     if transport == "websocket":
         url = base.replace("http", "ws", 1) + "/v1/realtime"
-        ws_args = argparse.Namespace(chunk_ms=40, mode="server_vad", silence_ms=args.silence_ms)
+        ws_args = argparse.Namespace(
+            chunk_ms=40, mode="server_vad", silence_ms=args.silence_ms, pause_s=args.pause_s
+        )
         callers = [realtime.RealtimeCaller(url, clips, ws_args) for _ in range(n)]
         found = await asyncio.gather(*(c.run(args.turns, o) for c, o in zip(callers, offsets, strict=True)))
         return [CallStats(s.v2v_s, s.heard_s, [], s.errors) for s in found]
     claim, claimed = asyncio.Lock(), set[str]()
-    phones = [PhoneCaller(transport, base, sip_port, clips, claim) for _ in range(n)]
+    phones = [PhoneCaller(transport, base, sip_port, clips, claim, args.pause_s) for _ in range(n)]
     return list(
         await asyncio.gather(*(p.run(args.turns, o, claimed) for p, o in zip(phones, offsets, strict=True)))
     )
@@ -367,7 +380,7 @@ def run(args: argparse.Namespace) -> int:
             )
     print_table(
         f"Phone calls at 8 kHz vs WebSocket sessions, {args.turns} questions per call, {args.llm} LLM, "
-        f"{args.asr} ASR (server_vad: silence_duration_ms={args.silence_ms})",
+        f"{args.asr} ASR (server_vad: silence_duration_ms={args.silence_ms}); {pacing(args.pause_s)}",
         COLUMNS,
         rows,
     )

@@ -21,9 +21,10 @@ import numpy as np
 from aiortc import RTCConfiguration, RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
+from omnivox.bench.paced_caller import LOUD
+
 RATE = 24000
 FRAME = RATE // 50  # 20 ms
-LOUD = 300  # PCM16: a sample past this is sound, not silence (about -40 dBFS)
 
 
 def loopback_only() -> None:

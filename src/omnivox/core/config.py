@@ -8,10 +8,11 @@ composed into the one ``Settings`` users configure.
 from __future__ import annotations
 
 import os
+import tomllib
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -437,6 +438,18 @@ class RealtimeSettings(BaseModel):
         description="what a caller hears when a reply cannot be made (the LLM server is down or fails "
         "before its first word); empty: nothing is said and the response fails",
     )
+    # MCP tools (session.tools[] of type "mcp"): the worker is the MCP client
+    mcp_allow_private: bool = Field(
+        False,
+        description="MCP server URLs may name loopback and private addresses (off: such a URL is "
+        "refused, or a session could reach the worker's own network)",
+    )
+    mcp_timeout_s: float = Field(
+        30.0,
+        gt=0,
+        le=600,
+        description="the longest an MCP server may take to list its tools or answer a call",
+    )
 
 
 class DuplexSettings(BaseModel):
@@ -554,6 +567,14 @@ class Settings(
 
     model_config = SettingsConfigDict(env_prefix="OMNIVOX_", extra="ignore")
 
+    @model_validator(mode="after")
+    def _ranges_hold(self) -> Settings:
+        if self.rtp_port_min >= self.rtp_port_max:
+            raise ValueError(
+                f"rtp_port_min ({self.rtp_port_min}) must be below rtp_port_max ({self.rtp_port_max})"
+            )
+        return self
+
     def key_for(self, role: Literal["client", "admin", "worker"]) -> str | None:
         """The key a role needs (None: the role is open); ``api_key`` covers a role without its own."""
         own = {"client": self.client_key, "admin": self.admin_key, "worker": self.worker_key}[role]
@@ -568,6 +589,10 @@ class Settings(
         return section.model_validate(self.model_dump(include=set(section.model_fields)))
 
 
+class ConfigError(ValueError):
+    """A config file omnivox cannot read as settings (its message names the file)."""
+
+
 def load_settings(config_file: str | os.PathLike[str] | None = None, **overrides: Any) -> Settings:
     """Build the settings. ``overrides`` are command line flags (``None`` values are ignored)."""
     path = str(config_file or os.environ.get("OMNIVOX_CONFIG") or "")
@@ -576,6 +601,15 @@ def load_settings(config_file: str | os.PathLike[str] | None = None, **overrides
         return Settings(**flags)
     if not Path(path).is_file():
         raise FileNotFoundError(f"config file not found: {path}")
+    try:
+        with open(path, "rb") as file:
+            table = tomllib.load(file)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path} is not valid TOML: {exc}") from None
+    # a misspelt setting (or a [table] of them) would otherwise be dropped without a word
+    unknown = sorted(set(table) - set(Settings.model_fields))
+    if unknown:
+        raise ConfigError(f"{path} names settings omnivox does not have: {', '.join(unknown)}")
 
     class _FileSettings(Settings):
         @classmethod

@@ -93,8 +93,10 @@ def finalize(directory: Path, ending: dict[str, Any]) -> dict[str, Any]:
         replay=replay,
         search_text=_search_text(turns),
     )
-    (directory / JOURNAL).unlink(missing_ok=True)
     write_json(directory / META, meta)
+    # only now: a finish the disk interrupts before meta.json says complete is done again from the
+    # journal (by ``recover``), which must still be there, or the timeline is rewritten empty
+    (directory / JOURNAL).unlink(missing_ok=True)
     meta["bytes"] = dir_bytes(directory)
     write_json(directory / META, meta)
     return meta

@@ -118,14 +118,15 @@ def build_mp4(directory: Path, frames: list[dict[str, Any]], wav: Path, out: Pat
 def _frames(directory: Path, frames: list[dict[str, Any]]) -> list[tuple[float, Any]]:
     from PIL import Image
 
-    images = []
-    for i, entry in enumerate(sorted(frames, key=lambda f: f["t"])):
+    images: list[tuple[float, Any]] = []
+    for entry in sorted(frames, key=lambda f: f["t"]):
         try:
             image = Image.open(directory / entry["file"])
             image.load()
         except Exception:
             continue
-        images.append((0.0 if i == 0 else entry["t"], image))  # the first picture from the start
+        # the first picture that can be read shows from the start (not black until it came)
+        images.append((entry["t"] if images else 0.0, image))
     return images
 
 

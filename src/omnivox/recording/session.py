@@ -131,8 +131,11 @@ class SessionRecording:
         entry = {"t": round(max(0.0, at - self.info.t0), 3), "worker_id": worker_id, "engine": engine}
         self.workers.append(entry)
         if self.directory is not None and not self.failed:
-            self._journal_line({"type": "worker", **entry})
-            self._write_meta()
+            try:
+                self._journal_line({"type": "worker", **entry})
+                self._write_meta()
+            except OSError as exc:
+                self._fail(exc)
 
     def gateway_error(self, at: float, code: str) -> None:
         """An error the gateway itself reported to the client (the worker was lost, ...)."""
@@ -157,9 +160,16 @@ class SessionRecording:
             if not self._start():
                 return
             pending, self._pending = self._pending, []
-            for pt, pe in pending:
-                self._write(pt, pe)
-        self._write(t, event)
+            try:
+                for pt, pe in pending:
+                    self._write(pt, pe)
+            except OSError as exc:
+                self._fail(exc)
+                return
+        try:
+            self._write(t, event)
+        except OSError as exc:  # the disk filled up mid-session: the recording stops here, once
+            self._fail(exc)
 
     def flush(self) -> None:
         """After a batch of frames: what was journaled reaches the file (a crash loses little)."""
@@ -242,8 +252,9 @@ class SessionRecording:
 
     def _claim(self, base: str) -> Path:
         """The first free name of ``base``, ``base.2``, ``base.3``... (made here, so it is ours)."""
+        stem = base[:120].rstrip(".")  # room for ".NNNN", and never ".." where a dot was cut to
         for n in range(1, 10_000):
-            name = base if n == 1 else f"{base[:120]}.{n}"
+            name = base if n == 1 else f"{stem}.{n}"
             directory = self.store.dir_of(name)
             try:
                 directory.mkdir()
@@ -315,8 +326,13 @@ class SessionRecording:
         if n == 1:
             (self.directory / folder).mkdir(exist_ok=True)
         name = f"{folder}/{n:06d}.{ext}"
-        with open(self.directory / name, "wb") as f:
-            f.write(data)
+        try:
+            with open(self.directory / name, "wb") as f:
+                f.write(data)
+        except OSError:  # a full disk: no half of a file stays behind (nothing would read it)
+            with contextlib.suppress(OSError):
+                (self.directory / name).unlink()
+            raise
         self._wrote()
         return name
 

@@ -109,7 +109,11 @@ def read_json(path: Path) -> dict[str, Any] | None:
 def write_json(path: Path, data: dict[str, Any]) -> None:
     """Replace ``path`` whole (a reader sees the old file or the new one, never half of one)."""
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, ensure_ascii=False, separators=(",", ":")))
+    try:
+        tmp.write_text(json.dumps(data, ensure_ascii=False, separators=(",", ":")))
+    except OSError:  # a full disk: the old file stays whole, and no half of the new one is left
+        tmp.unlink(missing_ok=True)
+        raise
     tmp.replace(path)
 
 
@@ -258,5 +262,5 @@ def decode_cursor(cursor: str) -> tuple[float, str]:
         padded = cursor + "=" * (-len(cursor) % 4)
         started, rid = json.loads(base64.urlsafe_b64decode(padded.encode()))
         return float(started), str(rid)
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, RecursionError) as exc:  # RecursionError: JSON nested thousands deep
         raise InvalidCursor("the cursor is not one this server gave") from exc

@@ -2,16 +2,20 @@
 
 An event is sent as several packets sharing one RTP timestamp, the last ones with the end bit
 set (three times, for loss). ``DtmfReceiver`` reports each digit once, at its first end packet (or
-when a new event begins before any end packet of the last one arrived).
+when a new event begins before any end packet of the last one arrived). A late or repeated packet
+of an event already reported (a redundant end packet the network delayed past the next key press)
+is ignored: it neither reports that digit again nor ends the event under way early.
 """
 
 from __future__ import annotations
 
 import struct
+from collections import deque
 from dataclasses import dataclass
 
 DIGITS = "0123456789*#ABCD"
 EVENT = struct.Struct("!BBH")
+_FINISHED_KEPT = 16  # events whose late packets are still recognised (key presses a few seconds back)
 
 
 class InvalidDtmf(ValueError):
@@ -50,19 +54,23 @@ class DtmfReceiver:
     """Turns one stream's telephone-event packets into digits, each reported once."""
 
     def __init__(self) -> None:
-        self._current: int | None = None  # the RTP timestamp of the event under way
-        self._reported: int | None = None
+        self._current: int | None = None  # the RTP timestamp of the event under way, not yet reported
         self._digit: str | None = None
+        self._finished: deque[int] = deque(maxlen=_FINISHED_KEPT)  # timestamps of events reported
 
     def feed(self, timestamp: int, payload: bytes) -> list[str]:
         """The digits this packet completes (raises ``InvalidDtmf``)."""
         event = parse_event(payload)
+        if timestamp in self._finished:
+            return []  # a late or repeated packet of an event already reported
         out: list[str] = []
         if timestamp != self._current:
-            if self._current is not None and self._reported != self._current and self._digit is not None:
+            if self._current is not None and self._digit is not None:
+                self._finished.append(self._current)
                 out.append(self._digit)  # the last event's end packets were all lost
             self._current, self._digit = timestamp, event.digit
-        if event.end and self._reported != timestamp:
-            self._reported = timestamp
+        if event.end:
+            self._finished.append(timestamp)
+            self._current, self._digit = None, None
             out.append(event.digit)
         return out

@@ -139,7 +139,9 @@ class MarkedPlayout(_Ledger):
         self.send = send
         self._pending: deque[_Sent] = deque()  # sent, not yet heard
         self._held: list[_Sent] = []  # taken back by a pause, to send again on resume
-        self._dropped: set[str] = set()  # markers cleared: their echoes mean nothing was heard
+        # a cleared marker's echo (Twilio sends them, Plivo never does) finds nothing pending under
+        # its name (names are never reused, resent audio gets a new one): it counts nothing, and no
+        # set of cleared names grows for the whole call
         self._n = 0
 
     @property
@@ -169,11 +171,8 @@ class MarkedPlayout(_Ledger):
 
     def marked(self, name: str) -> None:
         """The carrier echoed a marker: the audio before it has played (unless it was cleared)."""
-        if name in self._dropped:
-            self._dropped.discard(name)
-            return
         if all(s.name != name for s in self._pending):
-            return  # not ours, or already counted
+            return  # not ours, already counted, or cleared
         while self._pending:
             sent = self._pending.popleft()
             self._count(sent.response_id, len(sent.audio))
@@ -189,7 +188,6 @@ class MarkedPlayout(_Ledger):
         self.paused = True
         if self._pending:
             self.send("clear", None)
-            self._dropped.update(s.name for s in self._pending)
             self._held = [*self._pending, *self._held]
             self._pending.clear()
 
@@ -203,7 +201,6 @@ class MarkedPlayout(_Ledger):
     def clear(self, response_id: str | None = None) -> str | None:
         if self._pending:
             self.send("clear", None)
-            self._dropped.update(s.name for s in self._pending)
         self._pending.clear()
         self._held.clear()
         return self._cut_now(response_id)

@@ -44,9 +44,11 @@ def parse_rtp(data: bytes) -> RtpPacket:
             raise InvalidRtp("truncated header extension")
         offset += 4 + 4 * struct.unpack_from("!H", data, offset + 2)[0]
     end = len(data)
-    if first & 0x20:  # padding: the last byte says how much
+    if first & 0x20:  # padding: the last byte says how much, itself included (so never 0)
         if end <= offset:
             raise InvalidRtp("padding without a payload")
+        if data[-1] == 0:
+            raise InvalidRtp("a padding count of 0")
         end -= data[-1]
     if end < offset:
         raise InvalidRtp("header longer than the packet")

@@ -1,6 +1,6 @@
 """One call's RTP: a UDP socket on a port from the configured range, the caller's audio in
 (through the jitter buffer, in ``CHUNK_MS`` pieces), RFC 4733 key presses, and the reply's audio
-out, paced one 20 ms packet at a time from a ``PacedPlayout``.
+out, paced one 20 ms packet at a time from a ``PacedPlayout`` (none while the peer is on hold).
 
 RTP is taken only from the address the SDP named (the first port it comes from there is kept, for
 peers behind a NAT that rewrites it, until packets come from the SDP's own port); packets from
@@ -25,6 +25,9 @@ log = logging.getLogger(__name__)
 
 CHUNK_MS = 40  # caller audio per event to the session
 MAX_PACKETS_PER_S = 200  # a 20 ms stream is 50, its key presses a few more
+# a peer whose SDP says it takes no media (on hold, or c=0.0.0.0) is sent none (RFC 3264): the
+# reply waits in the playout where it was, unheard, until the call is taken off hold
+NOT_RECEIVING = ("sendonly", "inactive")
 
 
 class NoPortFree(Exception):
@@ -111,7 +114,10 @@ class RtpEndpoint(asyncio.DatagramProtocol):
         plan = self.plan
         if plan is None:
             return
-        source = (str(addr[0]), int(addr[1]))
+        host = str(addr[0])
+        if host.startswith("::ffff:") and "." in host:  # an IPv4 peer seen through a dual-stack socket
+            host = host[7:]
+        source = (host, int(addr[1]))
         if source == plan.remote or (self._source is None and source[0] == plan.remote[0]):
             self._source = source  # the SDP's own address always wins over a port latched before it
         if source != self._source:
@@ -164,9 +170,10 @@ class RtpEndpoint(asyncio.DatagramProtocol):
             plan, transport = self.plan, self._transport
             if plan is None or transport is None or transport.is_closing():
                 return
-            frame = self.playout.take()
-            transport.sendto(self._out.packet(plan.payload_type, frame, FRAME_BYTES), plan.remote)
-            self.counters.sent += 1
+            if plan.direction not in NOT_RECEIVING:
+                frame = self.playout.take()
+                transport.sendto(self._out.packet(plan.payload_type, frame, FRAME_BYTES), plan.remote)
+                self.counters.sent += 1
             sent += 1
             wait = start + sent * FRAME_MS / 1000 - self.clock()
             if wait > 0:

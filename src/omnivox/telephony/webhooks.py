@@ -43,9 +43,9 @@ def sign(secret: str, msg_id: str, body: bytes, timestamp: int | None = None) ->
 def verify(secret: str, headers: dict[str, str], body: bytes, now: float | None = None) -> bool:
     """Whether ``headers`` sign ``body`` under ``secret``, within the timestamp tolerance."""
     msg_id, ts, sigs = (headers.get(k) for k in ("webhook-id", "webhook-timestamp", "webhook-signature"))
-    if not (msg_id and ts and sigs) or not ts.isdigit():
+    if not (msg_id and ts and sigs) or not (ts.isascii() and ts.isdigit()):  # "²" is a digit to isdigit
         return False
     if abs((time.time() if now is None else now) - int(ts)) > TOLERANCE_S:
         return False
     expected = signature(secret, msg_id, int(ts), body)
-    return any(hmac.compare_digest(expected, s) for s in sigs.split())
+    return any(hmac.compare_digest(expected.encode(), s.encode()) for s in sigs.split())

@@ -10,6 +10,8 @@ yields, as they happen:
   TTS makes it, while the LLM goes on writing the next sentence;
 - ``ToolCallDelta``: a piece of a function call (when ``request.llm.tools`` offered some and the
   LLM can call them), and ``Usage``: the LLM's token counts, where it reports them;
+- ``ToolRunning`` / ``ToolResult``: a tool the server runs itself started and ended
+  (``voice.tool_rounds``, with ``request.server_tools``);
 - ``ReplyFailed``: the reply could not be made (the LLM failed before its first word) and what
   follows is ``request.apology`` (``with_apology``), so the listener hears why rather than silence.
 
@@ -29,6 +31,7 @@ import numpy as np
 from omnivox.protocol.chat import ChatMessage
 from omnivox.voice.llm.base import ChatLlm, LlmParams, ToolCallDelta, Usage
 from omnivox.voice.llm.words import WordChunker
+from omnivox.voice.tool_calls import ServerTools, ToolResult, ToolRunning
 from omnivox.voice.tts.base import SentenceChunker, StreamingTts
 
 # The first audio of a reply speaks at most this many words: a 135M model on one core writes a
@@ -44,6 +47,7 @@ class ReplyRequest:
     voice: str | None = None  # None: the TTS's default
     speed: float | None = None  # None: the TTS's configured pace
     apology: str = ""  # said instead when the reply fails before its first word ("": fail)
+    server_tools: ServerTools | None = None  # tools the server runs itself (``voice.tool_rounds``)
 
 
 @dataclass(frozen=True)
@@ -69,7 +73,7 @@ class ReplyFailed:
     error: BaseException  # why no reply could be made; the apology's words and audio follow
 
 
-ReplyPiece = FirstToken | Word | Spoken | ToolCallDelta | Usage | ReplyFailed
+ReplyPiece = FirstToken | Word | Spoken | ToolCallDelta | ToolRunning | ToolResult | Usage | ReplyFailed
 
 
 def produce_reply(

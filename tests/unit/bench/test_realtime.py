@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from omnivox.bench import realtime as bench
+from omnivox.bench.paced_caller import LOUD
 from omnivox.gateway.metrics import GatewayMetrics
 
 
@@ -236,7 +237,7 @@ def caller() -> bench.RealtimeCaller:
 @pytest.mark.parametrize("beta", [False, True])
 async def test_a_caller_times_the_first_delta_and_the_first_sound_after_it(beta):
     c = caller()
-    c.speech_end = time.monotonic() - 100.0  # the user stopped speaking long ago
+    c.timer.expect_reply(time.monotonic() - 100.0)  # the user stopped speaking long ago
     quiet = np.zeros(2400, np.int16)  # 0.1 s of silence before the first word
     loud = np.zeros(2400, np.int16)
     loud[240:] = 5000  # sound 10 ms into the second delta
@@ -250,8 +251,8 @@ async def test_a_caller_times_the_first_delta_and_the_first_sound_after_it(beta)
     assert len(c.stats.v2v_s) == 1 and c.stats.v2v_s[0] >= 100.0
     (heard,) = c.stats.heard_s
     assert heard - c.stats.v2v_s[0] == pytest.approx(0.11)  # played in real time from the first delta
-    assert c.stats.errors == [] and c.reply_done.is_set() and c.speech_end is None
-    assert c.playing_until > 0
+    assert c.stats.errors == [] and c.timer.reply_done.is_set() and c.timer.speech_end is None
+    assert c.timer.playing_until > 0
 
 
 async def test_a_cut_reply_and_server_errors_are_counted_as_errors():
@@ -265,16 +266,16 @@ async def test_a_cut_reply_and_server_errors_are_counted_as_errors():
     await c.read_events(Replay(events))
     assert c.stats.errors == ["invalid_event", "error", "response cancelled"]
     assert c.stats.v2v_s == [] and c.stats.heard_s == []  # no turn was being timed
-    assert c.reply_done.is_set()
+    assert c.timer.reply_done.is_set()
 
 
 async def test_a_reply_that_is_all_silence_is_never_heard():
     c = caller()
-    c.speech_end = time.monotonic()
+    c.timer.expect_reply(time.monotonic())
     events = [
         {"type": "response.created", "response": {}},
         delta(np.zeros(480, np.int16)),
-        delta(np.full(480, bench.LOUD, np.int16)),  # exactly LOUD is still silence
+        delta(np.full(480, LOUD, np.int16)),  # exactly LOUD is still silence
         {"type": "response.done", "response": {"status": "completed"}},
     ]
     await c.read_events(Replay(events))
@@ -283,7 +284,7 @@ async def test_a_reply_that_is_all_silence_is_never_heard():
 
 async def test_only_the_first_reply_after_speech_is_timed():
     c = caller()
-    c.speech_end = time.monotonic()
+    c.timer.expect_reply(time.monotonic())
     loud = np.full(480, 4000, np.int16)
     reply = [{"type": "response.created", "response": {}}, delta(loud)]
     done = {"type": "response.done", "response": {"status": "completed"}}

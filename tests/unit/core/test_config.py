@@ -14,6 +14,7 @@ from omnivox.cli import build_parser, settings_from_args
 from omnivox.core.config import (
     WORKER_ROLES,
     CommonSettings,
+    ConfigError,
     DuplexSettings,
     EngineSettings,
     GatewaySettings,
@@ -203,12 +204,39 @@ def test_load_settings_drops_flags_left_as_none(monkeypatch):
     assert s.engine == "tiny" and s.workers == 1 and s.port == 8123
 
 
-def test_a_config_file_reads_lists_and_ignores_unknown_keys(tmp_path):
+def test_a_config_file_reads_lists_and_tables(tmp_path):
     cfg = tmp_path / "c.toml"
-    cfg.write_text('worker_urls = ["http://x:1"]\nunknown_key = 3\nrecord_sessions = true\n')
+    cfg.write_text(
+        'worker_urls = ["http://x:1"]\nrecord_sessions = true\n'
+        '[phone_profiles."+15550001111"]\ninstructions = "You take orders."\n'
+    )
     s = load_settings(cfg)
     assert s.worker_urls == ["http://x:1"] and s.record_sessions is True
+    assert s.phone_profiles["+15550001111"].instructions == "You take orders."
     assert isinstance(s, Settings) and type(s) is Settings  # the file's own class does not leak out
+
+
+def test_a_config_file_naming_settings_omnivox_lacks_is_refused_with_their_names(tmp_path):
+    cfg = tmp_path / "c.toml"
+    # a typo, a table of the wrong name, and a dotted key quoted whole (one top-level name)
+    cfg.write_text('recrod_sessions = true\n[server]\nport = 1\n["phone_profiles.+1555"]\nx = 1\n')
+    with pytest.raises(ConfigError) as info:
+        load_settings(cfg)
+    message = str(info.value)
+    assert str(cfg) in message
+    assert "recrod_sessions" in message and "server" in message and "phone_profiles.+1555" in message
+
+
+def test_a_config_file_that_is_not_toml_is_an_error_naming_the_file(tmp_path):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("port = \n")
+    with pytest.raises(ConfigError, match=r"c\.toml is not valid TOML"):
+        load_settings(cfg)
+
+
+def test_an_empty_rtp_port_range_is_refused():
+    with pytest.raises(ValidationError, match="rtp_port_min"):
+        load_settings(None, rtp_port_min=30000, rtp_port_max=20000)
 
 
 def test_a_config_file_with_a_bad_value_is_refused(tmp_path):
@@ -297,3 +325,49 @@ def test_section_defaults_match_the_composed_model():
     whole = Settings()
     for section in WORKER_ROLES:
         assert whole.role(section) == section()
+
+
+# ---- what a broken configuration says
+
+
+def test_an_explicit_config_file_beats_the_one_the_environment_names(tmp_path, monkeypatch):
+    (tmp_path / "env.toml").write_text("port = 9001\n")
+    (tmp_path / "flag.toml").write_text("port = 9002\n")
+    monkeypatch.setenv("OMNIVOX_CONFIG", str(tmp_path / "env.toml"))
+    assert load_settings(tmp_path / "flag.toml").port == 9002
+
+
+def test_a_list_comes_from_the_environment_as_json_and_beats_the_file(tmp_path, monkeypatch):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('worker_urls = ["http://file:1"]\n')
+    monkeypatch.setenv("OMNIVOX_WORKER_URLS", '["http://env:1", "http://env:2"]')
+    assert load_settings(cfg).worker_urls == ["http://env:1", "http://env:2"]
+    monkeypatch.setenv("OMNIVOX_WORKER_URLS", "http://env:1")  # not JSON: refused, not split or dropped
+    with pytest.raises(ValueError, match="worker_urls"):
+        load_settings(cfg)
+
+
+@pytest.mark.parametrize("body", [b"port = \n", b"port = 1\xff\n", b"[[port]\n"])
+def test_a_config_file_that_is_not_toml_is_refused(tmp_path, body):
+    cfg = tmp_path / "c.toml"
+    cfg.write_bytes(body)
+    with pytest.raises(ValueError):
+        load_settings(cfg)
+
+
+def test_a_folder_is_no_config_file(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        load_settings(tmp_path)
+
+
+@pytest.mark.parametrize(("value", "port"), [(" 9000 ", 9000), ("9000", 9000)])
+def test_numbers_in_the_environment_may_carry_spaces(monkeypatch, value, port):
+    monkeypatch.setenv("OMNIVOX_PORT", value)
+    assert Settings().port == port
+
+
+@pytest.mark.parametrize(("name", "value"), [("OMNIVOX_PORT", ""), ("OMNIVOX_RECORD_SESSIONS", "maybe")])
+def test_an_empty_or_unreadable_variable_is_refused_not_taken_as_unset(monkeypatch, name, value):
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ValidationError):
+        Settings()

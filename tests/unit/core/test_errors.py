@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from omnivox.core import errors as E
@@ -25,6 +27,7 @@ POLICY = [
     E.WorkerUnavailable,
     E.WorkerBusy,
     E.InvalidSessionId,
+    E.InvalidResumeToken,
     E.TooManySessions,
     E.SlowClient,
     E.TooManyWorkers,
@@ -163,3 +166,29 @@ def test_as_omnivox_error():
     assert isinstance(wrapped, E.InternalError) and wrapped.message == "KeyError: 'k'"
     assert wrapped.fatal and wrapped.close_code == 1011
     assert E.as_omnivox_error(ValueError()).message == "ValueError: "
+
+
+def test_codes_are_lower_snake_case_and_statuses_are_client_or_server_errors():
+    for cls in ERRORS:
+        assert re.fullmatch(r"[a-z][a-z0-9]*(_[a-z0-9]+)*", cls.code), cls.__name__
+        assert cls.realtime_code is None or re.fullmatch(r"[a-z][a-z0-9_]*", cls.realtime_code)
+        assert 400 <= cls.http_status <= 599, cls.__name__
+
+
+@pytest.mark.parametrize(
+    ("cls", "code", "status", "close", "fatal"),
+    [
+        (E.UnusableSdp, "unusable_sdp", 488, 1000, False),  # SIP's Not Acceptable Here
+        (E.CallNotRinging, "call_state_conflict", 409, 1000, False),
+        (E.InvalidSignature, "invalid_signature", 403, 1008, True),
+        (E.DialFailed, "dial_failed", 502, 1011, False),
+        (E.RecordingBusy, "recording_in_progress", 409, 1000, False),
+        (E.InvalidCursor, "invalid_cursor", 400, 1000, False),
+        (E.StorageUnavailable, "storage_unavailable", 507, 1011, False),
+        (E.InvalidSessionId, "invalid_session_id", 400, 1008, True),
+        (E.InvalidResumeToken, "invalid_resume_token", 400, 1008, True),
+    ],
+)
+def test_telephony_recording_and_session_errors_on_the_wire(cls, code, status, close, fatal):
+    err = cls("x")
+    assert (err.code, err.http_status, err.close_code, err.fatal) == (code, status, close, fatal)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from enum import StrEnum
 
 import pytest
@@ -50,3 +51,34 @@ def test_machine_moves_checks_and_knows_when_it_is_done() -> None:
 def test_a_machine_must_start_in_a_known_state() -> None:
     with pytest.raises(ValueError):
         Machine({Light.OFF: frozenset()}, Light.ON)
+
+
+# every state machine omnivox runs on this helper (module, table)
+TABLES = [
+    ("omnivox.gateway.scheduling.states", "TRANSITIONS"),
+    ("omnivox.gateway.telephony.call", "TRANSITIONS"),
+    ("omnivox.gateway.edges.calls", "TRANSITIONS"),
+    ("omnivox.agent.interruption", "TRANSITIONS"),
+    ("omnivox.agent.reply", "TRANSITIONS"),
+    ("omnivox.pipeline.requests", "TRANSITIONS"),
+    ("omnivox.worker.duplex.session", "PHASES"),
+    ("omnivox.worker.host", "TRANSITIONS"),
+]
+
+
+@pytest.mark.parametrize(("module", "name"), TABLES, ids=[m for m, _ in TABLES])
+def test_every_machines_moves_lead_to_states_its_table_knows(module: str, name: str) -> None:
+    # a move into a state without a row would leave Machine.can/done raising KeyError there
+    table = getattr(importlib.import_module(module), name)
+    kind = type(next(iter(table)))
+    assert all(isinstance(state, kind) for state in table)
+    for state, moves in table.items():
+        assert isinstance(moves, frozenset) and moves <= table.keys(), (state, moves - table.keys())
+        assert state not in moves  # staying put is always allowed: a row never needs to say so
+    for end in terminal(table):  # a state no move leaves is one some move enters (else it is dead)
+        assert any(end in moves for moves in table.values()), end
+
+
+def test_a_table_without_a_row_for_the_current_state_refuses_every_move() -> None:
+    with pytest.raises(IllegalTransition):
+        check({Light.OFF: frozenset({Light.ON})}, Light.ON, Light.OFF)

@@ -113,3 +113,44 @@ def test_leftovers_are_swept(store):
 def test_an_empty_or_missing_folder_is_fine(store):
     report = cleanup(store, retention_days=0, max_storage_gb=0, now=NOW)
     assert report.removed == [] and report.lines()[-1].startswith("removed 0 recording(s)")
+
+
+def test_what_age_removes_counts_before_size_is_weighed(store):
+    make(store.root, "old", started_days_ago=40, size_mb=4)
+    make(store.root, "mid", started_days_ago=5, size_mb=2)
+    make(store.root, "new", started_days_ago=1, size_mb=2)
+    report = cleanup(store, retention_days=30, max_storage_gb=4.5 * MB / 2**30, now=NOW)
+    assert [(r.recording_id, r.reason) for r in report.removed] == [("old", "age")]  # 4 MiB left: enough
+    assert (report.bytes_before, report.bytes_after, report.kept) == (8 * MB, 4 * MB, 2)
+
+
+def test_a_dry_run_sweeps_nothing_either(store):
+    stray = store.root / "no-meta"
+    stray.mkdir(parents=True)
+    os.utime(stray, (NOW - 2 * RECOVER_AFTER_S,) * 2)
+    (store.root / ".deleting-x-1").mkdir()
+    cleanup(store, retention_days=0, max_storage_gb=0, now=NOW, dry_run=True)
+    assert sorted(p.name for p in store.root.iterdir()) == [".deleting-x-1", "no-meta"]
+
+
+def test_a_recording_removed_meanwhile_is_not_reported_removed(store, monkeypatch):
+    make(store.root, "gone", started_days_ago=40)
+    real_delete = store.delete
+
+    def raced(recording_id):
+        real_delete(recording_id)  # another cleanup or a DELETE got there first
+        real_delete(recording_id)
+
+    monkeypatch.setattr(store, "delete", raced)
+    report = cleanup(store, retention_days=30, max_storage_gb=None, now=NOW)
+    assert report.removed == [] and report.live == [] and not (store.root / "gone").exists()
+
+
+def test_an_unfinished_recording_is_sized_from_the_disk_not_its_meta(store):
+    d = make(store.root, "orphan", started_days_ago=40, size_mb=2, complete=False)
+    meta = json.loads((d / "meta.json").read_text())
+    (d / "meta.json").write_text(json.dumps({**meta, "bytes": 1}))  # a figure only a finish writes
+    os.utime(d / "meta.json", (NOW - 40 * DAY,) * 2)
+    report = cleanup(store, retention_days=30, max_storage_gb=None, now=NOW)
+    assert [r.recording_id for r in report.removed] == ["orphan"] and report.removed[0].bytes >= 2 * MB
+    assert report.lines()[0].startswith("removed orphan (age; 2.0 MiB; started ")

@@ -99,3 +99,16 @@ def test_the_video_replay_shows_each_frame_from_when_it_came(tmp_path):
     assert not build_mp4(
         tmp_path, [{"t": 0.0, "file": "user_frames/broken.jpg"}], tmp_path / "m.wav", tmp_path / "x.mp4", 3.0
     )
+
+
+def test_when_the_first_frame_is_unreadable_the_first_readable_one_shows_from_the_start(tmp_path):
+    build_wav(tmp_path, [clip(tmp_path, "user_audio/1.wav", "user", 0.0, 2.0, 16000)], tmp_path / "m.wav")
+    (tmp_path / "user_frames").mkdir()
+    (tmp_path / "user_frames/0.jpg").write_bytes(b"\xff\xd8 cut short by a full disk")
+    (tmp_path / "user_frames/1.jpg").write_bytes(encode_jpeg(np.full((48, 64, 3), (0, 250, 0), np.uint8)))
+    frames = [{"t": 0.2, "file": "user_frames/0.jpg"}, {"t": 1.0, "file": "user_frames/1.jpg"}]
+    assert build_mp4(tmp_path, frames, tmp_path / "m.wav", tmp_path / "m.mp4", 2.0)
+    with av.open(str(tmp_path / "m.mp4")) as video:
+        first = next(iter(video.decode(video=0)))
+        assert float(first.time) == pytest.approx(0.0, abs=1e-3)  # no black second before it
+        assert np.abs(first.to_ndarray(format="rgb24").reshape(-1, 3).mean(axis=0) - (0, 250, 0)).max() < 30

@@ -2,52 +2,19 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import time
 import wave
 
-import numpy as np
 import pytest
 
-from omnivox.audio.pcm import float32_to_b64, pcm16_to_b64
 from omnivox.protocol.registry import by_name
 from omnivox.recording.finalize import recover
 from omnivox.recording.session import Outcome, Policy, RecordedSession, SessionRecording
 from omnivox.recording.store import JOURNAL, RecordingStore
 
-UNIT = {
-    "current_time": 1.0,
-    "cost_prefill_ms": 1,
-    "cost_generate_ms": 1,
-    "cost_finalize_ms": 0,
-    "wall_clock_ms": 5,
-    "kv_cache_length": 1,
-}
-
-
-def duplex(store, session_id="dx-1", policy=Policy(True), **kw):
-    info = RecordedSession(session_id, "duplex", "audio_duplex", time.time(), 100.0)
-    return SessionRecording(store, info, by_name("duplex").timeline_reader(), policy, **kw)
-
-
-def send(rec, at, from_client, msg):
-    rec.frame(100.0 + at, from_client, json.dumps(msg))
-
-
-def chunk(level=0.2):
-    return {"type": "audio_chunk", "audio_base64": float32_to_b64(np.full(16000, level, np.float32))}
-
-
-def speak(text="hi"):
-    return {
-        "type": "result",
-        "unit_index": 0,
-        "is_listen": False,
-        "text": text,
-        "end_of_turn": True,
-        "audio_data": pcm16_to_b64(np.full(24000, 0.1, np.float32)),
-        **UNIT,
-    }
+from .harness import chunk, duplex, send, speak
 
 
 @pytest.fixture
@@ -194,3 +161,65 @@ def test_the_client_address_is_kept_only_when_asked(store):
     send(rec, 1.0, True, chunk())
     rec.finish(Outcome(1000))
     assert json.loads((store.root / "addr" / "meta.json").read_text())["client_address"] == "203.0.113.9"
+
+
+class _FullDisk:
+    """A file on a disk that fills up after ``room`` bytes: the write keeps what fitted, then fails."""
+
+    def __init__(self, path, mode, room):
+        self.f = open(path, mode)  # closed by __exit__
+        self.room = room
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.f.close()
+
+    def write(self, data):
+        self.f.write(data[: self.room])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def test_a_disk_that_fills_up_mid_session_stops_the_recording_once_and_leaves_no_half_file(
+    store, monkeypatch
+):
+    from omnivox.recording import session as session_module
+
+    failures = []
+    rec = duplex(store, "full", on_failure=lambda rid, why: failures.append((rid, why)))
+    send(rec, 1.0, True, chunk())  # the first second is written whole
+    directory = store.root / "full"
+    assert (directory / "user_audio" / "000001.wav").is_file()
+    monkeypatch.setattr(session_module, "open", lambda p, m="r", **kw: _FullDisk(p, m, 1000), raising=False)
+    for i in range(3):
+        send(rec, 2.0 + i, True, chunk())  # never raises into the session
+    monkeypatch.undo()
+    assert len(failures) == 1 and failures[0][0] == "full" and failures[0][1].errno == errno.ENOSPC
+    assert rec.failed
+    assert sorted(p.name for p in (directory / "user_audio").iterdir()) == ["000001.wav"]
+    rec.finish(Outcome(1000))
+    meta = json.loads((directory / "meta.json").read_text())
+    assert meta["write_failed"] is True and meta["status"] == "recording"  # recover() finishes it later
+    assert recover(store, time.time() + 3600) == ["full"]
+    assert json.loads((directory / "meta.json").read_text())["files"]["user_audio"] == 1
+
+
+@pytest.mark.parametrize(
+    "session_id",
+    [
+        "a" * 119 + ".b",  # cut to 120 characters, the name would end in a dot: "..2"
+        "a" * 128,
+        "a" * 118 + ":.b",
+    ],
+)
+def test_a_long_reused_session_id_still_gets_a_recording_of_its_own(store, session_id):
+    failures = []
+    for _ in range(3):
+        rec = duplex(store, session_id, on_failure=lambda rid, why: failures.append(why))
+        send(rec, 1.0, True, chunk())
+        rec.finish(Outcome(1000))
+    assert failures == []
+    names = sorted(p.name for p in store.root.iterdir())
+    assert len(names) == 3 and session_id in names
+    assert all(len(n) <= 128 and ".." not in n for n in names)

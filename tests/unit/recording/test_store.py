@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import base64
+import errno
 import json
 import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +21,9 @@ from omnivox.recording.store import (
     decode_cursor,
     encode_cursor,
     hold_lock,
+    read_json,
+    remove_tree,
+    write_json,
 )
 
 TRAVERSALS = [
@@ -143,3 +149,88 @@ def test_cursors_round_trip_and_forged_ones_are_refused():
     for bad in ("", "nonsense", "W10", "bnVsbA"):
         with pytest.raises(InvalidCursor):
             decode_cursor(bad)
+
+
+def _b64(text: str) -> str:
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
+@pytest.mark.parametrize(
+    "forged",
+    [
+        _b64("[" * 5000 + "]" * 5000),  # nested past the parser's recursion limit
+        _b64('[1, "a", 3]'),
+        _b64('{"a": 1}'),
+        _b64('["x", "rec-1"]'),
+        _b64('[[1], "rec-1"]'),
+        _b64("[1, "),
+        base64.urlsafe_b64encode(b"\xff\xfe[1]").decode(),  # not UTF-8
+        "é",
+        "!!!!",
+        "A",
+    ],
+)
+def test_forged_cursors_are_invalid_cursor_never_another_error(forged):
+    with pytest.raises(InvalidCursor) as err:
+        decode_cursor(forged)
+    assert (err.value.code, err.value.http_status) == ("invalid_cursor", 400)
+
+
+def test_only_directories_with_a_readable_meta_are_entries(tmp_path):
+    store = RecordingStore(tmp_path)
+    assert RecordingStore(tmp_path / "none").entries() == []
+    for rid, meta in (("ok", '{"started_at": 5}'), ("list", "[1]"), ("cut", '{"started_'), (".hidden", "{}")):
+        (tmp_path / rid).mkdir()
+        (tmp_path / rid / "meta.json").write_text(meta)
+    (tmp_path / "no-meta").mkdir()
+    (tmp_path / "file.json").write_text("{}")
+    (tmp_path / "link").symlink_to(tmp_path / "ok")
+    entries = store.entries()
+    assert [e.recording_id for e in entries] == ["ok"] and entries[0].started_at == 5.0
+    with pytest.raises(NotFound):
+        store.meta("cut")
+    with pytest.raises(NotFound):
+        store.meta("link")
+    assert store.timeline("ok") is None  # still recording: no recording.json yet
+
+
+def test_the_journal_of_a_live_recording_skips_a_line_cut_short(tmp_path):
+    store = RecordingStore(tmp_path)
+    (tmp_path / "r1").mkdir()
+    assert store.journal("r1") == []
+    (tmp_path / "r1" / "timeline.jsonl").write_text('{"t": 1}\n{"t": 2}\n{"t": 3, "te')
+    assert store.journal("r1") == [{"t": 1}, {"t": 2}]
+
+
+def test_write_json_replaces_the_file_whole(tmp_path):
+    target = tmp_path / "meta.json"
+    write_json(target, {"a": "é"})
+    write_json(target, {"b": 2})
+    assert read_json(target) == {"b": 2} and sorted(p.name for p in tmp_path.iterdir()) == ["meta.json"]
+    assert read_json(tmp_path / "missing.json") is None
+
+
+def test_deleting_what_is_not_there_is_not_found(tmp_path):
+    store = RecordingStore(tmp_path)
+    with pytest.raises(NotFound) as err:
+        store.delete("nothing")
+    assert err.value.http_status == 404
+    remove_tree(tmp_path / "nothing")  # already gone: nothing to do
+
+
+def test_a_write_the_disk_cuts_short_keeps_the_old_file_and_leaves_no_half(tmp_path, monkeypatch):
+    target = tmp_path / "meta.json"
+    write_json(target, {"status": "recording"})
+    real_write = Path.write_text
+
+    def full(self, text, *args, **kwargs):
+        real_write(self, text[:5], *args, **kwargs)  # what fitted
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", full)
+    with pytest.raises(OSError):
+        write_json(target, {"status": "complete"})
+    monkeypatch.undo()
+    assert read_json(target) == {"status": "recording"} and [p.name for p in tmp_path.iterdir()] == [
+        "meta.json"
+    ]

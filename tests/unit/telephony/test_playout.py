@@ -1,4 +1,4 @@
-from omnivox.telephony.playout import FRAME_BYTES, MarkedPlayout, PacedPlayout
+from omnivox.telephony.playout import FRAME_BYTES, MarkedPlayout, OnPlayback, PacedPlayout
 
 
 def test_paced_playout_reports_and_counts_what_was_taken():
@@ -54,3 +54,162 @@ def test_a_pause_clears_the_carrier_and_resume_sends_the_unheard_audio_again():
     assert [(a, d) for a, d in sent if a == "media"] == [("media", b"\x02" * 800)]
     p.marked(next(d for a, d in sent if a == "mark"))
     assert p.heard_ms("r1") == 200
+
+
+def recorder() -> tuple[list[tuple[str, str]], OnPlayback]:
+    said: list[tuple[str, str]] = []
+    return said, lambda kind, rid: said.append((kind, rid))
+
+
+def test_a_partial_frame_is_filled_with_the_codecs_silence() -> None:
+    _, on = recorder()
+    p = PacedPlayout(on, encoding="audio/pcma")
+    p.push("r1", b"\x01" * 100)
+    assert p.take() == b"\x01" * 100 + b"\xd5" * (FRAME_BYTES - 100)
+    assert p.heard_ms("r1") == 12.5 and p.buffered == 0
+    assert p.take() == b"\xd5" * FRAME_BYTES  # nothing left: A-law silence, not mu-law's
+
+
+def test_replies_back_to_back_stop_one_and_start_the_next_in_one_frame() -> None:
+    said, on = recorder()
+    p = PacedPlayout(on)
+    p.push("r1", b"\x01" * 60)
+    p.audio_over("r1")
+    p.push("r2", b"\x02" * 200)
+    assert p.take() == b"\x01" * 60 + b"\x02" * 100
+    assert said == [("started", "r1"), ("stopped", "r1"), ("started", "r2")]
+    assert (p.heard_ms("r1"), p.heard_ms("r2")) == (7.5, 12.5) and p.buffered == 100
+
+
+def test_a_reply_over_before_it_played_stops_once_it_has() -> None:
+    said, on = recorder()
+    p = PacedPlayout(on)
+    p.push("r1", b"\x01" * FRAME_BYTES)
+    p.audio_over("r1")
+    assert said == []  # nothing played yet
+    p.take()
+    assert said == [("started", "r1"), ("stopped", "r1")]
+    p.audio_over("r1")  # told twice: nothing more
+    p.take()
+    assert said == [("started", "r1"), ("stopped", "r1")]
+
+
+def test_audio_over_after_the_last_frame_was_taken_stops_at_once() -> None:
+    said, on = recorder()
+    p = PacedPlayout(on)
+    p.push("r1", b"\x01" * FRAME_BYTES)
+    p.take()
+    assert said == [("started", "r1")]
+    p.audio_over("r1")
+    assert said == [("started", "r1"), ("stopped", "r1")]
+
+
+def test_empty_audio_and_unknown_replies_change_nothing() -> None:
+    said, on = recorder()
+    p = PacedPlayout(on)
+    p.push("r1", b"")
+    p.audio_over("nobody")
+    assert p.take() == b"\xff" * FRAME_BYTES and said == [] and p.heard_ms("r1") == 0
+    assert p.clear() is None  # nothing was playing
+
+
+def test_clearing_a_reply_not_yet_playing_cuts_its_later_audio_too() -> None:
+    said, on = recorder()
+    p = PacedPlayout(on)
+    p.push("r1", b"\x01" * FRAME_BYTES)
+    p.take()
+    assert p.clear("r2") == "r1"  # the one playing is cut as well as the one named
+    p.push("r1", b"\x01" * FRAME_BYTES)
+    p.push("r2", b"\x02" * FRAME_BYTES)
+    p.push("r3", b"\x03" * FRAME_BYTES)
+    assert p.take() == b"\x03" * FRAME_BYTES and p.heard_ms("r2") == 0
+    assert said == [("started", "r1"), ("started", "r3")]  # a cut reply is not reported as played out
+
+
+def test_a_pause_holds_the_reply_where_it_was_and_clear_ends_the_pause() -> None:
+    _, on = recorder()
+    p = PacedPlayout(on)
+    p.push("r1", bytes(range(FRAME_BYTES)) * 2)
+    p.take()
+    p.pause()
+    assert p.take() == b"\xff" * FRAME_BYTES and p.buffered == FRAME_BYTES
+    p.resume()
+    assert p.take() == bytes(range(FRAME_BYTES))  # the next sample, not one skipped
+    p.push("r2", b"\x02" * FRAME_BYTES)
+    p.pause()
+    p.clear()
+    assert not p.paused and p.take() == b"\xff" * FRAME_BYTES
+
+
+def marked() -> tuple[MarkedPlayout, list[tuple[str, object]], list[tuple[str, str]]]:
+    sent: list[tuple[str, object]] = []
+    said, on = recorder()
+    return MarkedPlayout(on, lambda action, data: sent.append((action, data))), sent, said
+
+
+def test_a_foreign_or_repeated_marker_counts_nothing() -> None:
+    p, sent, _ = marked()
+    p.push("r1", b"\x01" * 800)
+    name = sent[-1][1]
+    p.marked("someone-elses")
+    assert p.heard_ms("r1") == 0
+    p.marked(str(name))
+    p.marked(str(name))  # echoed twice
+    assert p.heard_ms("r1") == 100 and p.buffered == 0
+
+
+def test_a_later_marker_counts_the_chunks_before_it() -> None:
+    p, sent, _ = marked()
+    for n in range(3):
+        p.push("r1", bytes([n]) * 80)
+    marks = [d for a, d in sent if a == "mark"]
+    p.marked(str(marks[2]))  # the carrier's echoes of the first two were lost
+    assert p.heard_ms("r1") == 30 and p.buffered == 0
+    p.marked(str(marks[0]))
+    assert p.heard_ms("r1") == 30
+
+
+def test_audio_pushed_while_paused_waits_for_resume() -> None:
+    p, sent, said = marked()
+    p.pause()
+    assert sent == []  # nothing pending: no clear sent
+    p.push("r1", b"\x01" * 80)
+    assert sent == [] and p.buffered == 80 and said == []
+    p.resume()
+    assert [a for a, _ in sent] == ["media", "mark"] and said == [("started", "r1")]
+
+
+def test_clear_drops_everything_and_its_echoes_mean_nothing() -> None:
+    p, sent, said = marked()
+    p.push("r1", b"\x01" * 80)
+    p.push("r1", b"\x01" * 80)
+    marks = [d for a, d in sent if a == "mark"]
+    assert p.clear() == "r1" and sent[-1] == ("clear", None) and p.buffered == 0
+    for name in marks:
+        p.marked(str(name))
+    assert p.heard_ms("r1") == 0
+    p.push("r1", b"\x01" * 80)  # the cut reply's late audio is not sent
+    assert sent[-1] == ("clear", None) and said == [("started", "r1")]
+    sent.clear()
+    assert p.clear() is None and sent == []  # nothing pending: no clear to send
+
+
+def test_a_reply_with_nothing_pending_stops_when_over() -> None:
+    p, sent, said = marked()
+    p.push("r1", b"\x01" * 80)
+    p.marked(str(sent[-1][1]))
+    assert said == [("started", "r1")]
+    p.audio_over("r1")
+    assert said == [("started", "r1"), ("stopped", "r1")]
+
+
+def test_markers_a_carrier_never_echoes_after_a_clear_leave_the_next_reply_counted_right() -> None:
+    # Plivo echoes no checkpoint it dropped; Twilio echoes them all: either way only heard audio counts
+    p, sent, _ = marked()
+    for n in range(50):  # a long call, barged in on again and again
+        p.push(f"r{n}", b"\x01" * 80)
+        p.clear(f"r{n}")
+    p.push("last", b"\x02" * 160)
+    p.marked(str(sent[-1][1]))
+    assert p.heard_ms("last") == 20 and p.buffered == 0
+    assert all(p.heard_ms(f"r{n}") == 0 for n in range(50))

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+import itertools
+
+import pytest
+
+from omnivox.telephony import rtp_endpoint
+from omnivox.telephony.dtmf import event_payloads
 from omnivox.telephony.playout import PacedPlayout
-from omnivox.telephony.rtp import RtpPacket, build_rtp
-from omnivox.telephony.rtp_endpoint import MAX_PACKETS_PER_S, PortPool, RtpEndpoint
+from omnivox.telephony.rtp import RtpPacket, build_rtp, parse_rtp
+from omnivox.telephony.rtp_endpoint import MAX_PACKETS_PER_S, NoPortFree, PortPool, RtpEndpoint
 from omnivox.telephony.sdp import MediaPlan
 
 PEER = ("10.0.0.5", 4000)
@@ -61,3 +68,156 @@ def test_ports_come_back_to_the_range() -> None:
     pool.give(taken[1])
     pool.give(taken[1])  # twice is once
     assert pool.take() == 20004 and not pool.free
+
+
+class FakeTransport:
+    """Stands in for the UDP socket (what would be sent is recorded, not sent)."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[bytes, tuple[str, int]]] = []
+        self.closed = False
+
+    def sendto(self, data: bytes, addr: tuple[str, int]) -> None:
+        self.sent.append((data, addr))
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_nothing_is_taken_before_the_plan_is_known() -> None:
+    now = [0.0]
+    e, audio, drops = endpoint(now)
+    e.plan = None
+    e.datagram_received(rtp(1), PEER)
+    assert audio == [] and drops == [] and e.counters.received == 0
+
+
+def test_key_presses_reach_the_session_once_and_bad_events_are_dropped() -> None:
+    digits: list[str] = []
+    drops: list[str] = []
+    e = RtpEndpoint(
+        PacedPlayout(lambda k, r: None),
+        lambda a: None,
+        digits.append,
+        clock=lambda: 0.0,
+        on_drop=drops.append,
+    )
+    e.plan = MediaPlan("PCMU", 0, 101, PEER, "sendrecv")
+    for n, payload in enumerate(event_payloads("9")):
+        e.datagram_received(build_rtp(RtpPacket(101, 10 + n, 8000, 7, payload)), PEER)
+    e.datagram_received(build_rtp(RtpPacket(101, 30, 9600, 7, b"\x01")), PEER)  # too short
+    assert digits == ["9"] and drops == ["malformed"]
+
+
+def test_without_agreed_events_a_telephone_event_is_an_unknown_payload() -> None:
+    now = [0.0]
+    e, _, drops = endpoint(now)
+    e.plan = MediaPlan("PCMU", 0, None, PEER, "sendrecv")
+    e.datagram_received(build_rtp(RtpPacket(101, 1, 0, 7, event_payloads("1")[-1])), PEER)
+    assert drops == ["malformed"]
+
+
+def test_a_lost_packet_becomes_the_codecs_silence() -> None:
+    audio: list[bytes] = []
+    e = RtpEndpoint(PacedPlayout(lambda k, r: None), audio.append, lambda d: None, clock=lambda: 0.0)
+    e.plan = MediaPlan("PCMA", 8, None, PEER, "sendrecv")
+    for seq in (1, 3, 4, 5):  # 2 never comes: given up once three later packets wait
+        e.datagram_received(build_rtp(RtpPacket(8, seq, seq * 160, 7, bytes([seq]) * 160)), PEER)
+    assert audio == [b"\x01" * 160 + b"\xd5" * 160, b"\x03" * 160 + b"\x04" * 160]
+
+
+def test_a_stream_with_a_new_ssrc_is_followed() -> None:
+    now = [0.0]
+    e, audio, drops = endpoint(now)
+    e.datagram_received(rtp(100, ssrc=1), PEER)
+    e.datagram_received(rtp(7, ssrc=2), PEER)  # the peer restarted its stream
+    assert len(audio) == 1 and drops == [] and e.counters.received == 2
+
+
+def test_dtmf_is_sent_as_one_event_with_a_marker_and_then_time_moves_on() -> None:
+    e, _, _ = endpoint([0.0])
+    transport = FakeTransport()
+    e.connection_made(transport)  # type: ignore[arg-type]
+    payloads = event_payloads("5")
+    e.send_dtmf(payloads)
+    packets = [parse_rtp(data) for data, addr in transport.sent]
+    assert all(addr == PEER for _, addr in transport.sent) and len(packets) == len(payloads)
+    assert {p.payload_type for p in packets} == {101} and len({p.timestamp for p in packets}) == 1
+    assert [p.marker for p in packets] == [True] + [False] * (len(payloads) - 1)
+    assert [p.payload for p in packets] == payloads
+    assert all((b.sequence - a.sequence) % 65536 == 1 for a, b in itertools.pairwise(packets))
+    e.send_dtmf(payloads)
+    again = parse_rtp(transport.sent[len(payloads)][0])
+    assert (again.timestamp - packets[0].timestamp) % 2**32 == 8 * 160
+
+
+def test_dtmf_is_not_sent_where_the_peer_takes_no_events() -> None:
+    e, _, _ = endpoint([0.0])
+    transport = FakeTransport()
+    e.connection_made(transport)  # type: ignore[arg-type]
+    e.plan = MediaPlan("PCMU", 0, None, PEER, "sendrecv")
+    e.send_dtmf(event_payloads("5"))
+    e.plan = None
+    e.send_dtmf(event_payloads("5"))
+    assert transport.sent == []
+
+
+def test_a_port_range_runs_out_and_foreign_ports_are_not_taken_back() -> None:
+    pool = PortPool(30000, 30004)
+    assert [pool.take(), pool.take()] == [30000, 30002]
+    with pytest.raises(NoPortFree):
+        pool.take()
+    pool.give(31000)  # never ours
+    pool.give(30001)
+    with pytest.raises(NoPortFree):
+        pool.take()
+    pool.give(30002)
+    assert pool.take() == 30002
+
+
+async def test_a_peer_on_hold_is_sent_nothing_and_the_reply_waits_unheard(monkeypatch) -> None:
+    now = [0.0]
+    playout = PacedPlayout(lambda k, r: None)
+    e = RtpEndpoint(playout, lambda a: None, lambda d: None, clock=lambda: now[0])
+    transport = FakeTransport()
+    e.connection_made(transport)  # type: ignore[arg-type]
+    real_sleep = asyncio.sleep
+    ticks: list[float] = []
+
+    async def tick(delay: float) -> None:  # the pacer's clock moves by what it waits: no real time
+        now[0] += delay
+        ticks.append(delay)
+        await real_sleep(0)
+
+    async def run(n: int) -> None:
+        goal = len(ticks) + n
+        while len(ticks) < goal:
+            await real_sleep(0)
+
+    monkeypatch.setattr(rtp_endpoint.asyncio, "sleep", tick)
+    playout.push("r1", bytes(range(160)) * 5)
+    try:
+        e.start(MediaPlan("PCMU", 0, 101, PEER, "sendonly"))  # the caller put us on hold
+        await run(5)
+        assert transport.sent == [] and playout.buffered == 800 and playout.heard_ms("r1") == 0
+        e.start(MediaPlan("PCMU", 0, 101, PEER, "inactive"))
+        await run(3)
+        assert transport.sent == []
+        e.start(MediaPlan("PCMU", 0, 101, PEER, "sendrecv"))  # off hold: the reply from where it was
+        await run(2)
+    finally:
+        e.close()
+    packets = [parse_rtp(data) for data, addr in transport.sent]
+    assert len(packets) >= 2 and packets[0].payload == bytes(range(160)) and playout.heard_ms("r1") >= 40
+
+
+def test_an_ipv4_peer_seen_through_a_dual_stack_socket_is_the_sdps_peer() -> None:
+    now = [0.0]
+    e, audio, drops = endpoint(now)
+    for seq in (1, 2):
+        e.datagram_received(rtp(seq), ("::ffff:10.0.0.5", 4000))
+    e.datagram_received(rtp(3), ("::ffff:10.0.0.6", 4000))
+    assert len(audio) == 1 and drops == ["foreign"]

@@ -183,15 +183,17 @@ class Dialer:
         auth = None
         if target.trunk and settings.sip_trunk_user:
             auth = SipDigestAuth(settings.sip_trunk_user, settings.sip_trunk_password or "")
+        origin = sdp.Origin.now()
         outgoing = self.uac.send_invite(
             f"sip:{request.caller}@{self.advertise}",
             target.uri,
             target.addr,
-            parse_sdp(sdp.offer(self.advertise, endpoint.port)),
+            parse_sdp(sdp.offer(self.advertise, endpoint.port, origin)),
             user_agent=USER_AGENT,
             auth=auth,
         )
         leg = OutboundLeg(outgoing, self.uac, call, endpoint, request.profile)
+        leg.origin = origin
         call.on_end = lambda reason: self.ended(leg, reason)
         self.legs.add(leg)
         call.info = {

@@ -18,7 +18,7 @@ from omnivox.gateway.telephony.metrics import TelephonyMetrics
 from omnivox.gateway.telephony.transports import Uac
 from omnivox.telephony.playout import PacedPlayout
 from omnivox.telephony.rtp_endpoint import NoPortFree, PortPool, RtpEndpoint
-from omnivox.telephony.sdp import MediaPlan
+from omnivox.telephony.sdp import MediaPlan, Origin
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +35,7 @@ class SipLeg(ABC):
         self.endpoint = endpoint
         self.profile = profile
         self.plan: MediaPlan | None = None
+        self.origin = Origin.now()  # our SDP's o= line for this call (a re-INVITE's answer: +1)
         self.decided = asyncio.Event()  # no longer ringing: answered, refused or gone
         self.remote_hung_up = False  # the far end ended it (BYE, CANCEL): nothing to send
 

@@ -143,7 +143,7 @@ class SipEdge:
                 authorization = incoming.invite.get_header("authorization")
                 if authorization is None:
                     return 401, {"WWW-Authenticate": self.digest.challenge()}
-                if self.digest.check("INVITE", authorization) is None:
+                if self.digest.check("INVITE", authorization, incoming.invite.uri) is None:
                     return 403, {}
         try:
             with self.invites.admit(source):
@@ -211,8 +211,10 @@ class SipEdge:
         if incoming.dialog.state is DialogState.TERMINATED:
             self.legs.drop_port(endpoint)  # cancelled while its media was being opened
             return
-        plan, answer = sdp.answer(incoming.invite.text or "", self.advertise, endpoint.port)
+        origin = sdp.Origin.now()
+        plan, answer = sdp.answer(incoming.invite.text or "", self.advertise, endpoint.port, origin=origin)
         leg = InboundLeg(incoming, call, endpoint, profile, plan, answer)
+        leg.origin = origin
         call.on_end = lambda reason: self._ended(leg, reason)
         call.info = {
             "direction": "inbound",
@@ -328,30 +330,31 @@ class SipEdge:
             leg.call.end("the caller cancelled")
 
     def _on_reinvite(self, incoming: IncomingCall) -> None:
-        """A re-INVITE (a hold, a refresh): answered with the same media; a new address or codec
-        is taken if the offer has one we can use, else refused with 488 and the call goes on."""
+        """A re-INVITE (a hold, a refresh): answered with the same codec (the session speaks one for
+        the whole call) and the offer's address and direction; an offer without that codec is
+        refused with 488 and the call goes on as it was."""
         leg = self.legs.by_sip.get(incoming.call_id)
         if leg is None or leg.plan is None:
             return
         try:
-            plan, answer = sdp.answer(incoming.invite.text or "", self.advertise, leg.endpoint.port)
+            origin = leg.origin.next()  # the same session, its next version
+            plan, answer = sdp.answer(
+                incoming.invite.text or "",
+                self.advertise,
+                leg.endpoint.port,
+                prefer=leg.plan.codec,
+                origin=origin,
+            )
+            if plan.codec != leg.plan.codec:  # answering a codec the offer lacks breaks RFC 3264
+                raise UnusableSdp(f"the offer has no {leg.plan.codec}, the codec of this call")
         except UnusableSdp:
             self.metrics.refused.labels("488").inc()
             incoming._send_response(488, "Not Acceptable Here")
             return
-        if plan.codec == leg.plan.codec:
-            leg.plan = plan
-            if isinstance(leg, InboundLeg):
-                leg.answer_sdp = answer
-            leg.endpoint.start(plan)
-        else:  # keep the codec the session speaks: answer with it
-            answer = sdp.render(
-                self.advertise,
-                leg.endpoint.port,
-                [(leg.plan.payload_type, leg.plan.codec)],
-                leg.plan.dtmf_payload_type,
-                "sendrecv",
-            )
+        leg.plan, leg.origin = plan, origin
+        if isinstance(leg, InboundLeg):
+            leg.answer_sdp = answer
+        leg.endpoint.start(plan)  # the hold's direction too: nothing is sent while held
         leg.call.info["hold"] = plan.direction in ("sendonly", "inactive")
         incoming._send_response(200, "OK", body=answer, content_type="application/sdp")
 

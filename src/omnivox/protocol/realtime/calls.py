@@ -38,10 +38,11 @@ def fixed_formats(session: dict[str, Any], audio_format: dict[str, Any]) -> dict
 
 def with_fixed_formats(frame: str, audio_format: dict[str, Any]) -> str:
     """A client's frame with any session update's formats fixed (anything else as it is: a frame
-    that is not JSON goes on too, and the worker says what is wrong with it)."""
+    that is not JSON, or nested past what the parser takes, goes on too, and the worker says what is
+    wrong with it)."""
     try:
         event = json.loads(frame)
-    except ValueError:
+    except (ValueError, RecursionError):
         return frame
     if (
         isinstance(event, dict)

@@ -242,6 +242,54 @@ class FunctionCallArgumentsDone(_ItemEvent):
     arguments: str
 
 
+# ---- MCP tools the server calls (``worker.realtime.mcp``)
+
+
+class McpListToolsInProgress(ServerEvent):
+    type: Literal["mcp_list_tools.in_progress"] = "mcp_list_tools.in_progress"
+    item_id: str
+
+
+class McpListToolsCompleted(ServerEvent):
+    type: Literal["mcp_list_tools.completed"] = "mcp_list_tools.completed"
+    item_id: str
+
+
+class McpListToolsFailed(ServerEvent):
+    type: Literal["mcp_list_tools.failed"] = "mcp_list_tools.failed"
+    item_id: str
+
+
+class McpCallArgumentsDelta(_ItemEvent):
+    type: Literal["response.mcp_call_arguments.delta"] = "response.mcp_call_arguments.delta"
+    item_id: str
+    delta: str
+
+
+class McpCallArgumentsDone(_ItemEvent):
+    type: Literal["response.mcp_call_arguments.done"] = "response.mcp_call_arguments.done"
+    item_id: str
+    arguments: str
+
+
+class McpCallInProgress(ServerEvent):
+    type: Literal["response.mcp_call.in_progress"] = "response.mcp_call.in_progress"
+    item_id: str
+    output_index: int
+
+
+class McpCallCompleted(ServerEvent):
+    type: Literal["response.mcp_call.completed"] = "response.mcp_call.completed"
+    item_id: str
+    output_index: int
+
+
+class McpCallFailed(ServerEvent):
+    type: Literal["response.mcp_call.failed"] = "response.mcp_call.failed"
+    item_id: str
+    output_index: int
+
+
 class RateLimit(BaseModel):
     name: Literal["requests", "tokens"]
     limit: int

@@ -39,7 +39,7 @@ class RealtimeMedia(MediaBridge):
     def route(self, frame: str) -> Route:
         try:
             event = json.loads(frame)
-        except ValueError:
+        except (ValueError, RecursionError):  # (the worker's frames: passed on as they are)
             return Route(event=frame)
         kind = event.get("type") if isinstance(event, dict) else None
         if kind in calls.AUDIO_DELTAS:

@@ -68,7 +68,7 @@ class RealtimePhone(PhoneBridge):
     def route(self, frame: str) -> PhoneRoute:
         try:
             event = json.loads(frame)
-        except ValueError:
+        except (ValueError, RecursionError):  # (the worker's frames: passed on as they are)
             return PhoneRoute(event=frame)
         kind = event.get("type") if isinstance(event, dict) else None
         if kind in calls.AUDIO_DELTAS:

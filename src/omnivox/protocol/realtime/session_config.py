@@ -102,14 +102,16 @@ _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
 class FunctionTool(BaseModel):
-    """A function the model may call (``session.tools[]``; the only tool type omnivox serves)."""
+    """A function the model may call (``session.tools[]``); the client runs it. ``async`` (an omnivox
+    extension): the reply does not wait for it, and its output starts a response of its own."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     type: Literal["function"] = "function"
     name: str
     description: str = Field("", max_length=8192)
     parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+    run_async: bool = Field(False, alias="async", exclude_if=lambda run_async: not run_async)
 
     @field_validator("name")
     @classmethod
@@ -131,6 +133,90 @@ class FunctionTool(BaseModel):
         """As chat completions take it."""
         fn = {"name": self.name, "description": self.description, "parameters": self.parameters}
         return {"type": "function", "function": fn}
+
+
+class McpToolFilter(BaseModel):
+    """Which of a server's tools a filter names (``allowed_tools``, ``require_approval``'s halves)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    tool_names: list[str] | None = None
+    read_only: bool | None = None  # tools the server annotates with ``readOnlyHint``
+
+    def names(self, name: str, read_only: bool) -> bool:
+        """Whether the filter names the tool ``name``."""
+        if self.tool_names is not None and name not in self.tool_names:
+            return False
+        return self.read_only is None or self.read_only == read_only
+
+
+class McpApprovalFilter(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    always: McpToolFilter | None = None
+    never: McpToolFilter | None = None
+
+
+class McpTool(BaseModel):
+    """An MCP server whose tools the model may call (``session.tools[]``, ``type: "mcp"``): omnivox
+    is its client (``voice.mcp_client``). ``headers`` and ``authorization`` reach the server only:
+    they are never logged and never echoed in ``session.updated``."""
+
+    model_config = ConfigDict(extra="ignore")  # server_description, allowed_callers, ... are not used
+
+    type: Literal["mcp"]
+    server_label: str
+    server_url: str = Field(max_length=2048)  # connectors (``connector_id``) are not served
+    allowed_tools: list[str] | McpToolFilter | None = None
+    require_approval: Literal["always", "never"] | McpApprovalFilter | None = "always"
+    headers: dict[str, str] | None = None
+    authorization: str | None = None
+
+    @field_validator("server_label")
+    @classmethod
+    def _label(cls, label: str) -> str:
+        if not _TOOL_NAME.match(label):
+            raise ValueError("a server_label is 1-64 of a-z, A-Z, 0-9, _ and -")
+        return label
+
+    @field_validator("server_url")
+    @classmethod
+    def _url(cls, url: str) -> str:
+        if not url.startswith(("http://", "https://")):
+            raise ValueError("an MCP server_url is an http:// or https:// URL")
+        return url
+
+    def allows(self, name: str, read_only: bool) -> bool:
+        """Whether the model is offered the server's tool ``name``."""
+        allowed = self.allowed_tools
+        if allowed is None:
+            return True
+        if isinstance(allowed, list):
+            return name in allowed
+        return allowed.names(name, read_only)
+
+    def needs_approval(self, name: str, read_only: bool) -> bool:
+        """Whether calling ``name`` waits for the client's ``mcp_approval_response``."""
+        rule = self.require_approval
+        if rule is None or rule == "always":
+            return True
+        if rule == "never":
+            return False
+        if rule.never is not None and rule.never.names(name, read_only):
+            return False
+        if rule.always is not None:
+            return rule.always.names(name, read_only)
+        return True  # a filter that names only what needs none: the rest does
+
+    def request_headers(self) -> dict[str, str]:
+        """What the server is sent with every request (the client's headers, its bearer token)."""
+        out = dict(self.headers or {})
+        if self.authorization:
+            out["Authorization"] = f"Bearer {self.authorization}"
+        return out
+
+
+Tool = Annotated[FunctionTool | McpTool, Field(discriminator="type")]
 
 
 class ToolChoiceFunction(BaseModel):
@@ -160,6 +246,9 @@ class OmnivoxOptions(_Strict):
         default_factory=lambda: list(BACKCHANNELS), max_length=200
     )
     backchannel_max_ms: int = Field(1500, ge=0, le=5000)
+    # every function call is asynchronous: the reply goes on while the client runs it, and its
+    # output starts a response of its own (a function tool's ``async`` says so of one function)
+    async_function_calls: bool = False
 
 
 Modality = Literal["text", "audio"]
@@ -181,7 +270,7 @@ class SessionConfig(_Strict):
     output_modalities: list[Modality] = Field(default_factory=_audio_only, min_length=1)
     max_output_tokens: int | Literal["inf"] = "inf"
     audio: AudioConfig = Field(default_factory=AudioConfig)
-    tools: list[FunctionTool] = Field(default_factory=list, max_length=128)
+    tools: list[Tool] = Field(default_factory=list, max_length=128)
     tool_choice: ToolChoice = "auto"
     parallel_tool_calls: bool = True
     omnivox: OmnivoxOptions = Field(default_factory=OmnivoxOptions)
@@ -189,9 +278,22 @@ class SessionConfig(_Strict):
     @model_validator(mode="after")
     def _choice(self) -> SessionConfig:
         choice = self.tool_choice
-        if isinstance(choice, ToolChoiceFunction) and all(t.name != choice.name for t in self.tools):
+        if isinstance(choice, ToolChoiceFunction) and all(t.name != choice.name for t in self.functions):
             raise ValueError(f"tool_choice names {choice.name!r}, which is not in tools")
+        labels = [t.server_label for t in self.mcp_servers]
+        if len(set(labels)) != len(labels):
+            raise ValueError("two mcp tools have one server_label")
         return self
+
+    @property
+    def functions(self) -> list[FunctionTool]:
+        """The function tools (the client runs them)."""
+        return [t for t in self.tools if isinstance(t, FunctionTool)]
+
+    @property
+    def mcp_servers(self) -> list[McpTool]:
+        """The MCP servers (omnivox calls them)."""
+        return [t for t in self.tools if isinstance(t, McpTool)]
 
     @property
     def audio_out(self) -> bool:
@@ -211,7 +313,12 @@ class SessionConfig(_Strict):
                 "audio": {"input": inp},
                 "include": None,
             }
-        return self.model_dump(mode="json")
+        out = self.model_dump(mode="json", by_alias=True)
+        for tool in out["tools"]:
+            if tool["type"] == "mcp":  # secrets go to the server only
+                tool.pop("headers", None)
+                tool.pop("authorization", None)
+        return out
 
 
 def _beta_to_ga(patch: dict[str, Any]) -> dict[str, Any]:
@@ -293,7 +400,7 @@ def check_tools(
     tools: list[dict[str, Any]] | None,
     tool_choice: str | dict[str, Any] | None,
     parallel: bool | None,
-) -> tuple[list[FunctionTool], ToolChoice, bool]:
+) -> tuple[list[Tool], ToolChoice, bool]:
     """A response's tools: ``response.create``'s own where it gives them, else the session's.
     Raises ``InvalidMessage`` naming the bad field (``response.tools.0.name``)."""
     patch: dict[str, Any] = {}

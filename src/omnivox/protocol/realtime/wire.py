@@ -44,7 +44,8 @@ class ItemContent(BaseModel):
 
 
 class ItemIn(BaseModel):
-    """A conversation item a client creates: a message, a function call, or a call's output.
+    """A conversation item a client creates: a message, a function call, a call's output, or the
+    answer to an MCP call's approval request.
 
     Which fields each type needs (``role`` for a message; ``call_id``, ``name`` for a call;
     ``call_id``, ``output`` for an output) is checked by the session, which names the missing one.
@@ -53,13 +54,16 @@ class ItemIn(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     id: str | None = Field(None, max_length=64)
-    type: Literal["message", "function_call", "function_call_output"] = "message"
+    type: Literal["message", "function_call", "function_call_output", "mcp_approval_response"] = "message"
     role: Literal["user", "assistant", "system"] | None = None
     content: list[ItemContent] = Field(default_factory=list, max_length=64)
     call_id: str | None = Field(None, min_length=1, max_length=128)
     name: str | None = Field(None, max_length=64)
     arguments: str | None = None  # JSON text
     output: str | None = None
+    approval_request_id: str | None = Field(None, max_length=128)  # mcp_approval_response: what it answers
+    approve: bool | None = None
+    reason: str | None = Field(None, max_length=4096)
 
 
 # ---------------------------------------------------------------- client -> server

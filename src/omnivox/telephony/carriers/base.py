@@ -9,14 +9,14 @@ markers it dropped, which must not count as played).
 
 from __future__ import annotations
 
-import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from omnivox.core.errors import InvalidJson, InvalidMessage, MessageTooLarge
+from omnivox.core.errors import InvalidMessage, MessageTooLarge
+from omnivox.protocol.wire import load_json
 
 MAX_FRAME_BYTES = 256 * 1024  # a carrier's media frame is a few hundred bytes
 
@@ -101,10 +101,9 @@ class Carrier(ABC):
         """One message from the carrier; raises ``InvalidJson``, ``InvalidMessage``."""
         if len(raw) > MAX_FRAME_BYTES:
             raise MessageTooLarge(f"a {self.name} message larger than {MAX_FRAME_BYTES} bytes")
-        try:
-            data = json.loads(raw)
-        except ValueError:
-            raise InvalidJson(f"a {self.name} message that is not JSON") from None
+        # the protocol's reader: JSON nested thousands deep or holding lone surrogates is refused
+        # (json.loads alone raises RecursionError for the first)
+        data = load_json(raw)
         try:
             message = self.adapter.validate_python(data)
         except ValidationError as exc:

@@ -168,4 +168,5 @@ def signature_ok(
     if not offered or not nonce:
         return False
     expected = signature_v3(auth_token, method, url, nonce, params)
-    return any(hmac.compare_digest(expected, s.strip()) for s in offered.split(","))
+    # bytes: compare_digest refuses str with non-ASCII characters (a forged header may hold them)
+    return any(hmac.compare_digest(expected.encode(), s.strip().encode()) for s in offered.split(","))

@@ -140,7 +140,7 @@ def signature_ok(
     """Whether ``headers`` carry Telnyx's valid, fresh signature of ``body`` (a WebSocket
     handshake has none: the signature covers ``{timestamp}|``)."""
     signature, timestamp = headers.get(SIGNATURE_HEADER), headers.get(TIMESTAMP_HEADER)
-    if not signature or not timestamp or not timestamp.isdigit():
+    if not signature or not timestamp or not (timestamp.isascii() and timestamp.isdigit()):
         return False
     if abs((time.time() if now is None else now) - int(timestamp)) > SIGNATURE_TOLERANCE_S:
         return False

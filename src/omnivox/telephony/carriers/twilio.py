@@ -146,7 +146,10 @@ def signature(auth_token: str, url: str, params: Mapping[str, str] | None = None
 
 
 def signature_ok(auth_token: str, url: str, params: Mapping[str, str] | None, offered: str | None) -> bool:
-    return offered is not None and hmac.compare_digest(signature(auth_token, url, params), offered)
+    # bytes: compare_digest refuses str with non-ASCII characters (a forged header may hold them)
+    return offered is not None and hmac.compare_digest(
+        signature(auth_token, url, params).encode(), offered.encode()
+    )
 
 
 def connect_stream(url: str, parameters: Mapping[str, str]) -> str:

@@ -1,6 +1,8 @@
 """The conversation of one realtime session: ordered items, their events, and the LLM's view of them.
 
-Items are messages, function calls the assistant made, and the outputs clients give them. Spoken
+Items are messages, function calls the assistant made, and the outputs clients give them. A user
+message may carry images (``input_image``), shown to an LLM that sees (the last ``KEEP_IMAGES``
+items' images are kept; older ones are dropped, as a context window would). Spoken
 items keep their transcript (user: what the ASR heard; assistant: what was said, cut to what the
 user heard when interrupted: the playout ledger's ``Playback`` of the reply says which words that
 was) and never their audio: the cascade's LLM reads text, and holding audio would grow memory with
@@ -12,6 +14,7 @@ transcription's ``completed``), each with the id of the item before it at the ti
 
 from __future__ import annotations
 
+import base64
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -28,15 +31,28 @@ from omnivox.core.errors import (
     TruncateItemNotFound,
 )
 from omnivox.core.ids import new_id
-from omnivox.protocol.chat import ChatMessage, ToolCall
+from omnivox.protocol.chat import ChatMessage, ImagePart, TextPart, ToolCall
 from omnivox.protocol.realtime import events as ev
 from omnivox.protocol.realtime.wire import ItemIn
 from omnivox.protocol.wire import Msg
+from omnivox.voice.tool_calls import ToolResult
 
 Role = Literal["user", "assistant", "system"]
 Status = Literal["completed", "incomplete", "in_progress"]
-Kind = Literal["message", "function_call", "function_call_output"]
+Kind = Literal[
+    "message",
+    "function_call",
+    "function_call_output",
+    "mcp_list_tools",
+    "mcp_call",
+    "mcp_approval_request",
+    "mcp_approval_response",
+]
+DENIED = "the user did not approve this call"  # what the LLM reads of a call the client refused
 
+
+KEEP_IMAGES = 4  # items whose images the conversation holds (each may be megabytes)
+IMAGE_TYPES = {"image/png", "image/jpeg"}
 
 # How far past a finished item's audio a truncation may name (clamped to its end): clients count
 # what they played in their own units and clocks.
@@ -45,6 +61,34 @@ TRUNCATE_SLACK_MS = 500
 
 def item_id() -> str:
     return new_id("item")
+
+
+def image_url(data: str) -> str:
+    """An image's base64 as the data URL it came in."""
+    return f"data:{'image/jpeg' if data.startswith('/9j/') else 'image/png'};base64,{data}"
+
+
+def item_images(spec: ItemIn) -> list[str]:
+    """The images of a client-made item, as base64; each must be a data URL of a PNG or JPEG."""
+    out = []
+    for n, part in enumerate(spec.content):
+        if part.type != "input_image":
+            continue
+        url = part.image_url or ""
+        head, _, data = url.partition(";base64,")
+        if not head.startswith("data:") or head[5:] not in IMAGE_TYPES or not data:
+            raise InvalidMessage(
+                "an input_image is a data URL of a PNG or JPEG image (data:image/png;base64,...)",
+                param=f"item.content.{n}.image_url",
+            )
+        try:
+            base64.b64decode(data, validate=True)
+        except ValueError:
+            raise InvalidMessage(
+                "the image is not valid base64", param=f"item.content.{n}.image_url"
+            ) from None
+        out.append(data)
+    return out
 
 
 def item_text(spec: ItemIn) -> str:
@@ -64,7 +108,16 @@ class Item:
     call_id: str = ""  # function_call / function_call_output: the call
     name: str = ""  # function_call: the function
     arguments: str = ""  # function_call: its JSON arguments
-    output: str = ""  # function_call_output: what the function returned
+    output: str = ""  # function_call_output: what the function returned (mcp_call: the tool)
+    images: list[str] | None = None  # a user message's images (base64 PNG or JPEG)
+    run_async: bool = False  # function_call: the reply did not wait for it (its output starts one)
+    # MCP items (``worker.realtime.mcp``): the server, its tools, a call's error, its approval
+    server_label: str = ""
+    tools: list[dict[str, Any]] | None = None  # mcp_list_tools
+    error: dict[str, Any] | None = None  # mcp_call: why it failed
+    approval_request_id: str = ""  # mcp_call, mcp_approval_response: the request it answers
+    approve: bool | None = None  # mcp_approval_response
+    reason: str | None = None  # mcp_approval_response
     # assistant audio a response of this session says: the ledger's record of it (sent, heard)
     playback: Playback | None = None
 
@@ -93,6 +146,8 @@ class Item:
 
     def wire(self) -> dict[str, Any]:
         head = {"id": self.id, "object": "realtime.item", "type": self.type, "status": self.status}
+        if self.type.startswith("mcp_"):
+            return {**head, **self._mcp_wire()}
         if self.type == "function_call":
             return {**head, "call_id": self.call_id, "name": self.name, "arguments": self.arguments}
         if self.type == "function_call_output":
@@ -108,13 +163,41 @@ class Item:
             part = {"type": "input_audio", "transcript": self.text or None}
         else:
             part = {"type": "input_text", "text": self.text}
+        images = [{"type": "input_image", "image_url": image_url(i)} for i in self.images or []]
         return {
             "id": self.id,
             "object": "realtime.item",
             "type": "message",
             "status": self.status,
             "role": self.role,
-            "content": [part],
+            "content": [part, *images],
+        }
+
+    def chat(self, vision: bool) -> ChatMessage:
+        """A message item as the LLM reads it (with its images when it sees)."""
+        if not (vision and self.images):
+            return ChatMessage(role=self.role, content=self.text)
+        parts: list[TextPart | ImagePart] = [TextPart(text=self.text)] if self.text else []
+        return ChatMessage(role=self.role, content=[*parts, *(ImagePart(data=i) for i in self.images)])
+
+    def _mcp_wire(self) -> dict[str, Any]:
+        if self.type == "mcp_list_tools":
+            return {"server_label": self.server_label, "tools": self.tools or []}
+        if self.type == "mcp_approval_response":
+            return {
+                "approval_request_id": self.approval_request_id,
+                "approve": bool(self.approve),
+                "reason": self.reason,
+            }
+        call = {"server_label": self.server_label, "name": self.name, "arguments": self.arguments}
+        if self.type == "mcp_approval_request":
+            return call
+        ran = self.status == "completed" and self.error is None  # an output only once it has one
+        return {
+            **call,
+            "approval_request_id": self.approval_request_id or None,
+            "output": self.output if ran else None,
+            "error": self.error,
         }
 
 
@@ -141,36 +224,62 @@ class Conversation:
     def previous_of(self, item: Item) -> str | None:
         return self._previous.get(item.id)
 
-    def messages(self, instructions: str, tools: bool = False) -> list[ChatMessage]:
-        """What the LLM is given: the instructions, then every item that has text, in order.
+    def messages(self, instructions: str, tools: bool = False, vision: bool = False) -> list[ChatMessage]:
+        """What the LLM is given: the instructions, then every item that has text (or, for an LLM
+        that sees, ``vision``, images), in order.
 
         With ``tools`` (an LLM that calls functions) a call is an assistant message's ``tool_calls``
         with its output right after it as a ``tool`` message (chat completions refuse them apart),
         and a call still waiting for its output is left out. Without, calls and outputs are told
         in words, so the model still knows what happened."""
         out = [ChatMessage(role="system", content=instructions)] if instructions else []
-        outputs = {i.call_id: i for i in self._items if i.type == "function_call_output"}
+        outputs = {i.call_id: i.output for i in self._items if i.type == "function_call_output"}
+        answers = {i.approval_request_id: i for i in self._items if i.type == "mcp_approval_response"}
+        for item in self._items:
+            if item.type == "mcp_call" and item.status != "in_progress":
+                outputs[item.call_id] = _mcp_output(item)
+            elif item.type == "mcp_approval_request":
+                answer = answers.get(item.id)
+                if answer is not None and not answer.approve:  # approved ones are run as mcp_calls
+                    outputs[item.call_id] = DENIED
         for item in self._items:
             if item.type == "message":
-                if item.text.strip():
-                    out.append(ChatMessage(role=item.role, content=item.text))
-            elif not tools:
+                if item.text.strip() or (vision and item.images):
+                    out.append(item.chat(vision))
+            elif item.type in ("function_call_output", "function_call") and not tools:
                 out.append(_told(item))
-            elif item.type == "function_call" and (answer := outputs.get(item.call_id)) is not None:
+            elif item.type in _CALLS and (answer_text := outputs.get(item.call_id)) is not None:
                 call = ToolCall(id=item.call_id, name=item.name, arguments=item.arguments)
                 out.append(ChatMessage(role="assistant", content="", tool_calls=[call]))
-                out.append(ChatMessage(role="tool", content=answer.output, tool_call_id=call.id))
+                out.append(ChatMessage(role="tool", content=answer_text, tool_call_id=call.id))
         return _group_parallel(out)
+
+    def approval_request(self, request_id: str) -> Item:
+        """The ``mcp_approval_request`` an ``mcp_approval_response`` answers (once)."""
+        item = next((i for i in self._items if i.id == request_id and i.type == "mcp_approval_request"), None)
+        if item is None:
+            raise ItemNotFound(
+                f"no mcp_approval_request with id {request_id!r}", param="item.approval_request_id"
+            )
+        if any(
+            i.type == "mcp_approval_response" and i.approval_request_id == request_id for i in self._items
+        ):
+            raise InvalidMessage(
+                f"approval request {request_id!r} already has a response", param="item.approval_request_id"
+            )
+        return item
 
     def call_named(self, call_id: str) -> Item | None:
         return next((i for i in self._items if i.type == "function_call" and i.call_id == call_id), None)
 
-    def check_output(self, call_id: str) -> None:
-        """A ``function_call_output`` must answer a call that was made, and only once."""
-        if self.call_named(call_id) is None:
+    def check_output(self, call_id: str) -> Item:
+        """The call a ``function_call_output`` answers: one that was made, answered only once."""
+        call = self.call_named(call_id)
+        if call is None:
             raise CallNotFound(f"no function call with call_id {call_id!r} was made", param="item.call_id")
         if any(i.type == "function_call_output" and i.call_id == call_id for i in self._items):
             raise InvalidMessage(f"call {call_id!r} already has an output", param="item.call_id")
+        return call
 
     # ---- changes (quiet: callers that announce them use the methods below)
 
@@ -213,6 +322,8 @@ class Conversation:
     def create(self, item: Item, previous_item_id: str | None) -> None:
         """An item the client made (``conversation.item.create``)."""
         previous = self.add(item, previous_item_id)
+        if item.images:
+            self._forget_old_images()
         self.emit(ev.ItemAdded(previous_item_id=previous, item=item.wire()))
         if item.audio and item.role == "user" and self.transcribing:
             self.emit(ev.TranscriptionCompleted(item_id=item.id, transcript=item.text))
@@ -248,6 +359,11 @@ class Conversation:
             )
         return item, min(float(audio_end_ms), item.audio_ms)
 
+    def _forget_old_images(self) -> None:
+        with_images = [i for i in self._items if i.images]
+        for old in with_images[:-KEEP_IMAGES]:
+            old.images = None
+
     def remove(self, item: Item) -> None:
         """Take out an item the client never heard of (quietly)."""
         if item in self._items:
@@ -259,6 +375,16 @@ class Conversation:
             if item.id == item_id:
                 return n
         raise missing(f"no conversation item with id {item_id!r}", param=param)
+
+
+_CALLS = ("function_call", "mcp_call", "mcp_approval_request")
+
+
+def _mcp_output(call: Item) -> str:
+    error = call.error
+    if error is None and call.status == "incomplete":  # cut before it ended
+        error = {"message": "the call was abandoned: the reply was cut"}
+    return ToolResult(call.call_id, call.output, error).for_llm()
 
 
 def _told(item: Item) -> ChatMessage:

@@ -10,6 +10,7 @@ in order:
     response.output_audio_transcript.delta                                 (ReplySentence)
     response.output_audio.delta                                            (ReplyAudio)
     response.function_call_arguments.delta ...                             (ReplyCall: ``calls``)
+    response.mcp_call.in_progress, .completed | .failed                    (ReplyTool: ``calls``)
     omnivox.interruption.paused / .resumed                                 (ReplyPaused / ReplyResumed)
     conversation.item.truncated, ...done, content_part.done, output_item.done, response.done
                                                                            (ReplyEnded)
@@ -37,6 +38,7 @@ from omnivox.agent.events import (
     ReplyStarted,
     ReplyState,
     ReplyText,
+    ReplyTool,
 )
 from omnivox.agent.playout import Playback
 from omnivox.protocol.realtime import events as ev
@@ -66,7 +68,11 @@ class Response:
         self._outputs: list[Item] = []  # output items in the order they opened
         self._message_index: int | None = None  # the message item's output index, once open
         self.calls = ResponseCalls(
-            plan.response_id, events, conversation if plan.in_conversation else None, self._output_index
+            plan.response_id,
+            events,
+            conversation if plan.in_conversation else None,
+            self._output_index,
+            plan.tools,
         )
 
     @property
@@ -77,6 +83,8 @@ class Response:
         """Word one of the agent's reply events (on the event loop, as the reply says it)."""
         p = self.plan
         if isinstance(event, ReplyStarted):
+            if p.tools is not None:
+                p.tools.said.set()  # its calls may run now
             self.playback = event.playback
             if p.audio:
                 p.item.playback = event.playback  # the item's words are what of it was heard
@@ -98,6 +106,8 @@ class Response:
             self.events.put(frame, response_id=self.response_id, audio_ms=event.ms)
         elif isinstance(event, ReplyCall):
             self.calls.piece(event.call)
+        elif isinstance(event, ReplyTool):
+            self.calls.tool_step(event.step)
         elif isinstance(event, ReplyPaused):
             self.events.put(
                 ev.InterruptionPaused(

@@ -9,6 +9,7 @@ from omnivox.agent.events import ReplyFigures
 from omnivox.voice.llm.base import Usage
 from omnivox.voice.reply import ReplyRequest
 from omnivox.worker.realtime.conversation import Item
+from omnivox.worker.realtime.server_tools import ResponseTools
 from omnivox.worker.realtime.usage import usage
 
 
@@ -20,6 +21,7 @@ class ResponsePlan:
     in_conversation: bool = True  # False: an out-of-band response ("conversation": "none")
     metadata: dict[str, str] | None = None
     context_tokens: int = 0  # the LLM's history budget (reported in rate_limits.updated)
+    tools: ResponseTools | None = None  # the calls the server handles (MCP tools, async functions)
 
     @property
     def audio(self) -> bool:

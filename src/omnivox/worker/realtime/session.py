@@ -53,14 +53,18 @@ from omnivox.protocol.realtime.session_config import (
     SessionConfig,
     TurnDetection,
     apply_update,
+    check_tools,
 )
 from omnivox.protocol.wire import Msg
 from omnivox.voice.stack import ASR_RATE
+from omnivox.voice.tool_rounds import ServerToolVoice
 from omnivox.voice.vad.turn import TurnParams
 from omnivox.worker.handler import SessionHandler
+from omnivox.worker.realtime.async_outputs import AsyncOutputs
 from omnivox.worker.realtime.audio_io import InputDecoder, OutputEncoder
-from omnivox.worker.realtime.conversation import Conversation, Item, item_id, item_text
+from omnivox.worker.realtime.conversation import Conversation, Item, item_id, item_images, item_text
 from omnivox.worker.realtime.events import Events
+from omnivox.worker.realtime.mcp import SessionMcp
 from omnivox.worker.realtime.responses import Responses
 from omnivox.worker.realtime.warnings import SettingWarnings, own_recogniser
 
@@ -156,6 +160,13 @@ class RealtimeSession(SessionHandler):
         self.conversation.transcribing = self.config.audio.input.transcription is not None
         self.decoder = InputDecoder(self.config.audio.input.format, ASR_RATE)
         self.encoder = OutputEncoder(self.config.audio.output.format)
+        self.mcp = SessionMcp(
+            self.conversation,
+            self.events.put,
+            self.conn.units,
+            allow_private=settings.mcp_allow_private,
+            timeout_s=settings.mcp_timeout_s,
+        )
         self.responses = Responses(
             profile=self.profile,
             events=self.events,
@@ -163,9 +174,10 @@ class RealtimeSession(SessionHandler):
             config=lambda: self.config,
             encoder=lambda: self.encoder,
             apology=settings.failure_apology,
+            mcp=self.mcp,
         )
         self.agent = VoiceAgent(
-            voice,
+            ServerToolVoice(voice),  # its replies run the MCP tools they call
             emit=self._on_agent_event,
             plan=lambda extra: self.responses.plan(None, extra),
             units=self.conn.units,
@@ -175,6 +187,9 @@ class RealtimeSession(SessionHandler):
             turn_ids=item_id,  # a user turn is the conversation item it becomes
             drop_unsent=self.events.drop_audio,
         )
+        # outputs of calls the reply did not wait for start responses of their own
+        self.async_outputs = AsyncOutputs(self.agent, self.conn.units, lambda: self.responses.plan(None, []))
+        self.responses.async_outputs = self.async_outputs
         self.events.put(ev.SessionCreated(session=self.config.wire()))
 
     def main(self) -> Coroutine[Any, Any, None]:
@@ -227,6 +242,7 @@ class RealtimeSession(SessionHandler):
     async def _update_session(self, patch: dict[str, Any]) -> None:
         new = apply_update(self.config, patch)
         new.audio.output.voice = self.profile.resolve_voice(new.audio.output.voice)
+        await self.mcp.check(new.tools, "session.tools")
         old, self.config = self.config, new
         if new.audio.input.format != old.audio.input.format:
             self.decoder = InputDecoder(new.audio.input.format, ASR_RATE)
@@ -241,21 +257,45 @@ class RealtimeSession(SessionHandler):
             log.info("session %s: %s (%s)", self.info.session_id or "-", warning.message, warning.param)
             self.events.put(warning)  # only to clients that asked for omnivox's events
         await self.agent.configure(agent_settings(new))
+        await self.mcp.configure(new.tools)
 
     async def _respond(self, params: rt.ResponseParams | None) -> None:
         if self.config.transcription_only:
             raise InvalidMessage("a transcription session makes no responses", param="session.type")
+        if params is not None and params.tools is not None:  # its own MCP servers: listed before it
+            tools, _, _ = check_tools(self.config, params.tools, None, None)
+            await self.mcp.check(tools, "response.tools")
+            await self.mcp.configure(tools, wait=True)
         await self.agent.respond(lambda: self.responses.plan(params, []))
 
     async def _create_item(self, event: rt.ConversationItemCreate) -> None:
         spec = event.item
+        if spec.type == "mcp_approval_response":
+            if spec.approval_request_id is None or spec.approve is None:
+                missing = "approval_request_id" if spec.approval_request_id is None else "approve"
+                raise InvalidMessage(f"an mcp_approval_response needs {missing}", param=f"item.{missing}")
+            request = self.conversation.approval_request(spec.approval_request_id)
+            item = Item(
+                "user",
+                False,
+                type="mcp_approval_response",
+                approval_request_id=spec.approval_request_id,
+                approve=spec.approve,
+                reason=spec.reason,
+                id=spec.id or "",
+            )
+            self.conversation.create(item, event.previous_item_id)
+            self.mcp.answer(request, spec.approve)
+            return
         if spec.type == "function_call_output":
             if spec.call_id is None or spec.output is None:
                 missing = "call_id" if spec.call_id is None else "output"
                 raise InvalidMessage(f"a function_call_output needs {missing}", param=f"item.{missing}")
-            self.conversation.check_output(spec.call_id)
+            call = self.conversation.check_output(spec.call_id)
             item = Item.call_output(spec.call_id, spec.output, id=spec.id or "")
             self.conversation.create(item, event.previous_item_id)
+            if call.run_async:
+                await self.async_outputs.arrived(call.call_id)
             return
         if spec.type == "function_call":
             if not spec.name:
@@ -269,12 +309,16 @@ class RealtimeSession(SessionHandler):
         if spec.role is None:
             raise InvalidMessage("a message needs a role", param="item.role")
         spoken = any(c.type in ("input_audio", "output_audio", "audio") for c in spec.content)
-        item = Item(role=spec.role, audio=spoken, text=item_text(spec), id=spec.id or "")
+        images = item_images(spec) or None
+        item = Item(role=spec.role, audio=spoken, text=item_text(spec), id=spec.id or "", images=images)
         if spec.role == "user" and any(
             c.type == "input_audio" and c.audio and c.transcript is None for c in spec.content
         ):
             item.text = await self._transcribe_item(spec)
         self.conversation.create(item, event.previous_item_id)
+        if images and (warning := self.warnings.unseen_images()) is not None:
+            log.info("session %s: %s", self.info.session_id or "-", warning.message)
+            self.events.put(warning)
 
     async def _transcribe_item(self, spec: rt.ItemIn) -> str:
         fmt = self.config.audio.input.format

@@ -4,7 +4,8 @@ Some are never served (``protocol.realtime.session_config.unserved``: noise redu
 others depend on the worker's models: a transcription model or a voice it does not have, tools for
 an LLM that cannot call functions. Each is logged and goes, to clients that asked for omnivox's own
 events, as one ``omnivox.warning`` right after the ``session.updated`` that accepted it (which shows
-what is in effect), and only the first time in the session.
+what is in effect), and only the first time in the session; so do images added for an LLM that
+cannot see them (after the first such item).
 """
 
 from __future__ import annotations
@@ -57,6 +58,20 @@ class SettingWarnings:
                     "called; serve one that can behind --llm-url",
                 )
             )
+        return self._unsaid(found)
+
+    def unseen_images(self) -> ev.SettingWarning | None:
+        """The LLM cannot see the images a client adds (said with the first one; None after)."""
+        if self.profile.vision:
+            return None
+        why = (
+            f"the LLM ({self.profile.llm_name}) cannot see images: they are kept in the conversation "
+            "and not shown to it; serve a vision model behind --llm-url"
+        )
+        said = self._unsaid([("item.content", why)])
+        return said[0] if said else None
+
+    def _unsaid(self, found: list[tuple[str, str]]) -> list[ev.SettingWarning]:
         out = []
         for param, why in found:
             if param not in self._said:

@@ -31,7 +31,9 @@ def test_a_session_update_keeps_its_fields_but_not_its_formats() -> None:
 
 
 def test_other_frames_and_non_json_pass_as_they_are() -> None:
-    for frame in ("not json", '{"type": "response.create"}', "[1, 2]"):
+    deep = '{"type": "session.update", "session": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    for frame in ("not json", '{"type": "response.create"}', "[1, 2]", deep):
+        # (a frame nested past the parser's depth too: the worker refuses it with its error)
         assert calls.with_fixed_formats(frame, {"type": "audio/pcma"}) == frame
 
 

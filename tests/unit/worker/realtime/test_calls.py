@@ -3,23 +3,11 @@ arguments streamed, and every call closed (completed, or incomplete when the res
 
 from __future__ import annotations
 
+from event_recorder import Recorder
 from omnivox.protocol.realtime import events as ev
 from omnivox.voice.llm.base import ToolCallDelta
 from omnivox.worker.realtime.calls import ResponseCalls
 from omnivox.worker.realtime.conversation import Conversation, Item
-
-
-class Recorder:
-    """Stands in for ``Events``: keeps what is put."""
-
-    def __init__(self) -> None:
-        self.sent: list = []
-
-    def put(self, event, **_kw) -> None:
-        self.sent.append(event)
-
-    def types(self) -> list[str]:
-        return [e.type for e in self.sent]
 
 
 def make(conversation: Conversation | None = None, first_index: int = 0):

@@ -14,7 +14,7 @@ from omnivox.core.errors import (
     RetrieveItemNotFound,
     TruncateItemNotFound,
 )
-from omnivox.worker.realtime.conversation import Conversation, Item
+from omnivox.worker.realtime.conversation import KEEP_IMAGES, Conversation, Item
 
 
 def said(*sentences: tuple[float, str], audio_ms: float) -> Playback:
@@ -129,3 +129,22 @@ def test_a_finished_reply_is_cut_within_a_little_of_its_end_and_no_further() -> 
     conv.add(typed)
     with pytest.raises(InvalidMessage):
         conv.check_truncation(typed.id, 0)
+
+
+PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+
+
+def test_images_reach_an_llm_that_sees_and_only_the_last_few_are_kept():
+    conversation = Conversation()
+    for n in range(KEEP_IMAGES + 1):
+        conversation.create(Item("user", False, text=f"look {n}", images=[PNG]), None)
+    blind = conversation.messages("")
+    assert [m.content for m in blind] == [f"look {n}" for n in range(KEEP_IMAGES + 1)]
+    seeing = conversation.messages("", vision=True)
+    assert seeing[0].content == "look 0"  # the oldest image was let go
+    last = seeing[-1].content
+    assert isinstance(last, list) and [p.type for p in last] == ["text", "image"] and last[1].data == PNG
+    only_image = Item("user", False, images=[PNG])
+    conversation.create(only_image, None)
+    assert conversation.messages("", vision=True)[-1].content[0].type == "image"
+    assert len(conversation.messages("")) == KEEP_IMAGES + 1  # a blind LLM is not given an empty one

@@ -392,3 +392,26 @@ def test_noise_reduction_is_served_and_reaches_the_agent(kind):
     assert agent_settings(cfg).noise == Denoise(kind)
     off = apply_update(cfg, {"audio": {"input": {"noise_reduction": None}}})
     assert agent_settings(off).noise == Denoise(None)
+
+
+PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+
+
+async def test_images_for_an_llm_that_cannot_see_are_kept_and_said_once(session) -> None:
+    client, _, handler = session
+    image = {"type": "input_image", "image_url": f"data:image/png;base64,{PNG}"}
+    seen: list[dict] = []
+    for _ in range(2):
+        client.send("conversation.item.create", item={"type": "message", "role": "user", "content": [image]})
+        seen += await client.until("conversation.item.done")
+        assert seen[-1]["item"]["content"][-1] == image  # the item keeps it
+    client.send("response.cancel")  # something after them, to read past any warning
+    seen += await client.until("error")
+    warned = [e for e in seen if e["type"] == "omnivox.warning"]
+    assert [w["param"] for w in warned] == ["item.content"]  # said once, for the first
+    assert "cannot see images" in warned[0]["message"]
+    bad = {"type": "input_image", "image_url": "https://example.com/cat.png"}
+    client.send("conversation.item.create", item={"type": "message", "role": "user", "content": [bad]})
+    err = (await client.until("error"))[-1]
+    assert err["error"]["param"] == "item.content.0.image_url"
+    assert len(handler.conversation) == 2
