@@ -46,7 +46,19 @@ class InputCleared:
     """The user's audio since the last turn makes no turn (noise, or the adapter's ``clear``)."""
 
 
-HearingEvent = SpeechStarted | SpeechStopped | TranscriptDelta | InputCleared
+@dataclass(frozen=True)
+class SpeechJudged:
+    """Speech over the reply was judged: ``verdict`` (``agent.interruption.Verdict``) and whether it
+    cut the reply, the words it was judged on and the rest of the evidence (recorded in the
+    timeline: every decision with its reason)."""
+
+    verdict: str
+    cut: bool
+    text: str
+    evidence: dict[str, float]
+
+
+HearingEvent = SpeechStarted | SpeechStopped | TranscriptDelta | InputCleared | SpeechJudged
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@ and the audio it covers are counted for the real-time factor the gateway reports
 With an echo canceller (``voice.echo``: the energy gate by default, AEC3, or none), each chunk is
 heard together with the reply audio that was playing while it was recorded (the playout ledger's
 echo reference, ``agent.playout``), so the listener hears the microphone without that echo.
-``Echo`` jobs change the canceller in order with the audio.
+``Echo`` jobs change the canceller in order with the audio; ``Denoise`` jobs the noise suppressor
+(``noise_reduction``: ``voice.noise``), which hears the input after the canceller.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from omnivox.agent.playout import Playout
 from omnivox.core.config import EchoKind
 from omnivox.voice.echo.choice import build_canceller
 from omnivox.voice.listener import Heard, Listener
+from omnivox.voice.noise.suppressor import NoiseReduction, build_suppressor
 from omnivox.voice.stack import ASR_RATE
 from omnivox.voice.vad.turn import TurnParams
 
@@ -59,7 +61,12 @@ class Echo:
     gate_factor: float
 
 
-Job = Feed | Commit | Clear | Configure | Echo
+@dataclass(frozen=True)
+class Denoise:
+    kind: NoiseReduction | None = None  # None: no suppressor
+
+
+Job = Feed | Commit | Clear | Configure | Echo | Denoise
 
 
 class Hearing:
@@ -99,6 +106,10 @@ class Hearing:
         """Hear through a fresh canceller of this kind (in the input thread, between chunks)."""
         self.listener.echo = build_canceller(job.kind, job.gate_factor)
         self.echo_guard = self.listener.echo is not None and self.playout is not None
+
+    def set_noise(self, job: Denoise) -> None:
+        """Hear through a fresh noise suppressor of this kind (in the input thread, between chunks)."""
+        self.listener.noise = build_suppressor(job.kind)
 
     async def feed(self, job: Feed) -> list[Heard]:
         began = time.monotonic()

@@ -12,11 +12,19 @@ per user turn (``Phase``):
 
 - Voiced speech over the assistant pauses the reply at once (``Pause``): the barge-in is as quick
   as before, but undoable.
-- Words that settle it (``judge``): words other than a backchannel or the assistant's own recent
-  words cut the reply (``Cut``); an utterance heard to its end (or to its first pause, when the
-  recogniser flushes early) with no words, only backchannel words within ``backchannel_max_ms``, or
-  the assistant's own words, resumes it (``Resume``, with the reason). A partial transcript can only
-  cut (a backchannel is judged once it is over).
+- Words that settle it (``judge``, on ``Evidence``): words other than a backchannel or the
+  assistant's own recent words cut the reply (``Cut``); an utterance heard to its end (or to its
+  first pause, when the recogniser flushes early) resumes it (``Resume``, with the reason) when it
+  has no words, when the recogniser itself says it heard no speech (Whisper writes "I'll be right
+  back." on a cough, and gives it a high no-speech probability and a low log-probability), when its
+  words are only backchannels within ``backchannel_max_ms``, when they are the assistant's own, or
+  when it is short, of few words, and unclear: the recogniser unsure of them, or too quiet against
+  the reply playing meanwhile (a misheard "okay": "I'm Kay."). Words that ask the assistant to stop
+  ("wait", "stop", "hold on", "no", "sorry") cut it whatever the scores. A partial transcript can only cut (a
+  backchannel is judged once it is over).
+- The thresholds are measured, not guessed: ``omnivox bench interruptions`` plays the bench's
+  interjections over a reply's echo through the real hearing, prints each case's evidence and
+  fits them (docs/benchmarks.md, "Judging speech over a reply").
 - ``resume_ms`` after the pause with nothing settled, the words so far decide (``expired``): none
   resumes, any other cuts.
 - With ``resume_ms`` 0 there is no recovery: voiced speech over the assistant cuts at once.
@@ -26,54 +34,96 @@ Pure: no clocks of its own (audio times in milliseconds come in), no I/O.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 from omnivox.core.config import BACKCHANNELS
 from omnivox.core.transitions import Machine
+from omnivox.voice.turn.words import words
 
-_WORD = re.compile(r"[a-z0-9']+")
 _ONE_LETTER_WORDS = frozenset("ai0123456789")
-
-
-def words(text: str) -> list[str]:
-    """Lower-case words, hyphens and punctuation taken as spaces ("Mm-hmm." -> ["mm", "hmm"])."""
-    return _WORD.findall(text.lower().replace("-", " "))
 
 
 class Verdict(StrEnum):
     NO_WORDS = "no_words"  # noise: a cough, a door, breath
+    NO_SPEECH = "no_speech"  # words the recogniser wrote on a sound it scores as no speech
     BACKCHANNEL = "backchannel"  # "mhm", "yeah", "okay"
     ECHO = "echo"  # the assistant's own words coming back
+    UNCLEAR = "unclear"  # a short utterance of few words, unsure or quiet: a misheard backchannel
     WORDS = "words"  # the user says something: a real barge-in
 
 
 @dataclass(frozen=True)
+class Evidence:
+    """What the hearing knows of an utterance over the reply besides its words (``voice.listener``)."""
+
+    no_speech_prob: float | None = None  # the recogniser's P(no speech); None: it gives none
+    avg_logprob: float | None = None  # its mean log-probability of the words
+    voiced_ms: float | None = None  # voiced audio in the utterance
+    over_echo_db: float | None = None  # microphone level against the reply playing meanwhile
+
+    def describe(self) -> dict[str, float]:
+        """The known fields, rounded (for the recording's timeline and the logs)."""
+        return {k: round(v, 3) for k, v in self.__dict__.items() if v is not None}
+
+
+@dataclass(frozen=True)
 class InterruptionPolicy:
-    """How speech over the assistant is judged (per session; see the README)."""
+    """How speech over the assistant is judged (per session; see the README). The evidence
+    thresholds are fitted by ``omnivox bench interruptions`` (docs/benchmarks.md)."""
 
     resume_ms: int = 1500  # a pause with no words settled this long resumes; 0: no recovery
     backchannels: tuple[str, ...] = BACKCHANNELS
     backchannel_max_ms: int = 1500  # longer utterances (to their first pause) are never backchannels
     echo_words: bool = True  # words the assistant has just said do not interrupt it
+    evidence: bool = True  # weigh the recogniser's scores and the levels, not only the words
+    no_speech_min: float = 0.4  # no_speech_prob at least this, with
+    no_speech_logprob_max: float = -1.0  # avg_logprob at most this: no speech, whatever the words
+    unclear_max_words: int = 3  # an unclear utterance has at most this many words,
+    unclear_logprob_max: float = -1.0  # and the recogniser is this unsure of them,
+    unclear_over_echo_db_max: float = -99.0  # or it was this quiet against the reply
+    # words that interrupt however unsure the recogniser is of them (Whisper hears a lone "wait"
+    # over a reply with a log-probability of -1.2; a hallucination on a cough is never one of these)
+    stop_words: frozenset[str] = frozenset(
+        {"wait", "stop", "hold", "hang", "no", "sorry", "pardon", "excuse"}
+    )
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_phrases", tuple({tuple(words(b)) for b in self.backchannels if words(b)}))
 
-    def judge(self, text: str, speech_ms: float, spoken: str = "") -> Verdict:
+    def judge(
+        self, text: str, speech_ms: float, spoken: str = "", evidence: Evidence | None = None
+    ) -> Verdict:
         """What ``text`` (heard over ``speech_ms`` of the user's turn) is, given the assistant's
-        recently ``spoken`` words."""
+        recently ``spoken`` words and what else the hearing knows of it (``evidence``)."""
         # a lone letter is a fragment the recogniser made of a sound ("W-" for a cut-off "yeah", "x"
         # for a click), not a word anyone interrupts with
         heard = [w for w in words(text) if len(w) > 1 or w in _ONE_LETTER_WORDS]
         if not heard:
             return Verdict.NO_WORDS
-        if speech_ms <= self.backchannel_max_ms and self._covered(heard):
-            return Verdict.BACKCHANNEL
+        e = evidence if self.evidence and evidence is not None else Evidence()
+        short = speech_ms <= self.backchannel_max_ms
+        if short and self._covered(heard):
+            return Verdict.BACKCHANNEL  # first: its words are kept in the transcript
+        if self.evidence and any(w in self.stop_words for w in heard):
+            return Verdict.WORDS  # "wait", "stop": an interruption, however unsure the recogniser
+        if (
+            e.no_speech_prob is not None
+            and e.avg_logprob is not None
+            and e.no_speech_prob >= self.no_speech_min
+            and e.avg_logprob <= self.no_speech_logprob_max
+        ):
+            return Verdict.NO_SPEECH
         if self.echo_words and is_echo(heard, words(spoken)):
             return Verdict.ECHO
+        if short and len(heard) <= self.unclear_max_words and self._unclear(e):
+            return Verdict.UNCLEAR
         return Verdict.WORDS
+
+    def _unclear(self, e: Evidence) -> bool:
+        unsure = e.avg_logprob is not None and e.avg_logprob <= self.unclear_logprob_max
+        quiet = e.over_echo_db is not None and e.over_echo_db <= self.unclear_over_echo_db_max
+        return unsure or quiet
 
     def _covered(self, heard: list[str]) -> bool:
         """Whether ``heard`` is a run of backchannel phrases ("yeah okay", "uh huh")."""
@@ -146,6 +196,7 @@ class Interruption:
     paused_ms: float | None = None  # audio time the reply was paused
     verdict: Verdict | None = None  # the last judgement of this turn
     heard_text: str = ""  # the words it was made on
+    evidence: Evidence | None = None  # and the rest of what was known
 
     def __post_init__(self) -> None:
         self._machine = Machine(TRANSITIONS, P.NONE, "interruption")
@@ -172,13 +223,15 @@ class Interruption:
             return self._pause(audio_ms)
         return None
 
-    def heard(self, text: str, audio_ms: float, spoken: str, settled: bool) -> Decision | None:
+    def heard(
+        self, text: str, audio_ms: float, spoken: str, settled: bool, evidence: Evidence | None = None
+    ) -> Decision | None:
         """Words heard while the reply is paused (``settled``: the utterance is over, or flushed at
         its first pause; else a partial transcript, which can only cut)."""
         if self.phase is not P.PAUSED:
             return None
-        verdict = self.policy.judge(text, audio_ms - self.started_ms, spoken)
-        self.heard_text = text
+        verdict = self.policy.judge(text, audio_ms - self.started_ms, spoken, evidence)
+        self.heard_text, self.evidence = text, evidence
         if verdict is Verdict.WORDS:
             return self._cut(verdict)
         if settled:
@@ -193,12 +246,14 @@ class Interruption:
             and audio_ms - self.paused_ms >= self.policy.resume_ms
         )
 
-    def expired(self, text: str, audio_ms: float, spoken: str) -> Decision | None:
+    def expired(
+        self, text: str, audio_ms: float, spoken: str, evidence: Evidence | None = None
+    ) -> Decision | None:
         """``due``: the words so far (``text``, decoded now) settle it."""
         if self.phase is not P.PAUSED:
             return None
-        verdict = self.policy.judge(text, audio_ms - self.started_ms, spoken)
-        self.heard_text = text
+        verdict = self.policy.judge(text, audio_ms - self.started_ms, spoken, evidence)
+        self.heard_text, self.evidence = text, evidence
         return self._cut(verdict) if verdict is Verdict.WORDS else self._resume(verdict)
 
     def turn_ended(self) -> Verdict | None:

@@ -39,7 +39,7 @@ from functools import partial
 import numpy as np
 
 from omnivox.agent.events import AgentEvent, Failure, IdleTimeout, InputCleared, ReplyReport, UserTurn
-from omnivox.agent.hearing import Clear, Commit, Configure, Echo, Feed, Hearing
+from omnivox.agent.hearing import Clear, Commit, Configure, Denoise, Echo, Feed, Hearing
 from omnivox.agent.interruption import InterruptionPolicy
 from omnivox.agent.pacing import Pacing
 from omnivox.agent.playout import Playback, Playout
@@ -96,6 +96,7 @@ class AgentSettings:
     turns: TurnSettings | None = field(default_factory=TurnSettings)  # None: manual turns
     interruption: InterruptionPolicy = field(default_factory=InterruptionPolicy)
     echo: Echo = field(default_factory=lambda: Echo("gate", 0.7))  # the canceller the input is heard through
+    noise: Denoise = field(default_factory=Denoise)  # the noise suppressor after it (none by default)
     transcribe: bool = True  # emit the user's words as they settle (``TranscriptDelta``)
     answer: bool = True  # answer turns (False: transcription only: the agent never replies)
 
@@ -225,6 +226,8 @@ class VoiceAgent:
             turns.interruption.policy = settings.interruption
         if settings.echo != old.echo:
             self.hearing.submit(settings.echo)
+        if settings.noise != old.noise:
+            self.hearing.submit(settings.noise)
         idle = settings.turns is not None and settings.turns.idle_timeout_ms is not None
         if idle and not self.replying and not turns.in_turn:
             await self._arm_idle(self.replies.playback_left_s())  # the timer runs from now on
@@ -283,6 +286,8 @@ class VoiceAgent:
                 self.emit(InputCleared())
             elif isinstance(job, Echo):
                 await hearing.run(hearing.set_echo, job)
+            elif isinstance(job, Denoise):
+                await hearing.run(hearing.set_noise, job)
             else:
                 await hearing.run(hearing.listener.configure, job.params)
 
@@ -321,8 +326,8 @@ class VoiceAgent:
     async def _expire(self) -> None:
         """The reply has been paused for speech with no words settled: decode what was said so far."""
         listener = self.hearing.listener
-        text = await self.hearing.run(listener.peek)
-        await self._execute(self.turns.expire(text, listener.audio_ms, self._floor()))
+        heard = await self.hearing.run(listener.peek_heard)
+        await self._execute(self.turns.expire(heard, self._floor()))
 
     def _floor(self) -> Floor:
         replies = self.replies

@@ -5,9 +5,11 @@ r"""Turn-taking: what was heard in, what the agent should do out (typed actions,
 - Speech holds (``speech_confirmed``) while the assistant is speaking: with ``interrupt_response``,
   a possible barge-in, judged by ``agent.interruption``: the reply pauses at once
   (``PauseReply``), then words other than a backchannel or the assistant's own cut it (``BargeIn``,
-  reason ``turn_detected``); no words within ``false_interruption_ms``, a backchannel or its own
-  echo resume it (``ResumeReply``). A backchannel is committed as the user's turn (the transcript
-  keeps it) without a reply; echo and noise make no turn. With ``false_interruption_ms`` 0 the
+  reason ``turn_detected``); no words within ``false_interruption_ms``, a backchannel, its own
+  echo, words the recogniser scores as no speech, or a short unclear utterance resume it
+  (``ResumeReply``); the judgement and its evidence are emitted (``SpeechJudged``). A backchannel
+  or an unclear utterance is committed as the user's turn (the transcript keeps it) without a
+  reply; echo and noise make no turn. With ``false_interruption_ms`` 0 the
   reply is cut at once, as soon as speech holds.
 - Partial transcripts become ``TranscriptDelta``\ s. Deltas only append, but a streaming recogniser
   revises its latest words, so only the words two successive partials agree on are sent; the final
@@ -32,10 +34,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from omnivox.agent.events import HearingEvent, InputCleared, SpeechStarted, SpeechStopped, TranscriptDelta
+from omnivox.agent.events import (
+    HearingEvent,
+    InputCleared,
+    SpeechJudged,
+    SpeechStarted,
+    SpeechStopped,
+    TranscriptDelta,
+)
 from omnivox.agent.interruption import (
     Cut,
     Decision,
+    Evidence,
     Interruption,
     InterruptionPolicy,
     Pause,
@@ -166,44 +176,47 @@ class TurnTaking:
             return started + self._prefill("", floor)
         if heard.kind == "speech_confirmed":
             if vad is not None and vad.interrupt_response:
-                return _act(judge.confirmed(heard.audio_ms, floor.speaking))
+                return self._act(judge.confirmed(heard.audio_ms, floor.speaking))
             return []
         if heard.kind == "partial":
-            cut = _act(judge.heard(heard.text, heard.audio_ms, floor.spoken, settled=False))
+            cut = self._act(judge.heard(heard.text, heard.audio_ms, floor.spoken, False, evidence(heard)))
             settled = " ".join([*self._early.split(), *heard.text.split()[:-1]])  # its last word may change
             prefill = self._prefill(settled, floor) if settled and self._turn_id is not None else []
             return cut + self._partial(heard.text) + prefill
         if heard.kind == "pause":
             text = heard.text.strip()
             self._early = text
-            actions = _act(judge.heard(text, heard.audio_ms, floor.spoken, settled=True))
+            actions = self._act(judge.heard(text, heard.audio_ms, floor.spoken, True, evidence(heard)))
             if vad is not None and vad.create_response and text and not floor.responding:
                 actions.append(Prepare(text))
                 self._prefilled = text  # the prepared reply computes them
             return actions
         if heard.kind == "resumed":
             rollback = self._prefill(self._early, floor, again=True)
-            return [DropPrepared(), *rollback, *_act(judge.speaks_on(heard.audio_ms, floor.speaking))]
+            return [DropPrepared(), *rollback, *self._act(judge.speaks_on(heard.audio_ms, floor.speaking))]
         if heard.kind == "speech_stopped":
             self._stopped_ms = heard.audio_ms
             return [Emit(SpeechStopped(self._ensure_turn(), heard.audio_ms))]
         # final: the chunk that ended the turn arrived at ``arrival``; speech ended that much earlier
         speech_end_at = arrival - max(0.0, heard.audio_ms - self._stopped_ms) / 1000
-        actions = _act(judge.heard(heard.text, heard.audio_ms, floor.spoken, settled=True))
+        actions = self._act(judge.heard(heard.text, heard.audio_ms, floor.spoken, True, evidence(heard)))
         verdict = judge.turn_ended()
         cut_now = verdict is Verdict.WORDS  # this turn cut the reply: it gets its own
-        text = "" if verdict is Verdict.ECHO else heard.text  # its own voice is not the user's turn
+        # its own voice, or a sound the recogniser made words of, is not the user's turn
+        text = "" if verdict in (Verdict.ECHO, Verdict.NO_SPEECH) else heard.text
         respond = (
             vad is not None
             and vad.create_response
             and (cut_now or not floor.responding)
-            and verdict is not Verdict.BACKCHANNEL  # "mhm" as a reply ends asks for nothing
+            # "mhm" (or what it was misheard as) as a reply ends asks for nothing
+            and verdict not in (Verdict.BACKCHANNEL, Verdict.UNCLEAR)
         )
         return actions + self.commit(text, respond=respond, speech_end_at=speech_end_at)
 
-    def expire(self, text: str, audio_ms: float, floor: Floor) -> list[Action]:
-        """The reply has been paused ``false_interruption_ms``: the words so far (``text``) settle it."""
-        return _act(self.interruption.expired(text, audio_ms, floor.spoken))
+    def expire(self, heard: Heard, floor: Floor) -> list[Action]:
+        """The reply has been paused ``false_interruption_ms``: the utterance so far (``heard``,
+        decoded now) settles it."""
+        return self._act(self.interruption.expired(heard.text, heard.audio_ms, floor.spoken, evidence(heard)))
 
     def commit(
         self,
@@ -235,6 +248,21 @@ class TurnTaking:
         self._prefilled = text
         return [Prefill(text)]
 
+    def _act(self, decision: Decision | None) -> list[Action]:
+        """The actions of one decision; a judgement (resume or cut on the evidence) is emitted with
+        its reason first. (Without recovery, speech cuts unjudged.)"""
+        if isinstance(decision, Pause):
+            return [PauseReply()]
+        if not isinstance(decision, Resume | Cut):
+            return []
+        judge = self.interruption
+        action: Action = ResumeReply(decision.reason.value) if isinstance(decision, Resume) else BargeIn()
+        if judge.verdict is None:
+            return [action]
+        e = judge.evidence.describe() if judge.evidence is not None else {}
+        cut = isinstance(decision, Cut)
+        return [Emit(SpeechJudged(judge.verdict.value, cut, judge.heard_text, e)), action]
+
     def _ensure_turn(self) -> str:
         if self._turn_id is None:
             self._turn_id = self.new_id()
@@ -258,11 +286,12 @@ class TurnTaking:
         return [Emit(TranscriptDelta(self._turn_id, delta))]
 
 
-def _act(decision: Decision | None) -> list[Action]:
-    if isinstance(decision, Pause):
-        return [PauseReply()]
-    if isinstance(decision, Resume):
-        return [ResumeReply(decision.reason.value)]
-    if isinstance(decision, Cut):
-        return [BargeIn("turn_detected")]
-    return []
+def evidence(heard: Heard) -> Evidence:
+    """What the hearing knows of the utterance besides its words."""
+    scores = heard.scores
+    return Evidence(
+        no_speech_prob=scores.no_speech_prob if scores is not None else None,
+        avg_logprob=scores.avg_logprob if scores is not None else None,
+        voiced_ms=heard.voiced_ms,
+        over_echo_db=heard.over_echo_db,
+    )

@@ -13,6 +13,10 @@ BENCHES = {
     "duplex": "N concurrent duplex callers: unit wall-clock (listen/speak), lagging, speech end to speech",
     "conversation": "scripted callers over a speakerphone: false barge-ins (echo, backchannel, noise), "
     "missed barge-ins and reaction, end of turn, voice-to-voice",
+    "interruptions": "speech over a reply (backchannels, noise, barge-ins, echo) judged offline on the real "
+    "hearing; the interruption judge's thresholds fitted to it",
+    "noise": "noise_reduction: WER at 10/5/0 dB SNR (babble, pink, fan) with and without the suppressor, "
+    "false speech on noise alone, its CPU",
     "pipeline": "the staged pipeline's own overhead: three no-op stages, latency and messages/s",
     "fuzz": "seeded hostile frames on every protocol and surface (WebRTC offers, client secrets, recordings, "
     "uploads, SIP, carrier streams), open and keyed: per-frame outcomes, server faults and logged tracebacks",

@@ -17,7 +17,15 @@ Counted per turn:
   first voiced sample to the player stopping (the pause event, or the cancel);
 - end of turn: early when the turn was committed before the question's speech ended (in its mid-
   sentence pause), late when no reply began within ``--late-s`` of its end, else right;
-- voice-to-voice: the question's last voiced sample to the reply's first audio.
+- voice-to-voice: the question's last voiced sample to the reply's first audio;
+- verdicts: every judgement of speech over a reply (``omnivox.interruption.judged``: no_words,
+  no_speech, backchannel, echo, unclear, words) by what the caller did then.
+
+``--line g711`` calls over a telephone line: the session's audio in and out is G.711 mu-law at 8 kHz
+(``audio/pcmu``), the caller's microphone is band-limited to it and the reply is heard from it.
+``--noise`` (babble, pink, fan: ``bench noise``'s) plays behind the caller all call long at
+``--snr-db`` under its voice; ``--noise-reduction`` asks the session for ``noise_reduction``;
+``--eagerness`` turns on ``semantic_vad`` instead of server VAD.
 """
 
 from __future__ import annotations
@@ -35,8 +43,9 @@ from typing import Any
 import numpy as np
 from websockets.asyncio.client import ClientConnection
 
+from omnivox.audio.g711 import ulaw_decode, ulaw_encode
 from omnivox.audio.pcm import b64_to_pcm16
-from omnivox.audio.resample import resample
+from omnivox.audio.resample import StreamResampler, resample
 from omnivox.bench import realtime
 from omnivox.bench.table import percentile, print_table, write_json
 from omnivox.protocol.realtime.events import ga_type
@@ -69,6 +78,7 @@ COLUMNS = [
     "v2v p50 ms",
     "v2v p95 ms",
     "errors",
+    "verdicts (echo / backchannel / noise / barge-in)",
 ]
 
 
@@ -86,6 +96,7 @@ class Tally:
     v2v_s: list[float] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     trace: list[dict[str, Any]] = field(default_factory=list)  # per turn, for --json
+    verdicts: dict[str, dict[str, int]] = field(default_factory=lambda: {e: {} for e in EVENTS})
 
 
 def row(name: str, t: Tally) -> list[Any]:
@@ -103,6 +114,7 @@ def row(name: str, t: Tally) -> list[Any]:
         percentile(t.v2v_s, 50) * 1000,
         percentile(t.v2v_s, 95) * 1000,
         len(t.errors),
+        " / ".join(",".join(f"{v} {n}" for v, n in sorted(t.verdicts[e].items())) or "-" for e in EVENTS),
     ]
 
 
@@ -121,6 +133,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--echo-guard", default="on", choices=["on", "off"], help="the word check")
     parser.add_argument("--echo-canceller", default="gate", choices=["gate", "aec3", "none"])
     parser.add_argument("--log-dir", help="keep the server logs here")
+    parser.add_argument("--line", default="wide", choices=["wide", "g711"], help="g711: a telephone line")
+    parser.add_argument("--noise", default="none", choices=["none", "babble", "pink", "fan"])
+    parser.add_argument("--snr-db", type=float, default=10.0, help="the caller's voice over the noise")
+    parser.add_argument("--noise-reduction", default="none", choices=["none", "near_field", "far_field"])
+    parser.add_argument("--eagerness", choices=["low", "medium", "high", "auto"], help="semantic_vad")
 
 
 def onsets(audio: np.ndarray) -> tuple[int, int]:
@@ -193,9 +210,22 @@ class CallLog:
         kinds = [
             k for _, k, e in self.events[mark:] if k.startswith(("omnivox.", "input_audio_buffer.speech"))
         ]
+        judged = [
+            (e["verdict"], e["text"], e.get("evidence", {}))
+            for _, k, e in self.events[mark:]
+            if k == "omnivox.interruption.judged"
+        ]
+        for verdict, _, _ in judged:
+            tally.verdicts[event][verdict] = tally.verdicts[event].get(verdict, 0) + 1
         done = self.first("response.done", 0, rid)
         tally.trace.append(
-            {"turn": turn, "event": event, "status": done and done[2]["response"]["status"], "events": kinds}
+            {
+                "turn": turn,
+                "event": event,
+                "status": done and done[2]["response"]["status"],
+                "events": kinds,
+                "judged": judged,
+            }
         )
 
 
@@ -215,13 +245,22 @@ class ConversationCaller(realtime.RealtimeCaller):
         self._start = 0.0
         self.log = CallLog()
         self._wake = asyncio.Event()
+        self._background = background_noise(args)  # behind the caller all call long (None: quiet)
+        self._to_line = StreamResampler(RATE, 8000)  # the telephone line (--line g711), each way
+        self._from_line = StreamResampler(8000, RATE)
 
     def _session(self) -> dict:
+        args = self.args
         session = super()._session()
-        session["omnivox"] = {
-            "echo_guard": self.args.echo_guard == "on",
-            "echo_canceller": self.args.echo_canceller,
-        }
+        session["omnivox"] = {"echo_guard": args.echo_guard == "on", "echo_canceller": args.echo_canceller}
+        audio = session["audio"]
+        if args.eagerness:
+            audio["input"]["turn_detection"] = {"type": "semantic_vad", "eagerness": args.eagerness}
+        if args.noise_reduction != "none":
+            audio["input"]["noise_reduction"] = {"type": args.noise_reduction}
+        if args.line == "g711":
+            audio["input"]["format"] = {"type": "audio/pcmu"}
+            audio["output"] = {"format": {"type": "audio/pcmu"}}
         return session
 
     async def _talk(self, ws: ClientConnection, turns: int) -> None:
@@ -321,15 +360,29 @@ class ConversationCaller(realtime.RealtimeCaller):
                 got += take
                 if not len(self._voice[0]):
                     self._voice.pop(0)
+            if self._background is not None:
+                at = self._sent % (len(self._background) - step)
+                voice = voice + self._background[at : at + step]
             chunk = self.phone.record(voice)
             if got:
                 self.log.spoke(self._sent, self._sent + got)
             self._sent += step
             due = self._start + self._sent / RATE
             await asyncio.sleep(max(0.0, due - time.monotonic()))
-            audio = base64.b64encode((np.clip(chunk, -1, 1) * 32767).astype("<i2").tobytes()).decode()
-            await ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": audio}))
+            await ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": self._encode(chunk)}))
             self._wake.set()
+
+    def _encode(self, chunk: np.ndarray) -> str:
+        """A microphone chunk (24 kHz) as the session takes it: PCM16, or G.711 mu-law at 8 kHz."""
+        if self.args.line == "g711":
+            return base64.b64encode(ulaw_encode(self._to_line.process(chunk))).decode()
+        return base64.b64encode((np.clip(chunk, -1, 1) * 32767).astype("<i2").tobytes()).decode()
+
+    def _decode(self, delta: str) -> np.ndarray:
+        """Reply audio as the speaker plays it (24 kHz)."""
+        if self.args.line == "g711":
+            return self._from_line.process(ulaw_decode(base64.b64decode(delta)))
+        return b64_to_pcm16(delta)
 
     async def _say(self, clip: np.ndarray, until: int | None = None) -> float:
         """Say ``clip``; returns the moment its sample ``until`` (default: the end) was recorded."""
@@ -378,7 +431,7 @@ class ConversationCaller(realtime.RealtimeCaller):
             self.log.add(now, kind, event)
             phone = self.phone
             if kind == "response.output_audio.delta":
-                phone.play(event["response_id"], b64_to_pcm16(event["delta"]))
+                phone.play(event["response_id"], self._decode(event["delta"]))
             elif kind == "omnivox.interruption.paused":
                 phone.paused = True
             elif kind == "omnivox.interruption.resumed":
@@ -418,6 +471,21 @@ class ConversationCaller(realtime.RealtimeCaller):
                     return entry
             await self._tick()
         return None
+
+
+def background_noise(args: argparse.Namespace) -> np.ndarray | None:
+    """``--noise`` at 24 kHz, ``--snr-db`` under the voices' speech (None: no noise)."""
+    if args.noise == "none":
+        return None
+    from omnivox.bench.noise import noise_source
+    from omnivox.bench.turns import COMPLETE, synthetic_voices, trim
+    from omnivox.bench.turns import RATE as TURNS_RATE
+
+    voices = synthetic_voices()
+    noise = noise_source(args.noise, voices, seconds=60.0)
+    speech = np.concatenate([trim(voices[v](COMPLETE[0])) for v in voices])
+    gain = np.sqrt(np.mean(speech**2) / np.mean(noise**2) / 10 ** (args.snr_db / 10))
+    return resample((gain * noise).astype(np.float32), TURNS_RATE, RATE)
 
 
 def response_id(event: dict) -> str | None:
@@ -471,10 +539,12 @@ def run(args: argparse.Namespace) -> int:
         t.errors += caller.stats.errors
         results[name] = t.__dict__
         rows.append(row(name, t))
+    noise = f"{args.noise} noise at {args.snr_db:g} dB SNR" if args.noise != "none" else "no noise"
     print_table(
         f"Scripted conversations, {args.turns} turns per voice over a speakerphone "
         f"({args.delay_ms:.0f} ms, {args.gain_db:.0f} dB), {realtime.describe(args)}, "
-        f"echo canceller {args.echo_canceller}, word check {args.echo_guard}",
+        f"echo canceller {args.echo_canceller}, word check {args.echo_guard}, line {args.line}, {noise}, "
+        f"noise_reduction {args.noise_reduction}, turn detection {args.eagerness or 'server_vad'}",
         COLUMNS,
         rows,
     )

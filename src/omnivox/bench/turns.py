@@ -7,8 +7,11 @@ Two kinds of turn, spoken by hibari and by espeak-ng:
 - paused: a sentence cut by a one-second pause mid-clause ("My phone number is five five five ...
   one two three four."). Right when the turn does not end in the pause.
 
-The real listener runs (silero VAD, the turn detector, smart-turn at each pause) on the audio in 20 ms
-frames; everything is in audio time, so the figures do not depend on the machine's speed.
+The real listener runs (silero VAD, the turn detector, Whisper tiny.en flushed at each pause,
+smart-turn at each pause) on the audio in 20 ms frames; everything is in audio time, so the figures
+do not depend on the machine's speed. ``--line g711`` passes every clip through a telephone line
+first (8 kHz, G.711 mu-law, back to 16 kHz); ``--words off`` judges pauses on smart-turn alone (as
+before the words were weighed); ``--asr none`` hears no words at all.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import numpy as np
 
 from omnivox.audio.resample import resample
 from omnivox.audio.wav import read_wav
+from omnivox.bench.asr import phone_copy
 from omnivox.bench.table import print_table, write_json
 from omnivox.voice.asr.base import Hypothesis, StreamingAsr
 from omnivox.voice.listener import Listener
@@ -53,14 +57,19 @@ PAUSED = (
 )
 PAUSE_S = 1.0
 MODES = ("server_vad", "low", "medium", "high")
+LINES = ("wide", "g711")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--modes", nargs="+", default=list(MODES), help="server_vad and/or eagerness levels")
     parser.add_argument("--pause-s", type=float, default=PAUSE_S, help="the pause inside a paused sentence")
+    parser.add_argument("--line", nargs="+", default=["wide"], choices=LINES, help="wide and/or g711")
+    parser.add_argument("--words", default="on", choices=["on", "off"], help="weigh the transcript's words")
+    parser.add_argument("--asr", default="whisper", choices=["whisper", "none"], help="the recogniser")
+    parser.add_argument("--voices", nargs="+", default=["hibari", "espeak"], help="hibari, espeak")
 
 
-class _Deaf(StreamingAsr):
+class DeafAsr(StreamingAsr):
     """A recogniser that hears nothing: the decisions do not depend on the words recognised."""
 
     def _process(self, audio: np.ndarray) -> Hypothesis | None:
@@ -114,17 +123,26 @@ def first_stop_ms(listener: Listener, audio: np.ndarray) -> float | None:
     return None
 
 
-def _listener(mode: str, vad: Any, model: Any) -> tuple[Listener, float]:
+def _listener(mode: str, vad: Any, model: Any, asr: StreamingAsr, words: bool) -> tuple[Listener, float]:
     vad.reset()
+    asr.reset()
     if mode == "server_vad":
         params, longest = TurnParams(silence_duration_ms=500), 500.0
     else:
         params = TurnParams(eagerness=mode)
         longest = float(params.silence_duration_ms)
-    listener = Listener(vad, _Deaf(), params, confirm_ms=150, speculate_at=None, end_of_turn=model)
+    listener = Listener(vad, asr, params, confirm_ms=150, end_of_turn=model, turn_words=words)
     if listener.semantic is not None:
         longest = listener.semantic.max_ms
     return listener, longest
+
+
+def _judged(listener: Listener) -> list[dict[str, Any]]:
+    scores = listener.semantic.scores if listener.semantic is not None else []
+    return [
+        {"p": round(s.probability, 3), "text": s.text, "words_complete": s.words_complete, "tier": s.tier}
+        for s in scores
+    ]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -132,27 +150,37 @@ def run(args: argparse.Namespace) -> int:
     from omnivox.voice.vad.silero import SileroVad
 
     vad, model = SileroVad(RATE), SmartTurn()
+    asr: StreamingAsr = DeafAsr()
+    if args.asr == "whisper":
+        from omnivox.voice.asr.whisper_asr import WhisperAsr
+
+        asr = WhisperAsr()
+    words = args.words == "on"
     voices = synthetic_voices()
     lead = quiet(0.5)
     rows, results = [], {}
-    for voice, say in voices.items():
-        complete = [trim(say(t)) for t in COMPLETE]
-        paused = [(trim(say(a)), trim(say(b))) for a, b in PAUSED]
+    for voice, line, say in ((v, ln, voices[v]) for v in args.voices for ln in args.line):
+        over = phone_copy if line == "g711" else (lambda a: a)
+        complete = [over(trim(say(t))) for t in COMPLETE]
+        paused = [(over(trim(say(a))), over(trim(say(b)))) for a, b in PAUSED]
         for mode in args.modes:
             waits, complete_right, paused_right = [], 0, 0
+            judged: list[list[dict[str, Any]]] = []  # each clip's pauses, as the listener judged them
             for speech in complete:
-                listener, longest = _listener(mode, vad, model)
+                listener, longest = _listener(mode, vad, model, asr, words)
                 stop = first_stop_ms(listener, np.concatenate([lead, speech, quiet(longest / 1000 + 1.0)]))
                 end_ms = (len(lead) + len(speech)) * 1000 / RATE
                 wait = (stop - end_ms) if stop is not None else float("nan")
                 waits.append(wait)
                 complete_right += int(mode == "server_vad" or wait < longest - 50)
+                judged.append(_judged(listener))
             for first, rest in paused:
-                listener, longest = _listener(mode, vad, model)
+                listener, longest = _listener(mode, vad, model, asr, words)
                 audio = np.concatenate([lead, first, quiet(args.pause_s), rest, quiet(longest / 1000 + 1.0)])
                 stop = first_stop_ms(listener, audio)
                 resumed_ms = (len(lead) + len(first)) * 1000 / RATE + args.pause_s * 1000
                 paused_right += int(stop is not None and stop > resumed_ms)
+                judged.append(_judged(listener))
             total = len(complete) + len(paused)
             r = {
                 "complete_right": complete_right / len(complete),
@@ -160,11 +188,13 @@ def run(args: argparse.Namespace) -> int:
                 "right": (complete_right + paused_right) / total,
                 "mean_wait_ms": statistics.fmean(waits),
                 "waits_ms": waits,
+                "judged": judged,
             }
-            results[f"{voice}/{mode}"] = r
+            results[f"{voice}/{line}/{mode}"] = r
             rows.append(
                 [
                     voice,
+                    line,
                     mode,
                     r["right"],
                     r["complete_right"],
@@ -175,9 +205,10 @@ def run(args: argparse.Namespace) -> int:
             )
     print_table(
         f"End-of-turn decisions: {len(COMPLETE)} complete sentences, {len(PAUSED)} with a "
-        f"{args.pause_s:g} s pause mid-clause",
+        f"{args.pause_s:g} s pause mid-clause; words {args.words}, ASR {args.asr}",
         [
             "voice",
+            "line",
             "turn detection",
             "right",
             "complete: ended early",
@@ -187,5 +218,8 @@ def run(args: argparse.Namespace) -> int:
         ],
         rows,
     )
-    write_json(getattr(args, "json", None), {"bench": "turns", "pause_s": args.pause_s, "results": results})
+    write_json(
+        getattr(args, "json", None),
+        {"bench": "turns", "args": {k: v for k, v in vars(args).items() if k != "json"}, "results": results},
+    )
     return 0

@@ -22,14 +22,22 @@ The ``Listener`` runs in the session's input thread (model work blocks) and turn
   judges each pause once it is due (``voice.turn.semantic``): the ASR has been flushed and ``pause``
   reported before (the reply is prepared while the model listens; at the latest when the judgement
   is due), then the model's judgement sets how long this pause must last to end the turn: short when
-  the words sound finished, up to the eagerness's longest wait when they do not.
+  the words sound finished, up to the eagerness's longest wait when they do not; the words flushed
+  at the pause are the second witness (``voice.turn.words``: a flat voice's finished sentence, a
+  fragment said with a final cadence).
   ``semantic.scores`` keeps every judgement.
 - without turn detection (manual turns): every sample goes to the ASR; ``commit`` ends the utterance.
 
 With an echo canceller (``echo``), ``feed`` takes the assistant's audio that was playing while the
 chunk was recorded (``reference``) and everything above hears the microphone with that echo removed:
-the assistant's own voice coming back through a speaker does not start a turn or a barge-in.
+the assistant's own voice coming back through a speaker does not start a turn or a barge-in. With a
+noise suppressor (``noise``: ``noise_reduction``), what the VAD and the ASR hear is then denoised.
 ``peek`` decodes the utterance so far now (a barge-in decision that cannot wait for the next partial).
+
+Each transcript (``partial``, ``pause``, ``final``, ``peek_heard``) carries what the interruption
+judge weighs besides the words: the recogniser's scores (Whisper's no-speech probability and mean
+log-probability), the utterance's voiced milliseconds, and how loud the microphone was over it
+against the assistant's audio playing meanwhile (``over_echo_db``; None with nothing playing).
 """
 
 from __future__ import annotations
@@ -41,8 +49,9 @@ from typing import Literal
 
 import numpy as np
 
-from omnivox.voice.asr.base import StreamingAsr
+from omnivox.voice.asr.base import SpeechScores, StreamingAsr, Transcript
 from omnivox.voice.echo.base import EchoCanceller
+from omnivox.voice.noise.suppressor import NoiseSuppressor
 from omnivox.voice.turn.base import EndOfTurnModel
 from omnivox.voice.turn.semantic import SemanticTurn
 from omnivox.voice.vad.base import VoiceActivityDetector
@@ -54,6 +63,7 @@ HeardKind = Literal[
     "speech_started", "speech_confirmed", "partial", "pause", "resumed", "speech_stopped", "final"
 ]
 _KEEP_MS = 8500  # recent audio kept: prefix padding (up to 5 s) and the end-of-turn model's 8 s
+_SILENT = 3e-4  # a reference chunk quieter than this (RMS, about -70 dBFS) plays nothing
 
 
 @dataclass(frozen=True)
@@ -64,6 +74,33 @@ class Heard:
     # monotonic time it was heard: a turn's breakdown tells the turn's end (speech_stopped) from
     # its final transcript (the ASR's flush), both heard in one chunk
     at: float = field(default_factory=time.monotonic, compare=False)
+    scores: SpeechScores | None = None  # the recogniser's, on the last words decoded (transcripts)
+    voiced_ms: float = 0.0  # voiced audio in the utterance so far (transcripts)
+    over_echo_db: float | None = None  # microphone level over the utterance against the reference
+
+
+@dataclass
+class _Levels:
+    """Energy of one utterance's microphone audio, and of the reference while it played."""
+
+    mic: float = 0.0
+    mic_n: int = 0
+    ref: float = 0.0
+    ref_n: int = 0
+
+    def add(self, mic: np.ndarray, reference: np.ndarray | None) -> None:
+        self.mic += float(np.dot(mic, mic))
+        self.mic_n += len(mic)
+        if reference is not None and len(reference):
+            energy = float(np.dot(reference, reference))
+            if energy / len(reference) > _SILENT**2:
+                self.ref += energy
+                self.ref_n += len(reference)
+
+    def over_echo_db(self) -> float | None:
+        if not self.ref_n or not self.mic_n or self.mic <= 0:
+            return None
+        return float(10 * np.log10((self.mic / self.mic_n) / (self.ref / self.ref_n)))
 
 
 class Listener:
@@ -76,8 +113,11 @@ class Listener:
         speculate_at: float | None = 0.3,
         end_of_turn: EndOfTurnModel | None = None,
         echo: EchoCanceller | None = None,
+        turn_words: bool = True,
     ) -> None:
         self.vad = vad
+        self.turn_words = turn_words  # semantic_vad weighs the words heard with the model's judgement
+        self.noise: NoiseSuppressor | None = None  # noise_reduction, after the echo canceller
         self.echo = echo
         self.asr = asr
         self.end_of_turn = end_of_turn
@@ -94,6 +134,8 @@ class Listener:
         self.speculate_at = speculate_at
         self._early: str | None = None  # transcript flushed at a pause, while the turn is still open
         self._turn_from = 0  # stream sample where the current turn's audio begins (padded)
+        self._levels = _Levels()  # the current utterance's (from speech_started)
+        self._early_scores: SpeechScores | None = None  # the scores of the words flushed at a pause
         self.detector: TurnDetector | None = None
         self.configure(params)
 
@@ -122,7 +164,7 @@ class Listener:
             return
         semantic = None
         if params.eagerness is not None and self.end_of_turn is not None:
-            semantic = SemanticTurn.for_eagerness(self.end_of_turn, params.eagerness)
+            semantic = SemanticTurn.for_eagerness(self.end_of_turn, params.eagerness, self.turn_words)
             params = replace(params, silence_duration_ms=int(semantic.max_ms))
         if self.detector is not None and self.detector.params == params:
             return
@@ -134,8 +176,11 @@ class Listener:
     def feed(self, audio: np.ndarray, reference: np.ndarray | None = None) -> list[Heard]:
         """Hear the next chunk (float32 at the VAD rate); ``reference``: the assistant's audio that
         played meanwhile (same length), whose echo is removed first (None: no echo guard)."""
+        mic = audio
         if reference is not None and self.echo is not None:
             audio = self.echo.process(audio, reference)
+        if self.noise is not None:
+            audio = self.noise.process(audio)
         self._remember(audio)
         self.samples += len(audio)
         self.pending_samples += len(audio)
@@ -154,6 +199,7 @@ class Listener:
                 self._asr_from = max(self._ring_start, int(event.audio_ms * self.rate / 1000))
                 self._turn_from = self._asr_from
                 self._voiced_ms, self._confirmed = 0.0, False
+                self._levels = _Levels()
             if self.detector.state is TurnState.SPEECH and prob >= threshold:
                 self._voiced_ms += window_ms
                 if not self._confirmed and self._voiced_ms >= self.confirm_ms:
@@ -175,6 +221,8 @@ class Listener:
                 self._judge()
             elif self._pausing():
                 self._speculate(heard)
+        if self.detector.state is TurnState.SPEECH:
+            self._levels.add(mic, reference)
         self._hear(heard)
         return heard
 
@@ -182,10 +230,13 @@ class Listener:
         """Flush the ASR at a pause and report the words so far, for a reply prepared in the pause."""
         assert self.detector is not None
         self._hear(heard, until=self._sample_at(self.detector.audio_ms))
-        text = self.asr.flush().text if self.asr.in_utterance else ""
+        flushed = self.asr.flush() if self.asr.in_utterance else None
+        text = flushed.text if flushed is not None else ""
+        if flushed is not None and flushed.scores is not None:
+            self._early_scores = flushed.scores
         self._early = " ".join(t for t in (self._early, text) if t)
         self._asr_from = None  # the silence that follows is not heard
-        heard.append(Heard("pause", self.detector.audio_ms, self._early))
+        heard.append(self._transcript("pause", self.detector.audio_ms, self._early, self._early_scores))
 
     def _judge(self) -> None:
         """semantic_vad: the end-of-turn model hears the turn so far; its judgement sets the pause."""
@@ -194,11 +245,14 @@ class Listener:
         assert started is not None
         end = self._sample_at(self.detector.audio_ms) - self._ring_start
         audio = self._ring[max(0, self._turn_from - self._ring_start) : end]
-        score = self.semantic.score(audio, started, self.detector.audio_ms)
+        score = self.semantic.score(audio, started, self.detector.audio_ms, self._early or "")
         self.detector.require_pause(score.required_ms)
         log.debug(
-            "end of turn: P(finished)=%.2f after %.0f ms of pause -> %s, wait %.0f ms (model %.0f ms)",
+            "end of turn: P(finished)=%.2f, words %r complete=%s after %.0f ms of pause -> %s, "
+            "wait %.0f ms (model %.0f ms)",
             score.probability,
+            score.text,
+            score.words_complete,
             score.pause_ms,
             score.tier,
             score.required_ms,
@@ -223,10 +277,17 @@ class Listener:
 
     def peek(self) -> str:
         """The words of the utterance in progress, decoded now ("" outside one)."""
+        return self.peek_heard().text
+
+    def peek_heard(self) -> Heard:
+        """The utterance in progress, decoded now, as a ``partial`` with its evidence."""
         if self._asr_from is not None:
             self._hear([])
-        words = self.asr.peek().text if self.asr.in_utterance else ""
-        return " ".join(t for t in (self._early, words) if t)
+        now = self.asr.peek() if self.asr.in_utterance else None
+        words = now.text if now is not None else ""
+        scores = now.scores if now is not None and now.scores is not None else self._early_scores
+        text = " ".join(t for t in (self._early, words) if t)
+        return self._transcript("partial", self.audio_ms, text, scores)
 
     def commit(self) -> Heard:
         """End the user's utterance now (manual turns, or a client commit mid-speech)."""
@@ -239,7 +300,7 @@ class Listener:
         """Drop the audio heard since the last turn (and any utterance in progress)."""
         if self.asr.in_utterance:
             self.asr.flush()
-        self._asr_from, self._early = None, None
+        self._asr_from, self._early, self._early_scores = None, None, None
         self.pending_samples = 0
         if self.detector is not None and self.detector.state is TurnState.SPEECH:
             self.detector.reset_turn()
@@ -253,11 +314,24 @@ class Listener:
     # ---- internals
 
     def _final(self) -> Heard:
-        rest = self.asr.flush().text if self.asr.in_utterance else ""
+        flushed = self.asr.flush() if self.asr.in_utterance else None
+        rest = flushed.text if flushed is not None else ""
+        scores = flushed.scores if flushed is not None and rest else self._early_scores
         text = " ".join(t for t in (self._early, rest) if t)
-        self._asr_from, self._early = None, None
+        self._asr_from, self._early, self._early_scores = None, None, None
         self.pending_samples = 0
-        return Heard("final", self.audio_ms, text)
+        return self._transcript("final", self.audio_ms, text, scores)
+
+    def _transcript(self, kind: HeardKind, audio_ms: float, text: str, scores: SpeechScores | None) -> Heard:
+        """A transcript event with the utterance's evidence (see the module docstring)."""
+        return Heard(
+            kind,
+            audio_ms,
+            text,
+            scores=scores,
+            voiced_ms=self._voiced_ms,
+            over_echo_db=self._levels.over_echo_db(),
+        )
 
     def _hear(self, heard: list[Heard], until: int | None = None) -> None:
         """Feed the ASR what it has not heard yet, up to ``until`` (default: everything)."""
@@ -267,10 +341,10 @@ class Listener:
         if end <= self._asr_from:
             return
         lo = self._asr_from - self._ring_start
-        partial = self.asr.feed(self._ring[lo : end - self._ring_start])
+        partial: Transcript | None = self.asr.feed(self._ring[lo : end - self._ring_start])
         self._asr_from = end
         if partial is not None and partial.text:
-            heard.append(Heard("partial", self.audio_ms, partial.text))
+            heard.append(self._transcript("partial", self.audio_ms, partial.text, partial.scores))
 
     def _remember(self, audio: np.ndarray) -> None:
         keep = int(_KEEP_MS * self.rate / 1000)

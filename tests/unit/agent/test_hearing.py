@@ -90,3 +90,19 @@ def test_jobs_are_values():
     assert Commit("e") == Commit("e") and Clear() == Clear(None) and Configure(None) == Configure(None)
     with pytest.raises(AttributeError):
         Commit("e").tag = "other"  # frozen
+
+
+def test_a_denoise_job_gives_the_listener_a_fresh_suppressor_or_none(executor):
+    from omnivox.agent.hearing import Denoise
+    from omnivox.voice.noise.suppressor import NoiseSuppressor
+
+    listener = FakeListener()
+    listener.noise = None  # type: ignore[attr-defined]
+    hearing = Hearing(listener, executor)  # type: ignore[arg-type]
+    hearing.set_noise(Denoise("far_field"))
+    first = listener.noise  # type: ignore[attr-defined]
+    assert isinstance(first, NoiseSuppressor) and first.kind == "far_field"
+    hearing.set_noise(Denoise("far_field"))
+    assert listener.noise is not first  # type: ignore[attr-defined]
+    hearing.set_noise(Denoise(None))
+    assert listener.noise is None  # type: ignore[attr-defined]

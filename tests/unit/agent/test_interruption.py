@@ -6,6 +6,7 @@ import pytest
 
 from omnivox.agent.interruption import (
     Cut,
+    Evidence,
     Interruption,
     InterruptionPolicy,
     Pause,
@@ -120,3 +121,97 @@ def test_moves_are_checked() -> None:
     turn = Interruption(POLICY)
     with pytest.raises(IllegalTransition):
         turn._machine.move(Phase.RESUMED)
+
+
+# ---- the evidence (the recogniser's scores, the levels): pure rules, thresholds as fitted
+
+
+def test_words_whisper_wrote_on_a_sound_it_scores_as_no_speech_resume_the_reply() -> None:
+    cough = Evidence(no_speech_prob=0.76, avg_logprob=-1.2, voiced_ms=384, over_echo_db=4.7)
+    assert POLICY.judge("That's it.", 600, SPOKEN, cough) is Verdict.NO_SPEECH
+    # the same words with confident scores are the user's
+    said = Evidence(no_speech_prob=0.2, avg_logprob=-0.3, voiced_ms=384, over_echo_db=4.7)
+    assert POLICY.judge("That's it.", 600, SPOKEN, said) is Verdict.WORDS
+
+
+def test_a_short_unclear_utterance_of_few_words_resumes_and_a_clear_one_cuts() -> None:
+    unsure = Evidence(no_speech_prob=0.33, avg_logprob=POLICY.unclear_logprob_max - 0.1)
+    assert POLICY.judge("I'm...", 500, SPOKEN, unsure) is Verdict.UNCLEAR  # "uh huh", misheard
+    sure = Evidence(no_speech_prob=0.34, avg_logprob=-0.24)
+    assert POLICY.judge("Hold on.", 500, SPOKEN, sure) is Verdict.WORDS
+    # unsure but long, or many words: a barge-in all the same
+    assert POLICY.judge("I'm...", POLICY.backchannel_max_ms + 1, SPOKEN, unsure) is Verdict.WORDS
+    many = " ".join(["stop"] * (POLICY.unclear_max_words + 1))
+    assert POLICY.judge(many, 500, SPOKEN, unsure) is Verdict.WORDS
+
+
+def test_without_evidence_or_with_it_off_only_the_words_judge() -> None:
+    unsure = Evidence(no_speech_prob=0.9, avg_logprob=-2.0)
+    assert POLICY.judge("That's it.", 600, SPOKEN) is Verdict.WORDS
+    assert POLICY.judge("That's it.", 600, SPOKEN, Evidence()) is Verdict.WORDS
+    assert InterruptionPolicy(evidence=False).judge("That's it.", 600, SPOKEN, unsure) is Verdict.WORDS
+    # the backchannel list comes first: a backchannel is one whatever the scores (its words are kept)
+    assert POLICY.judge("okay", 400, SPOKEN, unsure) is Verdict.BACKCHANNEL
+    assert POLICY.judge("okay", 400, SPOKEN, Evidence(0.2, -0.4)) is Verdict.BACKCHANNEL
+
+
+def test_the_evidence_is_kept_with_the_judgement() -> None:
+    judge = Interruption(POLICY)
+    judge.speech_started(1000.0)
+    judge.confirmed(1150.0, assistant_speaking=True)
+    e = Evidence(no_speech_prob=0.8, avg_logprob=-1.5, voiced_ms=256.0)
+    assert judge.heard("Here", 1600.0, SPOKEN, settled=True, evidence=e) == Resume(Verdict.NO_SPEECH)
+    assert judge.evidence == e and judge.heard_text == "Here"
+    assert e.describe() == {"no_speech_prob": 0.8, "avg_logprob": -1.5, "voiced_ms": 256.0}
+
+
+# ---- recorded cases: the bench's interjections over a hibari reply's echo (80 ms, -10 dB unless
+# said), heard by the server's own hearing (echo gate, silero, Whisper tiny.en), one per reason and
+# per caller voice; the noise bursts are espeak-ng phonemes (breathy coughs) for both
+
+
+@pytest.fixture(scope="module")
+def recorded():
+    from omnivox.bench.interruptions import REPLY, Hearing, Observation, hear_case
+    from omnivox.bench.turns import synthetic_voices, trim
+
+    hearing, voices = Hearing(), synthetic_voices()
+    reply = trim(voices["hibari"](REPLY))
+
+    def case(voice: str, said: str, gain_db: float = -10.0, noise: bool = False) -> Observation:
+        clip = trim(voices["espeak" if noise else voice](said))
+        paused, points = hear_case(hearing, reply, clip, gain_db=gain_db)
+        return Observation("case", voice, said, gain_db, paused, points)
+
+    return case
+
+
+RECORDED = [
+    # (voice, what is said, gain dB, a noise burst, the verdict, what Whisper made of it)
+    ("hibari", "[[h@@]]", -10.0, True, "no_words", ""),
+    ("espeak", "[[hV]]", -10.0, True, "no_words", ""),
+    ("hibari", "mhm", -10.0, False, "no_speech", "So in parent"),  # Whisper: P(no speech) 0.47
+    ("espeak", "mm hmm", -10.0, False, "no_speech", "and"),
+    ("hibari", "okay", -10.0, False, "backchannel", "Okay."),
+    ("espeak", "okay", -10.0, False, "backchannel", "Okay"),
+    ("hibari", "mostly sunny with a light breeze", -10.0, False, "echo", ""),
+    ("espeak", "a chance of rain later in the evening", -10.0, False, "echo", ""),
+    ("hibari", "uh huh", -10.0, False, "unclear", "I'm..."),  # log-probability -1.1
+    ("espeak", "mhm", -6.0, False, "unclear", "MHCAB."),
+    ("hibari", "what about tomorrow", -10.0, False, "words", "What about tomorrow?"),
+    ("espeak", "sorry, what was that", -10.0, False, "words", "Sorry, what was that?"),
+]
+
+
+@pytest.mark.parametrize(("voice", "said", "gain_db", "noise", "verdict", "heard"), RECORDED)
+def test_the_judge_on_recorded_speech_over_a_reply(
+    recorded, voice, said, gain_db, noise, verdict, heard
+) -> None:
+    case = recorded(voice, said, gain_db, noise)
+    assert case.paused  # voiced enough to pause the reply: the judge had to decide
+    assert case.judged_by(POLICY) == verdict
+    if heard:
+        assert case.points[0].text == heard
+    # the words alone cut the reply on every one of these but the word-list and echo cases
+    words_only = case.judged_by(InterruptionPolicy(evidence=False))
+    assert (words_only == "words") is (verdict in ("no_speech", "unclear", "words"))

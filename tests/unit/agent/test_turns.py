@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from omnivox.agent.events import InputCleared, SpeechStarted, SpeechStopped
+from omnivox.agent.events import InputCleared, SpeechJudged, SpeechStarted, SpeechStopped
 from omnivox.agent.interruption import InterruptionPolicy, Phase
 from omnivox.agent.turns import (
     BargeIn,
@@ -27,6 +27,15 @@ PLAYING = Floor(speaking=True, responding=False)  # its reply is done but still 
 
 def events(actions: list) -> list:
     return [a.event for a in actions if isinstance(a, Emit)]
+
+
+def acts(actions: list) -> list:
+    """The actions but the emitted judgements (``judged`` reads those)."""
+    return [a for a in actions if not (isinstance(a, Emit) and isinstance(a.event, SpeechJudged))]
+
+
+def judged(actions: list) -> list[SpeechJudged]:
+    return [e for e in events(actions) if isinstance(e, SpeechJudged)]
 
 
 def test_a_whole_turn_commits_and_replies_at_once() -> None:
@@ -71,9 +80,10 @@ def test_speech_over_the_assistant_pauses_it_and_words_make_it_a_barge_in() -> N
     assert turns.interruption.phase is Phase.PAUSED
     # a partial that is only a backchannel so far settles nothing; words cut it
     assert turns.heard(Heard("partial", 1600.0, "yeah"), 10.6, TALKING) == []
-    assert turns.heard(Heard("partial", 2200.0, "yeah but wait"), 11.2, TALKING)[0] == BargeIn(
-        "turn_detected"
-    )
+    cut = turns.heard(Heard("partial", 2200.0, "yeah but wait"), 11.2, TALKING)
+    assert acts(cut)[0] == BargeIn("turn_detected")
+    # the judgement comes first, with its reason and the words it was made on
+    assert judged(cut) == [SpeechJudged("words", True, "yeah but wait", {"voiced_ms": 0.0})]
     turns.heard(Heard("speech_stopped", 3000.0), 12.0, TALKING)
     # the reply is being cut: the turn gets its own reply although the floor still says responding
     final = turns.heard(Heard("final", 3500.0, "yeah but wait"), 12.5, TALKING)
@@ -84,7 +94,9 @@ def test_a_cough_pauses_the_reply_and_resumes_it_with_no_turn() -> None:
     turns = TurnTaking(TurnSettings())
     turns.heard(Heard("speech_started", 1000.0), 10.0, TALKING)
     assert turns.heard(Heard("speech_confirmed", 1150.0), 10.2, TALKING) == [PauseReply()]
-    assert turns.heard(Heard("pause", 1500.0, ""), 10.5, TALKING) == [ResumeReply("no_words")]
+    resumed = turns.heard(Heard("pause", 1500.0, ""), 10.5, TALKING)
+    assert acts(resumed) == [ResumeReply("no_words")]
+    assert [(j.verdict, j.cut) for j in judged(resumed)] == [("no_words", False)]
     turns.heard(Heard("speech_stopped", 1400.0), 10.9, TALKING)
     final = turns.heard(Heard("final", 1900.0, ""), 10.9, TALKING)
     assert isinstance(events(final)[0], InputCleared) and not any(isinstance(a, CommitTurn) for a in final)
@@ -95,7 +107,7 @@ def test_a_backchannel_resumes_the_reply_and_is_kept_without_a_reply() -> None:
     turns = TurnTaking(TurnSettings())
     turns.heard(Heard("speech_started", 700.0), 10.0, TALKING)  # padded 300 ms: speech from 1000
     turns.heard(Heard("speech_confirmed", 1150.0), 10.2, TALKING)
-    assert turns.heard(Heard("pause", 1600.0, "Mm-hmm."), 10.6, TALKING) == [ResumeReply("backchannel")]
+    assert acts(turns.heard(Heard("pause", 1600.0, "Mm-hmm."), 10.6, TALKING)) == [ResumeReply("backchannel")]
     turns.heard(Heard("speech_stopped", 1450.0), 11.0, TALKING)
     final = turns.heard(Heard("final", 1950.0, "Mm-hmm."), 11.0, QUIET)  # even if the reply just ended
     commit = [a for a in final if isinstance(a, CommitTurn)]
@@ -106,7 +118,7 @@ def test_a_long_utterance_of_backchannel_words_is_a_barge_in() -> None:
     turns = TurnTaking(TurnSettings(), policy=InterruptionPolicy(backchannel_max_ms=1000))
     turns.heard(Heard("speech_started", 700.0), 10.0, TALKING)
     turns.heard(Heard("speech_confirmed", 1150.0), 10.2, TALKING)
-    assert turns.heard(Heard("pause", 2600.0, "okay okay okay okay"), 11.6, TALKING) == [
+    assert acts(turns.heard(Heard("pause", 2600.0, "okay okay okay okay"), 11.6, TALKING)) == [
         BargeIn("turn_detected")
     ]
 
@@ -119,7 +131,7 @@ def test_the_assistants_own_words_heard_back_resume_it_and_make_no_turn() -> Non
     turns.heard(Heard("speech_started", 1000.0), 10.0, echo)
     turns.heard(Heard("speech_confirmed", 1150.0), 10.2, echo)
     assert turns.heard(Heard("partial", 1800.0, "a brave little fox"), 10.8, echo) == []
-    assert turns.heard(Heard("pause", 2600.0, "a brave little fox lived"), 11.6, echo) == [
+    assert acts(turns.heard(Heard("pause", 2600.0, "a brave little fox lived"), 11.6, echo)) == [
         ResumeReply("echo")
     ]
     turns.heard(Heard("speech_stopped", 2450.0), 12.0, echo)
@@ -129,7 +141,7 @@ def test_the_assistants_own_words_heard_back_resume_it_and_make_no_turn() -> Non
     unguarded = TurnTaking(TurnSettings(), policy=InterruptionPolicy(echo_words=False))
     unguarded.heard(Heard("speech_started", 1000.0), 10.0, echo)
     unguarded.heard(Heard("speech_confirmed", 1150.0), 10.2, echo)
-    assert unguarded.heard(Heard("pause", 2600.0, "a brave little fox lived"), 11.6, echo) == [
+    assert acts(unguarded.heard(Heard("pause", 2600.0, "a brave little fox lived"), 11.6, echo)) == [
         BargeIn("turn_detected")
     ]
 
@@ -139,11 +151,11 @@ def test_a_pause_with_nothing_settled_expires_on_the_words_so_far() -> None:
     turns.heard(Heard("speech_started", 1000.0), 10.0, TALKING)
     turns.heard(Heard("speech_confirmed", 1150.0), 10.2, TALKING)
     assert not turns.interruption.due(2600.0) and turns.interruption.due(2650.0)
-    assert turns.expire("", 2650.0, TALKING) == [ResumeReply("no_words")]
+    assert acts(turns.expire(Heard("partial", 2650.0, ""), TALKING)) == [ResumeReply("no_words")]
     assert not turns.interruption.due(4000.0)
     # the same noise going on into words pauses it again; words then cut it
     assert turns.heard(Heard("resumed", 4100.0), 14.0, TALKING) == [DropPrepared(), PauseReply()]
-    assert turns.expire("hold on", 5600.0, TALKING) == [BargeIn("turn_detected")]
+    assert acts(turns.expire(Heard("partial", 5600.0, "hold on"), TALKING)) == [BargeIn("turn_detected")]
 
 
 def test_a_pause_prepares_a_reply_and_more_speech_drops_it() -> None:

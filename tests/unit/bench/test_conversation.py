@@ -4,6 +4,7 @@ cancelled a reply, which pauses were the echo's."""
 from __future__ import annotations
 
 import argparse
+import base64
 import math
 
 import numpy as np
@@ -102,8 +103,8 @@ def test_rid_reads_the_response_id_or_the_responses_id():
 # ---- the caller's log
 
 
-def caller() -> conv.ConversationCaller:
-    args = argparse.Namespace(delay_ms=80.0, gain_db=-10.0)
+def caller(line: str = "wide") -> conv.ConversationCaller:
+    args = argparse.Namespace(delay_ms=80.0, gain_db=-10.0, noise="none", line=line)
     return conv.ConversationCaller("ws://nowhere/v1/realtime", None, None, args, offset=0)
 
 
@@ -251,7 +252,13 @@ def test_settle_of_a_reply_without_done_traces_no_status():
     c.log.settle(c.tally, turn=1, event="noise", rid="missing", mark=0)
     assert c.tally.false["echo"] == 0
     assert c.tally.trace == [
-        {"turn": 1, "event": "noise", "status": None, "events": ["input_audio_buffer.speech_started"]}
+        {
+            "turn": 1,
+            "event": "noise",
+            "status": None,
+            "events": ["input_audio_buffer.speech_started"],
+            "judged": [],
+        }
     ]
 
 
@@ -264,3 +271,27 @@ def test_settle_only_reads_the_log_from_its_mark():
     assert c.tally.echo_pauses == 0
     assert c.tally.trace[0]["events"] == []
     assert c.tally.trace[0]["status"] == "completed"
+
+
+def test_settle_counts_each_judgement_by_what_the_caller_did() -> None:
+    c = caller()
+    tally = conv.Tally()
+    log(c, "omnivox.interruption.judged", verdict="unclear", action="resume", text="I'm...", evidence={})
+    log(c, "omnivox.interruption.judged", verdict="words", action="cut", text="Wait, stop.", evidence={})
+    c.log.settle(tally, 0, "backchannel", "resp_1", 0)
+    assert tally.verdicts["backchannel"] == {"unclear": 1, "words": 1}
+    assert tally.trace[0]["judged"][0][:2] == ("unclear", "I'm...")
+    assert "unclear 1,words 1" in conv.row("hibari", tally)[-1]
+
+
+def test_a_telephone_caller_speaks_and_hears_g711_at_8_khz() -> None:
+    c = caller("g711")
+    tone = (0.3 * np.sin(2 * np.pi * 300 * np.arange(conv.RATE) / conv.RATE)).astype(np.float32)
+    sent = [c._encode(tone[i : i + 960]) for i in range(0, len(tone), 960)]
+    codes = b"".join(base64.b64decode(s) for s in sent)
+    assert 7700 <= len(codes) <= 8000  # a second at 8 kHz, a byte a sample (less the filter's delay)
+    heard = np.concatenate(
+        [c._decode(base64.b64encode(codes[i : i + 320]).decode()) for i in range(0, len(codes), 320)]
+    )
+    # (the resamplers hold back their filters' delay until more audio comes)
+    assert len(heard) >= 0.9 * conv.RATE and 0.15 < np.sqrt(np.mean(heard[4000:20000] ** 2)) < 0.25

@@ -61,7 +61,7 @@ def test_no_stop_is_none():
 
 
 def test_the_deaf_recogniser_hears_nothing():
-    deaf = turns._Deaf()
+    deaf = turns.DeafAsr()
     assert deaf.feed(np.ones(1600, np.float32) * 0.3) is None
     final = deaf.flush()
     assert final.text == "" and final.final and final.words == ()

@@ -177,3 +177,48 @@ def test_without_an_end_of_turn_model_semantic_vad_is_served_by_the_plain_vad(mo
     vad.reset(), asr.reset()
     listener = Listener(vad, asr, TurnParams(eagerness="high"), confirm_ms=150)
     assert listener.semantic is None and listener.detector.params.silence_duration_ms == 500
+
+
+@pytest.fixture(scope="module")
+def whisper():
+    from omnivox.voice.asr.whisper_asr import WhisperAsr
+
+    return WhisperAsr()
+
+
+def telephone(audio: np.ndarray) -> np.ndarray:
+    from omnivox.audio.g711 import ulaw_decode, ulaw_encode
+
+    return resample(ulaw_decode(ulaw_encode(resample(audio, 16000, 8000))), 8000, 16000)
+
+
+@pytest.mark.parametrize("line", ["wide", "g711"])
+def test_a_flat_voices_finished_sentence_ends_on_its_words(models, smart_turn, whisper, espeak, line) -> None:
+    # espeak-ng says it without a final fall: smart-turn alone hears an unfinished turn (0.01-0.02)
+    vad, _, _ = models
+    speech = espeak("My phone number is five five five one two three four.")
+    speech = telephone(speech) if line == "g711" else speech
+    lead, pause = np.zeros(8000, np.float32), np.zeros(16000, np.float32)
+    for use_words, tier in ((False, "max_pause"), (True, "finished")):
+        vad.reset(), whisper.reset()
+        listener = Listener(
+            vad, whisper, TurnParams(eagerness="medium"), 150, end_of_turn=smart_turn, turn_words=use_words
+        )
+        heard = hear(listener, np.concatenate([lead, speech, pause]))
+        (score,) = listener.semantic.scores
+        assert score.probability < 0.5 and score.tier == tier
+        ended = "speech_stopped" in [h.kind for h in heard]  # within the second of silence
+        assert ended is use_words
+    assert score.words_complete is True and "phone" in score.text.lower()
+
+
+def test_a_fragment_with_a_final_cadence_waits_for_the_rest(models, smart_turn, whisper) -> None:
+    # hibari says "Can you remind me to" as if it were done (smart-turn: 0.98); its words are not
+    vad, _, _ = models
+    vad.reset(), whisper.reset()
+    listener = Listener(vad, whisper, TurnParams(eagerness="medium"), 150, end_of_turn=smart_turn)
+    lead, pause = np.zeros(8000, np.float32), np.zeros(16000, np.float32)
+    heard = hear(listener, np.concatenate([lead, spoken("Can you remind me to"), pause]))
+    (score,) = listener.semantic.scores
+    assert score.probability >= 0.5 and score.words_complete is False and score.tier == "max_pause"
+    assert "speech_stopped" not in [h.kind for h in heard] and listener.speaking

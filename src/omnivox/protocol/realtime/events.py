@@ -359,7 +359,20 @@ class InterruptionResumed(ExtensionEvent):
     response_id: str
     item_id: str
     audio_start_ms: int
-    reason: Literal["no_words", "backchannel", "echo"]
+    reason: Literal["no_words", "no_speech", "backchannel", "echo", "unclear"]
+
+
+class InterruptionJudged(ExtensionEvent):
+    """omnivox extension: speech over the reply was judged (``verdict``: no_words, no_speech,
+    backchannel, echo, unclear, words), and the reply resumed or was cut; ``text`` and ``evidence``
+    (the recogniser's no-speech probability and mean log-probability, voiced ms, level against the
+    reply in dB) are what it was judged on. Sent before the ``.resumed`` or the cancellation."""
+
+    type: Literal["omnivox.interruption.judged"] = "omnivox.interruption.judged"
+    verdict: str
+    action: Literal["resume", "cut"]
+    text: str
+    evidence: dict[str, float]
 
 
 class TurnBreakdownReport(ExtensionEvent):

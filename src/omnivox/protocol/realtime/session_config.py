@@ -74,11 +74,17 @@ class Transcription(_Strict):
     prompt: str | None = None
 
 
+class NoiseReductionConfig(_Strict):
+    """``audio.input.noise_reduction``: WebRTC's suppressor before the VAD and the ASR."""
+
+    type: Literal["near_field", "far_field"]
+
+
 class AudioInput(_Strict):
     format: AudioFormat = Field(default_factory=AudioFormat)
     transcription: Transcription | None = Field(default_factory=Transcription)
     turn_detection: TurnDetection | None = Field(default_factory=TurnDetection)
-    noise_reduction: dict[str, Any] | None = None  # accepted, not applied
+    noise_reduction: NoiseReductionConfig | None = None  # None: off
 
 
 class AudioOutput(_Strict):
@@ -436,7 +442,6 @@ def apply_update(current: SessionConfig, patch: dict[str, Any]) -> SessionConfig
 # Settings omnivox accepts but does not serve: (path into the GA patch, what is said of it). A client
 # hears of each once per session (``omnivox.warning``), rather than having it silently dropped.
 _UNSERVED: tuple[tuple[tuple[str, ...], str], ...] = (
-    (("audio", "input", "noise_reduction"), "noise reduction is not applied"),
     (("include",), "logprobs are not reported"),
     (("tracing",), "traces are not kept"),
     (("truncation",), "the conversation is trimmed to the LLM's context its own way"),

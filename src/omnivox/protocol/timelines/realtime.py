@@ -6,9 +6,10 @@ says is in effect (``session.created`` / ``session.updated``), never from what a
 Server VAD says where the user's turns are (``speech_started`` / ``speech_stopped``, positions in the
 user's audio stream); a response is the assistant's turn, and one cancelled because the user spoke
 (``turn_detected``) is a barge-in; a reply paused for speech over it and played on
-(``omnivox.interruption.paused`` / ``.resumed``) is marked, not cut. Beta event names read as their
-GA names. ``session.record`` (an omnivox extension of ``session.update``) is the client's recording
-choice.
+(``omnivox.interruption.paused`` / ``.resumed``) is marked, not cut; each judgement of such speech
+(``omnivox.interruption.judged``: its verdict, the words and the evidence) is marked too. Beta
+event names read as their GA names. ``session.record`` (an omnivox extension of
+``session.update``) is the client's recording choice.
 """
 
 from __future__ import annotations
@@ -49,7 +50,11 @@ _CLIENT_MARKERS = {
     "output_audio_buffer.clear",
 }
 _TEXT_DELTAS = ("response.output_audio_transcript.delta", "response.output_text.delta")
-_INTERRUPTION = {"omnivox.interruption.paused": "paused", "omnivox.interruption.resumed": "resumed"}
+_INTERRUPTION = {
+    "omnivox.interruption.paused": "paused",
+    "omnivox.interruption.judged": "judged",  # each decision, with its reason and evidence
+    "omnivox.interruption.resumed": "resumed",
+}
 _TEXT_DONE = {"response.output_audio_transcript.done": "transcript", "response.output_text.done": "text"}
 
 
@@ -130,7 +135,17 @@ class RealtimeTimeline(TimelineReader):
             heard = {"item_id": msg.get("item_id"), "audio_end_ms": msg.get("audio_end_ms")}
             return [Marker("truncated", heard)]
         if kind in _INTERRUPTION:  # speech over the reply paused it; it played on (not a barge-in)
-            keep = ("response_id", "item_id", "audio_end_ms", "audio_start_ms", "reason")
+            keep = (
+                "response_id",
+                "item_id",
+                "audio_end_ms",
+                "audio_start_ms",
+                "reason",
+                "verdict",
+                "action",
+                "text",
+                "evidence",
+            )
             return [Marker(_INTERRUPTION[kind], {k: msg[k] for k in keep if k in msg})]
         if kind == "error":
             return error_event(msg)

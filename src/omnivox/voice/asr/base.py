@@ -32,15 +32,29 @@ class TimedWord:
 
 
 @dataclass(frozen=True)
+class SpeechScores:
+    """How sure a recogniser is that it heard speech, and its words (Whisper's own scores: it
+    writes words on a cough or on breath, and says so in these)."""
+
+    no_speech_prob: float  # P(the clip holds no speech), from the first decoding step
+    avg_logprob: float  # mean log-probability of the words written (-10: none written)
+
+
+@dataclass(frozen=True)
 class Transcript:
     text: str  # words joined by single spaces (no fillers or silence markers)
     words: tuple[TimedWord, ...] = ()  # empty when the backend gives no timings
     final: bool = False  # True from flush(); partials may still change
     start_ms: float = 0.0  # stream time at which this utterance began
+    scores: SpeechScores | None = None  # None: the backend gives none
 
 
-# What a backend reports for one hypothesis: text and words with times relative to the utterance.
-Hypothesis = tuple[str, Sequence[tuple[str, float, float]]]
+# What a backend reports for one hypothesis: text and words with times relative to the utterance,
+# and (optionally) its scores.
+Hypothesis = (
+    tuple[str, Sequence[tuple[str, float, float]]]
+    | tuple[str, Sequence[tuple[str, float, float]], SpeechScores | None]
+)
 
 
 class StreamingAsr(ABC):
@@ -124,7 +138,8 @@ class StreamingAsr(ABC):
         assert self._utterance_start is not None
         offset = self._utterance_start * 1000.0 / self.sample_rate
         words = tuple(TimedWord(w, offset + s, offset + e) for w, s, e in hyp[1])
-        return Transcript(hyp[0], words, final, offset)
+        scores = hyp[2] if len(hyp) == 3 else None
+        return Transcript(hyp[0], words, final, offset, scores)
 
     def _begin(self) -> None:  # noqa: B027 - optional hook
         """A new utterance starts."""

@@ -41,7 +41,7 @@ from faster_whisper import WhisperModel
 from faster_whisper.tokenizer import Tokenizer
 
 from omnivox.audio.resample import resample
-from omnivox.voice.asr.base import Hypothesis, StreamingAsr, Transcript
+from omnivox.voice.asr.base import Hypothesis, SpeechScores, StreamingAsr, Transcript
 from omnivox.voice.packaged import WHISPER_TINY_EN_CT2
 
 WHISPER_RATE = 16000
@@ -332,9 +332,10 @@ class WhisperAsr(StreamingAsr):
         )[0]
         tokens = [t for t in result.sequences_ids[0] if t < self._tokenizer.eot]
         avg_logprob = result.scores[0] * len(tokens) / (len(tokens) + 1) if tokens else -10.0
+        scores = SpeechScores(float(result.no_speech_prob), float(avg_logprob))
         if result.no_speech_prob > _NO_SPEECH and avg_logprob <= _LOW_LOGPROB:
-            return ("", ())
-        return (_clean(self._tokenizer.decode(tokens)), ())
+            return ("", (), scores)
+        return (_clean(self._tokenizer.decode(tokens)), (), scores)
 
 
 def _clean(text: str) -> str:

@@ -17,6 +17,12 @@ The "sure" and "finished" pauses are sglang-omni's immediate and confident silen
 latest probability, so it is tested without a model and gives the same answer however fast audio
 arrives; ``TurnDecision.wait_ms`` says how much longer the pause must last for the turn to end, so a
 caller can also schedule the check rather than poll.
+
+The words, when there are any (``voice.turn.words``), are the second witness: words that stop on
+"for", "to", "could" or trail off ask for the longest pause whatever the tune (a fragment said with
+a falling, final-sounding cadence); a few words ending on a content word ask for at least the
+"finished" pause although the model heard no end (a flat voice, a telephone line: smart-turn gives
+espeak-ng's complete questions 0.01-0.02). The model alone still decides the "sure" tier.
 """
 
 from __future__ import annotations
@@ -59,28 +65,36 @@ class SemanticTurnPolicy:
         except KeyError:
             raise ValueError(f"eagerness must be one of {', '.join(EAGERNESS)}, got {eagerness!r}") from None
 
-    def tier(self, probability: float | None) -> str:
-        """ "sure", "finished" or "max_pause": which pause ``probability`` asks for."""
-        if probability is None or probability < self.threshold:
+    def tier(self, probability: float | None, words_complete: bool | None = None) -> str:
+        """ "sure", "finished" or "max_pause": which pause ``probability`` asks for, given whether
+        the words read as finished (``words_complete``; None: no words, or they cannot tell)."""
+        if words_complete is False:
             return "max_pause"
+        if probability is None or probability < self.threshold:
+            return "finished" if words_complete else "max_pause"
         return "sure" if probability >= self.sure else "finished"
 
-    def required_pause_ms(self, probability: float | None) -> float:
-        """How long a pause ends the turn, given the model's latest probability (None: no answer)."""
+    def required_pause_ms(self, probability: float | None, words_complete: bool | None = None) -> float:
+        """How long a pause ends the turn, given the model's latest probability (None: no answer)
+        and the words' verdict."""
         return {"sure": self.sure_ms, "finished": self.finished_ms, "max_pause": self.max_ms}[
-            self.tier(probability)
+            self.tier(probability, words_complete)
         ]
 
-    def decide(self, pause_ms: float, probability: float | None) -> TurnDecision:
+    def decide(
+        self, pause_ms: float, probability: float | None, words_complete: bool | None = None
+    ) -> TurnDecision:
         """Whether a pause of ``pause_ms`` (so far) ends the turn, given the model's probability that
-        the user has finished (None while the model has not answered)."""
-        required = self.required_pause_ms(probability)
+        the user has finished (None while the model has not answered) and the words' verdict."""
+        required = self.required_pause_ms(probability, words_complete)
         if pause_ms >= required:
-            return TurnDecision(True, required, 0.0, self.tier(probability))
+            return TurnDecision(True, required, 0.0, self.tier(probability, words_complete))
         return TurnDecision(False, required, required - pause_ms, "waiting")
 
-    def is_turn_over(self, pause_ms: float, probability: float | None) -> bool:
-        return self.decide(pause_ms, probability).finished
+    def is_turn_over(
+        self, pause_ms: float, probability: float | None, words_complete: bool | None = None
+    ) -> bool:
+        return self.decide(pause_ms, probability, words_complete).finished
 
 
 EAGERNESS: dict[str, SemanticTurnPolicy] = {

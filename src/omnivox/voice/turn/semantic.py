@@ -7,7 +7,8 @@ decision's ``required_ms`` to the detector. One pause is scored once: the words 
 nobody speaks. The model is asked when the pause has lasted half of the shortest pause that could
 end the turn (``sure_ms / 2``: 100 ms at high eagerness, 125 medium, 250 low), so its answer (about
 50-150 ms of CPU) is there before that shortest pause is over; a stop consonant's gap inside a word
-rarely lasts that long.
+rarely lasts that long. The words flushed from the recogniser at that pause, when there are any,
+are weighed with the model's probability (``voice.turn.words``, ``SemanticTurnPolicy.tier``).
 
 Everything is in stream audio time, so the same audio gives the same decisions however fast it
 arrives (tests assert on ``scores``, never on wall-clock times).
@@ -22,6 +23,7 @@ import numpy as np
 
 from omnivox.voice.turn.base import EndOfTurnModel
 from omnivox.voice.turn.policy import SemanticTurnPolicy
+from omnivox.voice.turn.words import words_complete
 
 
 @dataclass(frozen=True)
@@ -32,23 +34,26 @@ class TurnScore:
     pause_ms: float  # how long the pause had lasted then
     probability: float  # the model's P(the turn is over)
     required_ms: float  # how long this pause must last to end the turn
-    tier: str  # "sure", "finished" or "max_pause" (the model says not finished)
+    tier: str  # "sure", "finished" or "max_pause" (the model or the words say not finished)
     model_s: float  # wall time of the model call (for measurements)
+    text: str = ""  # the words heard up to the pause ("" : none, or no recogniser)
+    words_complete: bool | None = None  # whether they read as finished (None: they cannot tell)
 
 
 class SemanticTurn:
     """An end-of-turn model and the eagerness policy, over the pauses of one stream."""
 
-    def __init__(self, model: EndOfTurnModel, policy: SemanticTurnPolicy) -> None:
+    def __init__(self, model: EndOfTurnModel, policy: SemanticTurnPolicy, use_words: bool = True) -> None:
         self.model = model
         self.policy = policy
+        self.use_words = use_words  # False: the model alone (the words are not weighed)
         self.probe_ms = policy.sure_ms / 2
         self.scores: list[TurnScore] = []  # every pause judged since the listener began
         self._scored_pause: float | None = None  # start of the pause judged last
 
     @classmethod
-    def for_eagerness(cls, model: EndOfTurnModel, eagerness: str) -> SemanticTurn:
-        return cls(model, SemanticTurnPolicy.for_eagerness(eagerness))
+    def for_eagerness(cls, model: EndOfTurnModel, eagerness: str, use_words: bool = True) -> SemanticTurn:
+        return cls(model, SemanticTurnPolicy.for_eagerness(eagerness), use_words)
 
     @property
     def max_ms(self) -> float:
@@ -63,15 +68,19 @@ class SemanticTurn:
             and pause_ms >= self.probe_ms
         )
 
-    def score(self, audio_16k: np.ndarray, pause_started_ms: float, now_ms: float) -> TurnScore:
-        """Judge the pause that began at ``pause_started_ms``: ``audio_16k`` is the turn up to now."""
+    def score(
+        self, audio_16k: np.ndarray, pause_started_ms: float, now_ms: float, text: str = ""
+    ) -> TurnScore:
+        """Judge the pause that began at ``pause_started_ms``: ``audio_16k`` is the turn up to now,
+        ``text`` its words so far ("" when there is no recogniser's word on them)."""
         began = time.perf_counter()
         probability = self.model.probability_finished(audio_16k)
         spent = time.perf_counter() - began
         pause_ms = now_ms - pause_started_ms
-        tier = self.policy.tier(probability)
-        required = self.policy.required_pause_ms(probability)
-        result = TurnScore(now_ms, pause_ms, probability, required, tier, spent)
+        complete = words_complete(text) if self.use_words else None
+        tier = self.policy.tier(probability, complete)
+        required = self.policy.required_pause_ms(probability, complete)
+        result = TurnScore(now_ms, pause_ms, probability, required, tier, spent, text, complete)
         self.scores.append(result)
         self._scored_pause = pause_started_ms
         return result

@@ -31,12 +31,13 @@ from omnivox.agent.events import (
     InputCleared,
     ReplyReport,
     ReplyState,
+    SpeechJudged,
     SpeechStarted,
     SpeechStopped,
     TranscriptDelta,
     UserTurn,
 )
-from omnivox.agent.hearing import Echo
+from omnivox.agent.hearing import Denoise, Echo
 from omnivox.agent.interruption import InterruptionPolicy
 from omnivox.agent.loop import AgentSettings, VoiceAgent
 from omnivox.agent.pacing import LeadPacing
@@ -105,6 +106,7 @@ def agent_settings(config: SessionConfig) -> AgentSettings:
         turns=turn_settings(config.audio.input.turn_detection),
         interruption=interruption_policy(options),
         echo=Echo(options.echo_canceller, options.echo_gate_factor),
+        noise=Denoise(noise.type if (noise := config.audio.input.noise_reduction) is not None else None),
         transcribe=config.audio.input.transcription is not None,
         answer=not config.transcription_only,
     )
@@ -118,6 +120,11 @@ def hearing_event(event: HearingEvent) -> Msg:
         return ev.SpeechStopped(audio_end_ms=int(event.audio_ms), item_id=event.turn_id)
     if isinstance(event, TranscriptDelta):
         return ev.TranscriptionDelta(item_id=event.turn_id, delta=event.text)
+    if isinstance(event, SpeechJudged):
+        action = "cut" if event.cut else "resume"
+        return ev.InterruptionJudged(
+            verdict=event.verdict, action=action, text=event.text, evidence=event.evidence
+        )
     assert isinstance(event, InputCleared)
     return ev.Cleared()
 
@@ -333,7 +340,7 @@ class RealtimeSession(SessionHandler):
     # ---- agent events -> OpenAI events and items
 
     def _on_agent_event(self, event: AgentEvent) -> None:
-        if isinstance(event, SpeechStarted | SpeechStopped | TranscriptDelta | InputCleared):
+        if isinstance(event, SpeechStarted | SpeechStopped | TranscriptDelta | InputCleared | SpeechJudged):
             self.events.put(hearing_event(event))
         elif isinstance(event, UserTurn):
             self.conversation.commit_user_turn(event.turn_id, event.text)

@@ -320,13 +320,15 @@ def test_unserved_settings_are_listed_in_a_fixed_order():
     said = unserved(
         {"reasoning": {"x": 1}, "tracing": "auto", "audio": {"input": {"noise_reduction": {"t": 1}}}}
     )
-    assert [p for p, _ in said] == [
-        "session.audio.input.noise_reduction",
-        "session.tracing",
-        "session.reasoning",
-    ]
+    assert [p for p, _ in said] == ["session.tracing", "session.reasoning"]
 
 
 def test_unserved_does_not_mind_odd_shapes():
     assert unserved({"audio": {"input": {"transcription": None}}}) == []
     assert unserved({"audio": None, "include": None}) == []
+
+
+def test_an_unknown_noise_reduction_is_refused():
+    assert param_of({"audio": {"input": {"noise_reduction": {"type": "loud"}}}}) == (
+        "session.audio.input.noise_reduction.type"
+    )

@@ -86,3 +86,31 @@ def test_thresholds_are_inclusive():
 def test_inconsistent_policies_are_refused(kwargs):
     with pytest.raises(ValueError):
         SemanticTurnPolicy(**kwargs)
+
+
+@pytest.mark.parametrize("eagerness", ["low", "medium", "high"])
+def test_finished_words_ask_for_the_finished_pause_when_the_model_hears_no_end(eagerness):
+    # a flat voice's complete sentence: smart-turn 0.02, the words end on a content word
+    policy = SemanticTurnPolicy.for_eagerness(eagerness)
+    assert policy.tier(0.02, words_complete=True) == "finished"
+    assert policy.required_pause_ms(0.02, True) == policy.finished_ms
+    assert policy.required_pause_ms(None, True) == policy.finished_ms
+    # the model alone still decides "sure"
+    assert policy.tier(0.95, True) == "sure" and policy.tier(0.6, True) == "finished"
+
+
+@pytest.mark.parametrize("probability", [None, 0.1, 0.6, 0.99])
+def test_unfinished_words_ask_for_the_longest_pause_whatever_the_model(probability):
+    # "Can you remind me to?" said with a falling cadence: smart-turn 0.98
+    policy = SemanticTurnPolicy.for_eagerness("medium")
+    decision = policy.decide(policy.finished_ms, probability, words_complete=False)
+    assert not decision.finished and decision.required_ms == policy.max_ms
+    assert policy.decide(policy.max_ms, probability, False) == TurnDecision(
+        True, policy.max_ms, 0.0, "max_pause"
+    )
+
+
+@pytest.mark.parametrize("probability", [None, 0.1, 0.6, 0.99])
+def test_words_that_cannot_tell_leave_the_model_alone(probability):
+    policy = SemanticTurnPolicy.for_eagerness("high")
+    assert policy.required_pause_ms(probability, None) == policy.required_pause_ms(probability)

@@ -394,6 +394,18 @@ async def test_an_engine_without_voice_models_is_refused_as_unavailable() -> Non
     assert info.value.code == "no_capable_worker" and "echo" in info.value.message
 
 
+@pytest.mark.parametrize("kind", ["near_field", "far_field"])
+def test_noise_reduction_is_served_and_reaches_the_agent(kind):
+    from omnivox.agent.hearing import Denoise
+    from omnivox.protocol.realtime.session_config import SessionConfig, apply_update
+    from omnivox.worker.realtime.session import agent_settings
+
+    cfg = apply_update(SessionConfig(), {"audio": {"input": {"noise_reduction": {"type": kind}}}})
+    assert agent_settings(cfg).noise == Denoise(kind)
+    off = apply_update(cfg, {"audio": {"input": {"noise_reduction": None}}})
+    assert agent_settings(off).noise == Denoise(None)
+
+
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
 
 

@@ -1,0 +1,314 @@
+"""Speech over a reply, judged offline on the real hearing, and the judge's thresholds fitted to it.
+
+Each case is what ``bench conversation``'s callers do one second into a reply, replayed without a
+server: hibari says a reply into a speakerphone (``--delay-ms`` late at each ``--gains-db``, back
+into the microphone), and a caller (hibari or espeak-ng) says a backchannel, a noise burst (espeak-ng
+phonemes: breathy coughs) or a real barge-in over it, or nothing (the echo alone). The server's own
+hearing runs on it in 40 ms chunks with the reference as a session takes it: the echo gate, silero,
+Whisper tiny.en; voiced speech pauses the reply (the speaker stops, and stays stopped: a simplification
+of a resume) and every point where the agent's judge would settle the speech (each flush at a pause,
+the final transcript, the words so far when the pause has run ``resume_ms``) is kept with its
+evidence. A policy's outcome on a case: cut at the first point it judges ``words``, else the last
+point's verdict; a barge-in that never paused the reply (silero heard nothing) counts as missed.
+
+Then the thresholds of ``InterruptionPolicy`` (no speech: ``no_speech_min`` and
+``no_speech_logprob_max``; unclear: ``unclear_logprob_max`` and ``unclear_over_echo_db_max``) are
+fitted on those cases: the least errors, a missed barge-in counting ``--miss-weight`` times a false
+one; of the thresholds that make the least, those that resume fewest cases on the evidence (a lost
+barge-in is the worse mistake), then the middle of their range (the median of each). The table gives the
+verdicts of the words alone (``evidence`` off), of the policy's defaults and of the fitted one.
+Model work only: the figures do not depend on the machine's speed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, replace
+
+import numpy as np
+
+from omnivox.agent.interruption import Evidence, InterruptionPolicy, Verdict
+from omnivox.agent.turns import evidence
+from omnivox.bench.table import print_table, write_json
+from omnivox.voice.listener import Listener
+from omnivox.voice.vad.turn import TurnParams
+
+RATE = 16000
+CHUNK = RATE * 40 // 1000
+REPLY = (
+    "Sure. In Paris today it is mild and mostly sunny, with a light breeze in the afternoon "
+    "and a chance of rain later in the evening, so take an umbrella if you go out."
+)
+BACKCHANNELS = ("yeah", "okay", "right", "mm hmm", "i see", "uh huh", "mhm", "sure")
+NOISES = ("[[h@@]]", "[[hV]]", "[[h@@ h@@]]", "[[h@@ h@@ h@@]]", "[[hV hV]]")  # espeak-ng: no words
+BARGE_INS = (
+    "wait, stop, what about tomorrow",
+    "actually, tell me about the train instead",
+    "wait",
+    "stop",
+    "hold on",
+    "no, that's wrong",
+    "sorry, what was that",
+    "what about tomorrow",
+)
+KINDS = ("echo", "backchannel", "noise", "barge_in")
+FALSE_IF_CUT = ("echo", "backchannel", "noise")  # cutting the reply for these is a false barge-in
+
+
+@dataclass(frozen=True)
+class Settled:
+    """One point where the speech over the reply is judged: the words so far and the evidence."""
+
+    text: str
+    speech_ms: float
+    evidence: dict[str, float]
+
+
+@dataclass
+class Observation:
+    """One case, and every point at which the judge would settle it."""
+
+    kind: str  # echo | backchannel | noise | barge_in
+    voice: str
+    said: str
+    gain_db: float
+    paused: bool  # the speech paused the reply (False: silero heard none; nothing to judge)
+    points: list[Settled]
+
+    def judged_by(self, policy: InterruptionPolicy) -> str:
+        """The verdict ``policy`` comes to: the first point judged ``words`` cuts the reply, else the
+        last point's verdict stands ("unheard": never paused; "unjudged": paused, never settled)."""
+        if not self.paused:
+            return "unheard"
+        verdict = "unjudged"
+        for p in self.points:
+            verdict = policy.judge(p.text, p.speech_ms, REPLY, Evidence(**p.evidence)).value
+            if verdict == Verdict.WORDS.value:
+                break
+        return verdict
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--voices", nargs="+", default=["hibari", "espeak"], help="the caller's voices")
+    parser.add_argument("--gains-db", nargs="+", type=float, default=[-6.0, -10.0, -20.0])
+    parser.add_argument("--delay-ms", type=float, default=80.0, help="speaker to microphone delay")
+    parser.add_argument("--at-s", type=float, default=1.0, help="when the caller speaks into the reply")
+    parser.add_argument("--miss-weight", type=float, default=3.0, help="a missed barge-in counts this much")
+    parser.add_argument("--kinds", nargs="+", default=list(KINDS), choices=KINDS)
+
+
+class Hearing:
+    """The server's hearing, loaded once: silero, Whisper tiny.en (no partials: the settled
+    transcripts judge), the echo gate per case."""
+
+    def __init__(self) -> None:
+        from omnivox.voice.asr.whisper_asr import WhisperAsr
+        from omnivox.voice.vad.silero import SileroVad
+
+        self.vad = SileroVad(RATE)
+        self.asr = WhisperAsr()
+
+    def listener(self) -> Listener:
+        from omnivox.voice.echo.gate import EchoGate
+
+        self.vad.reset()
+        self.asr.reset()
+        return Listener(self.vad, self.asr, TurnParams(silence_duration_ms=500), 150.0, echo=EchoGate())
+
+
+def hear_case(
+    hearing: Hearing,
+    reply: np.ndarray,
+    clip: np.ndarray | None,
+    *,
+    gain_db: float = -10.0,
+    delay_ms: float = 80.0,
+    at_s: float = 1.0,
+    resume_ms: float = 1500.0,
+) -> tuple[bool, list[Settled]]:
+    """Play ``reply`` (16 kHz) into a speakerphone and say ``clip`` over it ``at_s`` in: whether the
+    speech paused the reply (the speaker stops, as a client's player does), and every point the
+    judge settles it at (each flush at a pause, the final transcript, or the words so far
+    ``resume_ms`` after the pause with nothing settled), as the agent's turn-taking would see them."""
+    listener = hearing.listener()
+    gain = 10 ** (gain_db / 20)
+    delay = int(RATE * delay_ms / 1000)
+    start = int(at_s * RATE)
+    voice = np.zeros(len(reply) + RATE * 3, np.float32)
+    if clip is not None:
+        voice[start : start + len(clip)] += clip[: len(voice) - start]
+    end = start + (len(clip) if clip is not None else 0) + 2 * RATE
+    speaker = np.zeros(len(voice) + delay, np.float32)  # what the speaker played, sample by sample
+    played = 0  # reply samples played so far
+    paused_ms: float | None = None  # when the reply paused (None: it plays)
+    started_ms = 0.0
+    points: list[Settled] = []
+    spoke_on = False
+    for at in range(0, min(end, len(voice)), CHUNK):
+        n = min(CHUNK, len(voice) - at)
+        out = np.zeros(n, np.float32)
+        if paused_ms is None and played < len(reply):
+            take = min(n, len(reply) - played)
+            out[:take] = reply[played : played + take]
+            played += take
+        speaker[at + delay : at + delay + n] = out
+        mic = voice[at : at + n] + gain * speaker[at : at + n]
+        for heard in listener.feed(mic, out):
+            if heard.kind == "speech_started":
+                started_ms = heard.audio_ms + TurnParams().prefix_padding_ms  # as ``agent.turns``
+            elif heard.kind == "speech_confirmed" and paused_ms is None:
+                paused_ms = heard.audio_ms
+            elif heard.kind == "resumed":
+                spoke_on = True
+            elif heard.kind in ("pause", "final") and paused_ms is not None:
+                # a judge that has settled the speech judges again only if the user spoke on
+                if spoke_on or not points:
+                    points.append(
+                        Settled(heard.text, heard.audio_ms - started_ms, evidence(heard).describe())
+                    )
+                spoke_on = False
+                if heard.kind == "final":
+                    return True, points
+        if paused_ms is not None and not points and listener.audio_ms - paused_ms >= resume_ms:
+            heard = listener.peek_heard()
+            points.append(Settled(heard.text, heard.audio_ms - started_ms, evidence(heard).describe()))
+    return paused_ms is not None, points
+
+
+def cases(voices: Iterable[str], kinds: Iterable[str]) -> list[tuple[str, str, str]]:
+    """(kind, voice, what is said) for every case; noise bursts are espeak-ng's whatever the voice."""
+    out: list[tuple[str, str, str]] = []
+    for voice in voices:
+        for kind in kinds:
+            said = {"echo": ("",), "backchannel": BACKCHANNELS, "noise": NOISES, "barge_in": BARGE_INS}[kind]
+            out += [(kind, voice, s) for s in said]
+    return out
+
+
+def errors(
+    observations: list[Observation], policy: InterruptionPolicy, miss_weight: float
+) -> tuple[int, int]:
+    """(false barge-ins, missed barge-ins) under ``policy``."""
+    false = missed = 0
+    for o in observations:
+        verdict = o.judged_by(policy)
+        if o.kind in FALSE_IF_CUT and verdict == Verdict.WORDS.value:
+            false += 1
+        elif o.kind == "barge_in" and verdict != Verdict.WORDS.value:
+            missed += 1
+    return false, missed
+
+
+def fit(observations: list[Observation], miss_weight: float = 3.0) -> InterruptionPolicy:
+    """The thresholds with the least weighted errors on ``observations`` (see the module doc)."""
+
+    def cost(policy: InterruptionPolicy) -> tuple[float, int]:
+        false, missed = errors(observations, policy, miss_weight)
+        return false + miss_weight * missed, _resumed_on_evidence(observations, policy)
+
+    base = InterruptionPolicy(unclear_logprob_max=OFF, unclear_over_echo_db_max=OFF)
+    best = _centre(
+        [
+            replace(base, no_speech_min=p, no_speech_logprob_max=lp)
+            for p, lp in itertools.product(_steps(0.3, 0.95, 0.05), _steps(-2.5, -0.2, 0.1))
+        ],
+        cost,
+        ("no_speech_min", "no_speech_logprob_max"),
+    )
+    return _centre(
+        [
+            replace(best, unclear_logprob_max=lp, unclear_over_echo_db_max=db)
+            for lp, db in itertools.product([OFF, *_steps(-2.0, 0.0, 0.1)], [OFF, *_steps(-30.0, 0.0, 1.0)])
+        ],
+        cost,
+        ("unclear_logprob_max", "unclear_over_echo_db_max"),
+    )
+
+
+OFF = -99.0  # a threshold no evidence reaches: the rule is off
+
+
+def _resumed_on_evidence(observations: list[Observation], policy: InterruptionPolicy) -> int:
+    """Cases the evidence rules resume (no_speech, unclear): of thresholds that make as few errors,
+    the ones that lean on the evidence least are kept (a real barge-in lost is the worse mistake)."""
+    lean = (Verdict.NO_SPEECH.value, Verdict.UNCLEAR.value)
+    return sum(o.judged_by(policy) in lean for o in observations)
+
+
+def _centre(
+    candidates: list[InterruptionPolicy],
+    cost: Callable[[InterruptionPolicy], tuple[float, int]],
+    names: tuple[str, ...],
+) -> InterruptionPolicy:
+    """Of the candidates with the least cost (errors, then resumes on evidence), and of those the
+    ones with the most rules off (a rule the cases do not need is not guessed), the one nearest the
+    median of each threshold."""
+    costs = [cost(c) for c in candidates]
+    least = min(costs)
+    best = [c for c, k in zip(candidates, costs, strict=True) if k == least]
+    most_off = max(sum(getattr(c, n) == OFF for n in names) for c in best)
+    best = [c for c in best if sum(getattr(c, n) == OFF for n in names) == most_off]
+    medians = {n: float(np.median([getattr(c, n) for c in best])) for n in names}
+    return min(best, key=lambda c: sum(abs(getattr(c, n) - m) for n, m in medians.items()))
+
+
+def _steps(lo: float, hi: float, step: float) -> list[float]:
+    return [round(lo + i * step, 3) for i in range(round((hi - lo) / step) + 1)]
+
+
+def run(args: argparse.Namespace) -> int:
+    from omnivox.bench.turns import synthetic_voices, trim
+
+    hearing = Hearing()
+    voices = synthetic_voices()
+    reply = trim(voices["hibari"](REPLY))
+    speak: dict[str, Callable[[str], np.ndarray]] = {v: voices[v] for v in args.voices}
+    observations: list[Observation] = []
+    words_only = InterruptionPolicy(evidence=False)
+    for gain in args.gains_db:
+        for kind, voice, said in cases(args.voices, args.kinds):
+            clip = None
+            if kind != "echo":
+                clip = trim((voices["espeak"] if kind == "noise" else speak[voice])(said))
+            paused, points = hear_case(
+                hearing, reply, clip, gain_db=gain, delay_ms=args.delay_ms, at_s=args.at_s
+            )
+            o = Observation(kind, voice, said, gain, paused, points)
+            observations.append(o)
+            heard = " | ".join(f"{p.text!r} {p.evidence}" for p in points)
+            print(
+                f"{kind:11} {voice:6} {gain:5.0f} dB {said!r:45} -> {o.judged_by(words_only):11} {heard}",
+                flush=True,
+            )
+    fitted = fit(observations, args.miss_weight)
+    policies = {"words only": words_only, "defaults": InterruptionPolicy(), "fitted": fitted}
+    rows = []
+    for name, policy in policies.items():
+        for kind in args.kinds:
+            mine = [o for o in observations if o.kind == kind]
+            verdicts = Counter(o.judged_by(policy) for o in mine)
+            cut = verdicts.get(Verdict.WORDS.value, 0)
+            rows.append(
+                [name, kind, f"{cut}/{len(mine)}", ", ".join(f"{v} {c}" for v, c in sorted(verdicts.items()))]
+            )
+    print_table(
+        f"Speech over a reply (hibari, {args.delay_ms:.0f} ms, "
+        f"{' / '.join(f'{g:g}' for g in args.gains_db)} dB), "
+        f"judged on the real hearing; thresholds fitted (a miss weighs {args.miss_weight:g})",
+        ["judge", "case", "cut", "verdicts"],
+        rows,
+    )
+    chosen = {
+        k: getattr(fitted, k) for k in ("no_speech_min", "no_speech_logprob_max", "unclear_logprob_max")
+    }
+    chosen["unclear_over_echo_db_max"] = fitted.unclear_over_echo_db_max
+    false, missed = errors(observations, fitted, args.miss_weight)
+    print(f"fitted: {chosen}; false barge-ins {false}, missed barge-ins {missed}")
+    write_json(
+        getattr(args, "json", None),
+        {"bench": "interruptions", "fitted": chosen, "observations": [asdict(o) for o in observations]},
+    )
+    return 0

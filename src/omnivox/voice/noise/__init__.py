@@ -1,0 +1,1 @@
+"""Noise suppression on the user's input, before the VAD and the ASR (``noise_reduction``)."""
