@@ -16,6 +16,7 @@ from omnivox.bench.fuzz_outcomes import Outcomes, tracebacks
 KEY = secrets.token_hex(16)
 FRAMES = 100
 
+
 @pytest.fixture(scope="module")
 def keyed(tmp_path_factory):
     logs = tmp_path_factory.mktemp("fuzz-keyed")
