@@ -59,22 +59,19 @@ async def test_a_client_leaves_even_when_its_block_raises() -> None:
     assert limits.open == {} and store.calls[-1] == ("leave_client", "c", "gw-a")
 
 
-async def test_a_client_opening_too_fast_is_refused_with_the_rate() -> None:
-    limits, store = _limits("rate")
+@pytest.mark.parametrize(
+    ("said", "details", "says"),
+    [("rate", {"rate": 1.5}, "1.5 per second"), ("held:5", {"limit": 2}, "holds 5 connections")],
+)
+async def test_a_client_opening_too_fast_or_holding_too_many_is_refused_saying_which(
+    said, details, says
+) -> None:
+    limits, store = _limits(said)
     with pytest.raises(TooManySessions) as refused:
         async with limits.hold("c"):
             pytest.fail("admitted")
-    assert refused.value.details == {"rate": 1.5} and "1.5 per second" in refused.value.message
+    assert refused.value.details == details and says in refused.value.message
     assert limits.open == {} and [c[0] for c in store.calls] == ["admit_client"]  # nothing to leave
-
-
-async def test_a_client_holding_too_many_is_refused_with_what_it_holds() -> None:
-    limits, store = _limits("held:5")
-    with pytest.raises(TooManySessions) as refused:
-        async with limits.hold("c"):
-            pytest.fail("admitted")
-    assert refused.value.details == {"limit": 2} and "holds 5 connections" in refused.value.message
-    assert limits.open == {} and [c[0] for c in store.calls] == ["admit_client"]
 
 
 async def test_after_the_store_lost_its_state_this_gateways_share_is_put_back() -> None:

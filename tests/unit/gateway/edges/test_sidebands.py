@@ -5,27 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
+from memsocket import MemorySocket
 from omnivox.gateway.edges.sidebands import _QUEUE, Sidebands
-
-
-class FakeSocket:
-    """A stand-in WebSocket (a mock: no server in a unit test): frames to read, frames sent."""
-
-    def __init__(self) -> None:
-        self.incoming: asyncio.Queue[str | bytes | None] = asyncio.Queue()
-        self.sent: list[str | bytes] = []
-        self.closed_with: int | None = None
-        self.dropped = False
-        self.close_code: int | None = None
-
-    async def receive(self) -> str | bytes | None:
-        return await self.incoming.get()
-
-    async def send(self, frame: str | bytes) -> None:
-        self.sent.append(frame)
-
-    async def close(self, code: int = 1000) -> None:
-        self.closed_with = code
 
 
 async def _settle() -> None:
@@ -35,16 +16,15 @@ async def _settle() -> None:
 
 async def test_a_sideband_hears_events_and_its_text_frames_are_delivered() -> None:
     bands, ended, delivered = Sidebands(), asyncio.Event(), []
-    socket = FakeSocket()
+    socket = MemorySocket()
     task = asyncio.create_task(bands.attach(socket, ended, delivered.append))
     await _settle()
     bands.publish('{"type": "a"}')
-    socket.incoming.put_nowait('{"type": "response.create"}')
-    socket.incoming.put_nowait(b"\x00binary is not an event")
+    socket.feed('{"type": "response.create"}', b"\x00binary is not an event")
     await _settle()
     assert socket.sent == ['{"type": "a"}']
     assert delivered == ['{"type": "response.create"}']
-    socket.incoming.put_nowait(None)  # the client went away
+    socket.close_from_peer()  # the client went away
     await task
     assert socket.closed_with == 1000 and bands._queues == set()
     bands.publish("after")  # nobody left: nothing fails
@@ -53,7 +33,7 @@ async def test_a_sideband_hears_events_and_its_text_frames_are_delivered() -> No
 
 async def test_the_call_ending_closes_every_sideband() -> None:
     bands, ended = Sidebands(), asyncio.Event()
-    sockets = [FakeSocket(), FakeSocket()]
+    sockets = [MemorySocket(), MemorySocket()]
     tasks = [asyncio.create_task(bands.attach(s, ended, lambda _: None)) for s in sockets]
     await _settle()
     bands.publish("e1")
@@ -67,7 +47,7 @@ async def test_the_call_ending_closes_every_sideband() -> None:
 
 async def test_a_sideband_that_does_not_keep_up_misses_later_events_and_holds_nothing_up() -> None:
     bands, ended = Sidebands(), asyncio.Event()
-    socket = FakeSocket()
+    socket = MemorySocket()
     task = asyncio.create_task(bands.attach(socket, ended, lambda _: None))
     await _settle()
     for i in range(_QUEUE + 50):  # published without yielding: its sender cannot drain in between
