@@ -4,7 +4,6 @@ frame is read, and the check that it still serves (a normal session, no worker l
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -82,10 +81,12 @@ async def reaction(ws: Any, window: float = REACTION_S) -> str:
 
 
 async def settle(ws: Any, window: float = REACTION_S) -> None:
-    """Read what the server sends on its own (``session.created``...) until it is quiet."""
-    with contextlib.suppress(websockets.exceptions.ConnectionClosed):
-        while await reaction(ws, window) != "silent":
-            pass
+    """Read what the server sends on its own (``session.created``...) until it is quiet or closed.
+
+    ``reaction`` turns a close into ``closed:CODE``, and a closed socket answers every read with
+    its close again: reading on would spin for ever (a server refusing the connection)."""
+    while (outcome := await reaction(ws, window)) != "silent" and not outcome.startswith("closed:"):
+        pass
 
 
 async def _probe(target: Target, protocol: str) -> str | None:

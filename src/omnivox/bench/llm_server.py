@@ -67,10 +67,11 @@ def serve(port: int, parallel: int, threads: int, context_tokens: int = CONTEXT_
 def llm_server(parallel: int, threads: int = 1, log: Path | None = None) -> Iterator[LlmServer]:
     """``python -m omnivox.bench.llm_server`` on a free loopback port, until the block ends."""
     port = free_port()
-    out = open(log, "ab") if log else subprocess.DEVNULL
     cmd = [sys.executable, "-m", "omnivox.bench.llm_server", "--port", str(port)]
     cmd += ["--parallel", str(parallel), "--threads", str(threads)]
-    proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+    # the child holds its own copy of the log's descriptor: ours is closed once it has started
+    with open(log, "ab") if log else contextlib.nullcontext(subprocess.DEVNULL) as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/v1"
     try:
         yield LlmServer(url, wait_ready(url, proc), proc.pid)

@@ -289,8 +289,9 @@ def pipecat_server(config: PeerConfig, sessions: int, log: Path | None = None) -
     cmd += ["--llm-url", config.llm_url, "--llm-model", config.llm_model, "--detection", config.detection]
     cmd += ["--silence-ms", str(config.silence_ms), "--system-prompt", config.system_prompt]
     cmd += ["--max-tokens", str(config.max_tokens), "--temperature", str(config.temperature)]
-    out = open(log, "ab") if log else subprocess.DEVNULL
-    proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+    # the child holds its own copy of the log's descriptor: ours is closed once it has started
+    with open(log, "ab") if log else contextlib.nullcontext(subprocess.DEVNULL) as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + READY_TIMEOUT_S

@@ -68,8 +68,8 @@ def in_process(n: int, repeats: int) -> dict[str, float]:
         t0 = time.perf_counter()
         for _ in range(n):
             pool.enqueue("streaming", "h")
-        enqueue_us = (time.perf_counter() - t0) / n * 1e6
-        per_ticket = (tracemalloc.get_traced_memory()[0] - before) / n
+        enqueue_us = (time.perf_counter() - t0) / n * 1e6 if n else float("nan")
+        per_ticket = (tracemalloc.get_traced_memory()[0] - before) / n if n else float("nan")
         tracemalloc.stop()
         dispatch, snapshot = [], []
         for _ in range(repeats):
@@ -82,8 +82,8 @@ def in_process(n: int, repeats: int) -> dict[str, float]:
             snapshot.append((time.perf_counter() - t0) * 1e3)
         return {
             "enqueue_us": enqueue_us,
-            "dispatch_us": statistics.median(dispatch),
-            "snapshot_ms": statistics.median(snapshot),
+            "dispatch_us": statistics.median(dispatch) if dispatch else float("nan"),
+            "snapshot_ms": statistics.median(snapshot) if snapshot else float("nan"),
             "bytes_per_ticket": per_ticket,
         }
 

@@ -53,6 +53,17 @@ def _sdp(rng: random.Random, port: int) -> str:
     return "\r\n".join(lines) + "\r\n"
 
 
+def _put(headers: list[str], line: str) -> None:
+    """``line`` in place of the first header of its name (found by name: earlier mutations move
+    headers), or at the end where there is none (it was dropped)."""
+    name = line.split(":", 1)[0] + ":"
+    at = next((i for i, h in enumerate(headers) if h.startswith(name)), None)
+    if at is None:
+        headers.append(line)
+    else:
+        headers[at] = line
+
+
 def invite(rng: random.Random, target: tuple[str, int], source_port: int, n: int) -> bytes:
     """One INVITE, mutated (or, now and then, not at all)."""
     body = _sdp(rng, source_port + 2)
@@ -78,7 +89,7 @@ def invite(rng: random.Random, target: tuple[str, int], source_port: int, n: int
         elif what == 2:
             headers[i] = headers[i].split(":", 1)[0] + ": " + "x" * rng.choice([1, 1000, 70_000])
         elif what == 3:
-            headers[-1] = f"Content-Length: {rng.choice([-5, 0, 10**12, 'abc', len(body) + 500])}"
+            _put(headers, f"Content-Length: {rng.choice([-5, 0, 10**12, 'abc', len(body) + 500])}")
         elif what == 4:
             headers[i] = headers[i].replace(":", "", 1)
         elif what == 5:
@@ -86,8 +97,9 @@ def invite(rng: random.Random, target: tuple[str, int], source_port: int, n: int
                 ["INVITE", "INVITE sip:agent SIP/3.0", "INVITE  SIP/2.0", "sip:x INVITE SIP/2.0"]
             )
         elif what == 6:
-            headers[4] = "CSeq: " + rng.choice(
-                ["abc INVITE", "-1 INVITE", "1 BYE", "99999999999999999999 INVITE"]
+            _put(
+                headers,
+                "CSeq: " + rng.choice(["abc INVITE", "-1 INVITE", "1 BYE", "99999999999999999999 INVITE"]),
             )
         elif what == 7:
             body = "".join(chr(rng.randrange(1, 0x10FFFF)) for _ in range(rng.randrange(1, 200)))

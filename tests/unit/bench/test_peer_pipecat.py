@@ -60,3 +60,28 @@ async def test_a_hibari_failure_is_an_error_frame_not_a_crash():
     service = peer_pipecat._hibari_service_class()(Broken())
     (frame,) = [f async for f in service.run_tts("Hello.", "c1")]
     assert isinstance(frame, ErrorFrame) and "no voice" in frame.error
+
+
+def test_the_bot_process_and_its_log_are_let_go_when_the_block_ends(tmp_path, monkeypatch):
+    """A short ``sleep`` process stands in for the pipecat bot (a mock: no models in a unit test)."""
+    import subprocess
+    import sys
+
+    real_open, real_popen, started, opened = open, subprocess.Popen, [], []
+
+    def popen(cmd, stdout, stderr):
+        assert cmd[1:3] == ["-m", "omnivox.bench.peer_pipecat"] and cmd[cmd.index("--sessions") + 1] == "3"
+        started.append(real_popen([sys.executable, "-c", "import time; time.sleep(60)"], stdout=stdout))
+        return started[-1]
+
+    def tracked_open(*args, **kwargs):
+        opened.append(real_open(*args, **kwargs))
+        return opened[-1]
+
+    monkeypatch.setattr(peer_pipecat.subprocess, "Popen", popen)
+    monkeypatch.setattr(peer_pipecat, "open", tracked_open, raising=False)
+    monkeypatch.setattr(peer_pipecat, "_ready", lambda base, sessions: True)
+    with peer_pipecat.pipecat_server(config(detection="smart_turn"), 3, log=tmp_path / "bot.log") as server:
+        assert server.pid == started[0].pid and server.ws_url.startswith("ws://127.0.0.1:")
+    assert started[0].returncode is not None  # stopped
+    assert len(opened) == 1 and opened[0].closed  # the log file is not left open

@@ -313,3 +313,32 @@ async def test_a_caller_pairs_each_reply_breakdown_with_the_voice_to_voice_it_me
 
 def test_the_breakdown_table_has_the_floor_option():
     assert parse().floor is False and parse("--floor").floor is True
+
+
+@pytest.mark.parametrize(
+    ("mode", "silence_ms", "wait_s"),
+    [
+        ("server_vad", 500, 0.5),
+        ("server_vad", 0, 0.0),
+        ("low", 500, 1.2),
+        ("high", 500, 0.32),
+        ("auto", 9, 0.64),
+    ],
+)
+def test_a_turns_wait_is_the_silence_or_the_eagerness_finished_pause(mode, silence_ms, wait_s):
+    assert bench.turn_wait_s(mode, silence_ms) == pytest.approx(wait_s)
+
+
+def test_a_turn_wait_of_an_unknown_eagerness_is_refused():
+    with pytest.raises(ValueError, match="eagerness must be one of"):
+        bench.turn_wait_s("eager", 500)
+
+
+def test_real_time_factors_skip_a_part_with_no_audio_and_read_exponents():
+    text = (
+        'omnivox_voice_busy_seconds_total{part="asr"} 1.5e-01\n'
+        'omnivox_voice_audio_seconds_total{part="asr"} 3.0\n'
+        'omnivox_voice_busy_seconds_total{part="tts"} 2.0\n'
+        'omnivox_voice_audio_seconds_total{part="tts"} 0.0\n'
+    )
+    assert bench.real_time_factors(text) == {"asr": pytest.approx(0.05)}

@@ -105,3 +105,18 @@ def test_command_prints_tables_and_writes_json(tmp_path: Path, capsys):
     assert result["tts"]["long"]["words"] == 8
     assert result["asr"]["rtf"] > 0 and 1 <= result["asr_streams"]["streams"] <= 2
     assert result["vad"]["windows"] == 20
+
+
+def test_frames_cut_audio_in_order_with_a_short_last_frame():
+    audio = np.arange(50, dtype=np.float32)
+    cut = voice.frames(audio, 1000, 20.0)  # 20 samples a frame
+    assert [len(f) for f in cut] == [20, 20, 10]
+    assert np.array_equal(np.concatenate(cut), audio)
+    assert voice.frames(np.zeros(0, np.float32), 16000, 20.0) == []
+    assert [len(f) for f in voice.frames(audio[:3], 16000, 0.001)] == [1, 1, 1]  # never a 0-sample step
+
+
+def test_llm_pieces_are_words_with_their_trailing_space():
+    assert voice.llm_pieces("Hello there,  friend.\n") == ["Hello ", "there,  ", "friend.\n"]
+    assert voice.llm_pieces("  lead") == ["lead"]  # leading space belongs to no word
+    assert voice.llm_pieces("") == []

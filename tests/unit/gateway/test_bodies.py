@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 
 import pytest
@@ -93,3 +94,100 @@ def test_openai_paths_get_openai_shaped_errors():
     resp = client.post("/v1/raw", content=b"x" * 5000)
     assert resp.status_code == 413
     assert resp.json()["error"]["code"] == "message_too_large"
+
+
+# ---- the middleware over a bare ASGI app: what reaches the app, and what the client gets
+
+
+def _receiver(*chunks: bytes):
+    messages = [
+        {"type": "http.request", "body": c, "more_body": i < len(chunks) - 1} for i, c in enumerate(chunks)
+    ]
+
+    async def receive():
+        return messages.pop(0) if messages else {"type": "http.disconnect"}
+
+    return receive
+
+
+async def _call(app, *chunks: bytes, path: str = "/x", headers=(), scope_type: str = "http"):
+    sent: list[dict] = []
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {"type": scope_type, "path": path, "headers": list(headers)}
+    await BodyLimit(app, ceiling=10)(scope, _receiver(*chunks), send)
+    return sent
+
+
+def _reading_app(seen: list[bytes]):
+    async def app(scope, receive, send):
+        try:
+            while True:
+                message = await receive()
+                seen.append(message.get("body", b""))
+                if not message.get("more_body"):
+                    break
+        except Exception:
+            await send({"type": "http.response.start", "status": 400, "headers": []})
+            await send({"type": "http.response.body", "body": b"bad body"})
+            return
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    return app
+
+
+async def test_a_body_within_the_ceiling_reaches_the_app_whole() -> None:
+    seen: list[bytes] = []
+    sent = await _call(_reading_app(seen), b"12345", b"67890")
+    assert seen == [b"12345", b"67890"] and sent[0]["status"] == 200 and sent[1]["body"] == b"ok"
+
+
+async def test_the_app_answer_to_a_read_past_the_ceiling_is_replaced_by_413() -> None:
+    seen: list[bytes] = []
+    sent = await _call(_reading_app(seen), b"123456", b"7890X", b"never read")
+    assert seen == [b"123456"]  # the chunk that passed the ceiling never reaches the app
+    assert [m["type"] for m in sent] == ["http.response.start", "http.response.body"]
+    assert sent[0]["status"] == 413
+    assert json.loads(sent[1]["body"])["detail"]["code"] == "message_too_large"
+
+
+async def test_a_declared_length_over_the_ceiling_is_refused_without_calling_the_app() -> None:
+    seen: list[bytes] = []
+    sent = await _call(_reading_app(seen), b"x", path="/v1/files", headers=[(b"Content-Length", b"11")])
+    assert seen == [] and sent[0]["status"] == 413
+    body = json.loads(sent[1]["body"])
+    assert body["error"]["code"] == "message_too_large" and "11 bytes" in body["error"]["message"]
+    assert dict(sent[0]["headers"])[b"content-length"] == str(len(sent[1]["body"])).encode()
+
+
+async def test_an_app_that_answered_before_the_ceiling_passed_keeps_its_answer() -> None:
+    async def early(scope, receive, send):
+        await send({"type": "http.response.start", "status": 202, "headers": []})
+        await receive()
+        await receive()  # passes the ceiling: raises into the app
+        await send({"type": "http.response.body", "body": b"late"})
+
+    sent = await _call(early, b"12345678", b"90123")
+    assert sent == [{"type": "http.response.start", "status": 202, "headers": []}]  # no second start
+
+
+async def test_an_apps_own_failure_is_not_swallowed() -> None:
+    async def broken(scope, receive, send):
+        raise RuntimeError("bug")
+
+    with pytest.raises(RuntimeError, match="bug"):
+        await _call(broken, b"small")
+
+
+async def test_websockets_and_lifespan_pass_untouched() -> None:
+    called: list[str] = []
+
+    async def app(scope, receive, send):
+        called.append(scope["type"])
+
+    await _call(app, b"x" * 100, scope_type="websocket", headers=[(b"content-length", b"100")])
+    await _call(app, scope_type="lifespan")
+    assert called == ["websocket", "lifespan"]

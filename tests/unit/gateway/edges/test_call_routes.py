@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 
 import httpx
+import pytest
 from aiortc import RTCConfiguration, RTCPeerConnection
 
 from omnivox.core.config import Settings
@@ -65,3 +66,61 @@ async def test_one_client_cannot_take_every_key_and_a_key_holds_a_bounded_sessio
         too_big = await other.post("/v1/realtime/client_secrets", json=huge, headers=AUTH)
         assert too_big.status_code == 413 and too_big.json()["error"]["code"] == "message_too_large"
         assert too_big.json()["error"]["param"] == "session"
+
+
+def _client(settings: Settings) -> httpx.AsyncClient:
+    app = create_gateway_app(settings)
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw")
+
+
+async def test_a_minted_key_lives_as_asked_and_by_default_ten_minutes() -> None:
+    import time
+
+    async with _client(Settings(api_key="k")) as http:
+        before = int(time.time())
+        plain = (await http.post("/v1/realtime/client_secrets", headers=AUTH)).json()
+        assert plain["value"].startswith("ek_") and before + 600 <= plain["expires_at"] < before + 660
+        asked = {"expires_after": {"anchor": "created_at", "seconds": 10}}
+        short = (await http.post("/v1/realtime/client_secrets", json=asked, headers=AUTH)).json()
+        assert short["expires_at"] <= int(time.time()) + 10
+
+
+async def test_minting_needs_the_client_key_not_a_minted_one() -> None:
+    async with _client(Settings(api_key="k")) as http:
+        assert (await http.post("/v1/realtime/client_secrets")).status_code == 401
+        minted = (await http.post("/v1/realtime/client_secrets", headers=AUTH)).json()["value"]
+        again = await http.post("/v1/realtime/client_secrets", headers={"Authorization": f"Bearer {minted}"})
+        assert again.status_code == 401
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({"expires_after": {"anchor": "now", "seconds": 60}}, "expires_after.anchor"),
+        ({"expires_after": "soon"}, "expires_after.anchor"),
+        ({"expires_after": {"seconds": 9}}, "expires_after.seconds"),
+        ({"expires_after": {"seconds": 7201}}, "expires_after.seconds"),
+        ({"expires_after": {"seconds": 60.5}}, "expires_after.seconds"),
+        ({"expires_after": {"seconds": True}}, "expires_after.seconds"),  # a bool is no number here
+        ({"expires_after": {"seconds": "60"}}, "expires_after.seconds"),
+        ({"session": "be brief"}, "session"),
+        ({"session": []}, "session"),
+    ],
+)
+async def test_a_bad_mint_request_names_its_field(body, param) -> None:
+    async with _client(Settings(api_key="k")) as http:
+        refused = await http.post("/v1/realtime/client_secrets", json=body, headers=AUTH)
+    assert refused.status_code == 422
+    error = refused.json()["error"]
+    assert error["code"] == "invalid_message" and error["param"] == param
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"), [(b"[1, 2]", "must be a JSON object"), (b"{nope", "is not JSON")]
+)
+async def test_a_mint_body_that_is_no_json_object_is_refused(raw, message) -> None:
+    async with _client(Settings(api_key="k")) as http:
+        refused = await http.post(
+            "/v1/realtime/client_secrets", content=raw, headers={**AUTH, "content-type": "application/json"}
+        )
+    assert refused.status_code == 422 and message in refused.json()["error"]["message"]

@@ -71,3 +71,27 @@ def test_models_lists_omnivox_and_the_engines_and_needs_the_client_key() -> None
     assert http.get("/v1/models/omnivox", headers=auth).json()["id"] == "omnivox"
     missing = http.get("/v1/models/gpt-9", headers=auth)
     assert missing.status_code == 404 and missing.json()["detail"]["code"] == "model_not_found"
+
+
+def test_metrics_need_the_admin_key_when_one_is_set_unless_configured_otherwise() -> None:
+    from omnivox.gateway.http.routes import metrics_need_admin
+
+    assert metrics_need_admin(Settings()) is False
+    assert metrics_need_admin(Settings(admin_key="ak")) is True
+    assert metrics_need_admin(Settings(api_key="k")) is True  # api_key guards every role
+    assert metrics_need_admin(Settings(admin_key="ak", metrics_need_admin=False)) is False
+    assert metrics_need_admin(Settings(metrics_need_admin=True)) is True  # with no admin key, anyone is admin
+    http = TestClient(create_gateway_app(Settings(admin_key="ak")))
+    refused = http.get("/metrics")
+    assert refused.status_code == 401 and refused.json()["detail"]["code"] == "unauthorized"
+    shown = http.get("/metrics", headers={"Authorization": "Bearer ak"})
+    assert shown.status_code == 200 and "omnivox_queue_length 0.0" in shown.text
+
+
+def test_metrics_count_the_workers_by_state_and_the_queue() -> None:
+    app = create_gateway_app(Settings())
+    http = TestClient(app)  # not entered: no health loop
+    _worker(app, "http://127.0.0.1:9001")
+    text = http.get("/metrics").text
+    assert 'omnivox_workers{state="IDLE"} 1.0' in text and 'omnivox_workers{state="OFFLINE"} 0.0' in text
+    assert "omnivox_queue_length 0.0" in text
