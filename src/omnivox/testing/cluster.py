@@ -32,13 +32,14 @@ FAST = {
 
 def spawn(args: list[str], env: dict[str, str], log: Path | None = None) -> subprocess.Popen[bytes]:
     """``python -m omnivox ARGS`` with the fast test timings and ``env``; its output to ``log``."""
-    out = open(log, "ab") if log else subprocess.DEVNULL
-    return subprocess.Popen(
-        [sys.executable, "-m", "omnivox", *args],
-        env={**os.environ, **FAST, **env},
-        stdout=out,
-        stderr=subprocess.STDOUT,
-    )
+    # the child gets its own copy of the log's descriptor: this process's is closed at once
+    with open(log, "ab") if log else contextlib.nullcontext(subprocess.DEVNULL) as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "omnivox", *args],
+            env={**os.environ, **FAST, **env},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
 
 
 @dataclass
