@@ -92,9 +92,9 @@ async def test_a_gateway_killed_mid_session_finishes_its_recordings_when_it_rest
     with cluster(workers=1, engine="echo", log_dir=tmp_path, **env) as c:
         async with StreamingClient(c.ws, "cut-short", timeout=30) as cl:
             assert "error" not in await cl.turn([{"role": "user", "content": "hello there"}])
-            meta = tmp_path / "data" / "sessions" / "cut-short" / "meta.json"
-            for _ in range(100):  # the recorder writes on its own threads
-                if meta.exists():
+            journal = tmp_path / "data" / "sessions" / "cut-short" / "timeline.jsonl"
+            for _ in range(200):  # the recorder writes on its own threads: until the reply is in it
+                if journal.exists() and journal.read_text().count('"turn_end"') >= 2:
                     break
                 await asyncio.sleep(0.05)
             c.gateway.kill()
