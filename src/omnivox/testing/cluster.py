@@ -42,6 +42,22 @@ def spawn(args: list[str], env: dict[str, str], log: Path | None = None) -> subp
         )
 
 
+def wait_for_health(
+    read: Callable[[], dict], predicate: Callable[[dict], bool], timeout: float, failing: str
+) -> dict:
+    """Poll ``read`` (a ``/health`` reply) until ``predicate`` holds; ``TimeoutError(failing: last)``
+    after ``timeout`` seconds. A server not answering yet, or answering garbage, is polled again."""
+    deadline = time.monotonic() + timeout
+    last: dict | None = None
+    while time.monotonic() < deadline:
+        with contextlib.suppress(httpx.HTTPError, ValueError):
+            last = read()
+            if predicate(last):
+                return last
+        time.sleep(0.1)
+    raise TimeoutError(f"{failing}: {last}")
+
+
 @dataclass
 class Cluster:
     """A gateway process plus worker processes that register with it."""
@@ -124,15 +140,7 @@ class Cluster:
         return httpx.get(self.url + "/api/workers", timeout=2).json()["workers"]
 
     def wait(self, predicate: Callable[[dict], bool], timeout: float = 60.0) -> dict:
-        deadline = time.monotonic() + timeout
-        last: object = None
-        while time.monotonic() < deadline:
-            with contextlib.suppress(httpx.HTTPError, ValueError):
-                last = self.health()
-                if predicate(last):
-                    return last
-            time.sleep(0.1)
-        raise TimeoutError(f"cluster did not get ready: {last}")
+        return wait_for_health(self.health, predicate, timeout, "cluster did not get ready")
 
     def wait_idle(self, n: int, timeout: float = 60.0) -> dict:
         return self.wait(lambda h: h["workers_idle"] >= n, timeout)

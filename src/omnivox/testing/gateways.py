@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import signal
 import subprocess
-import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,7 +14,7 @@ from typing import Any
 
 import httpx
 
-from omnivox.testing.cluster import free_port, spawn
+from omnivox.testing.cluster import free_port, spawn, wait_for_health
 from omnivox.testing.redis_server import RedisServer, redis_server
 
 
@@ -94,15 +93,7 @@ class GatewayCluster:
     def wait(
         self, gateway: Gateway, predicate: Callable[[dict[str, Any]], bool], timeout: float = 60.0
     ) -> dict:
-        deadline = time.monotonic() + timeout
-        last: Any = None
-        while time.monotonic() < deadline:
-            with contextlib.suppress(httpx.HTTPError, ValueError):
-                last = gateway.health()
-                if predicate(last):
-                    return last
-            time.sleep(0.1)
-        raise TimeoutError(f"{gateway.name} did not get there: {last}")
+        return wait_for_health(gateway.health, predicate, timeout, f"{gateway.name} did not get there")
 
     def wait_idle(self, n: int, timeout: float = 60.0) -> None:
         for gateway in self.live():
