@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 
+import httpx
 import pytest
 import websockets
 
@@ -41,8 +42,9 @@ def flooded(tmp_path_factory):
         yield c
 
 
-async def flood_round(ws: str, clients: int) -> list[str]:
-    """One round; the error codes the waiting clients heard."""
+async def flood_round(ws: str, clients: int, held: list[int] | None = None) -> list[str]:
+    """One round; the error codes the waiting clients heard. ``held``: filled with what the
+    gateway said it held for waiting clients once all was sent and before any left."""
     url = ws + "/v1/realtime?omnivox_events=true"
     codes: list[str] = []
     async with websockets.connect(url, max_size=None) as holder:
@@ -51,6 +53,14 @@ async def flood_round(ws: str, clients: int) -> list[str]:
         for sock in waiting:
             for _ in range(3):  # 3 MB: within what one session may have held (4 MB)
                 await sock.send(BIG)
+        if held is not None:  # what the gateway holds once it has read what was sent (or 20 s)
+            async with httpx.AsyncClient() as http:
+                for _ in range(100):
+                    health = (await http.get(ws.replace("ws:", "http:") + "/health")).json()
+                    if health["queued_bytes_held"] >= 99 * MiB:
+                        break
+                    await asyncio.sleep(0.2)
+                held.append(health["queued_bytes_held"])
 
         async def drain(sock: websockets.ClientConnection) -> None:
             try:
@@ -77,10 +87,14 @@ async def test_flooding_waiters_leave_the_gateway_where_it_was(flooded):
         after.append(rss_mib(pid))
     assert after[0] - start < 24, (start, after)  # what was held went back to the system
     assert after[2] - after[0] < 12, (start, after)  # and no round keeps what the one before left
-    flooded.wait_idle(1, timeout=15)
+    flooded.wait(lambda h: h["workers_idle"] == 1 and h["queued_bytes_held"] == 0, timeout=15)
 
 
 async def test_all_waiters_together_hold_at_most_the_total(flooded):
-    codes = await flood_round(flooded.ws, 50)  # 150 MB offered, 100 MB held at most
-    assert 10 <= codes.count("queued_input_dropped") <= 25, codes
+    flooded.wait(lambda h: h["queue_length"] == 0 and h["queued_bytes_held"] == 0, timeout=30)
+    held: list[int] = []
+    codes = await flood_round(flooded.ws, 50, held)  # 150 MB offered, 100 MB held at most
+    assert 99 * MiB <= held[0] <= 100 * MiB  # 99 frames of just over 1 MiB fill it
+    # each session says it once; 51 frames dropped make at least 17 sessions (3 frames each)
+    assert 17 <= codes.count("queued_input_dropped") <= 50, codes
     flooded.wait_idle(1, timeout=15)

@@ -50,7 +50,7 @@ async def test_sessions_past_the_asr_slots_wait_in_the_gateway_queue(served) -> 
     url = served.ws + "/v1/realtime?omnivox_events=true"  # queue notices are omnivox's events
     async with websockets.connect(url, additional_headers=AUTH) as holder:
         assert (await receive(holder))["type"] == "session.created"
-        served.wait(lambda h: h["pipeline"]["session_slots_used"] == 1)
+        served.wait(lambda h: h["pipeline"]["session_slots_used"] == 1, timeout=60)  # says what it saw
         async with websockets.connect(url, additional_headers=AUTH) as waiting:
             queued = await receive(waiting)
             assert (queued["type"], queued["status"], queued["position"]) == ("omnivox.queue", "queued", 1)

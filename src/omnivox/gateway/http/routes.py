@@ -59,6 +59,7 @@ async def health(request: Request, response: Response) -> dict[str, Any]:
         workers_idle=sum(1 for s in states if s is WorkerState.IDLE),
         workers_usable=usable,
         queue_length=queue_length,
+        queued_bytes_held=ctx.held_bytes.held,  # what this gateway's waiting clients have it hold
         store=await store.status(),
     )
     if pipeline is not None:

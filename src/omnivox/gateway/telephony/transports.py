@@ -23,12 +23,20 @@ log = logging.getLogger(__name__)
 HANDSHAKE_TIMEOUT_S = 5.0
 
 
+def _check_headers(message: SipMessage) -> None:
+    """Parse every header the dialog layer reads later, so that a hostile value (a CSeq of
+    "abc", a port past 65535) fails here, as malformed, rather than deep inside a handler."""
+    _ = (message.via, message.from_addr, message.to_addr, message.cseq, message.contact)
+    _ = message.content_length
+
+
 def _deliver(transport: SipTransport, data: bytes, addr: tuple[str, int], on_connection: bool) -> None:
     """Parse one message and hand it on; bytes that are not SIP are dropped and counted
     (``malformed``), quietly: a flood of junk must not become a flood of tracebacks in the log.
     ``on_connection``: the answer goes back on the connection the request came on."""
     try:
         message = SipMessage.parse(data)
+        _check_headers(message)
         if isinstance(message, SipRequest) and (vias := message.headers.get("via")):
             via = parse_via(vias[0])
             if on_connection or via.host != addr[0] or ("rport" in via.params and not via.params["rport"]):

@@ -95,3 +95,14 @@ def test_metrics_count_the_workers_by_state_and_the_queue() -> None:
     text = http.get("/metrics").text
     assert 'omnivox_workers{state="IDLE"} 1.0' in text and 'omnivox_workers{state="OFFLINE"} 0.0' in text
     assert "omnivox_queue_length 0.0" in text
+
+
+def test_health_reports_the_bytes_held_for_waiting_clients() -> None:
+    app = create_gateway_app(Settings(queued_bytes_total=1000))
+    http = TestClient(app)
+    assert http.get("/health").json()["queued_bytes_held"] == 0
+    held = app.state.ctx.held_bytes
+    assert held.take(600) and not held.take(600)  # the second would pass the total
+    assert http.get("/health").json()["queued_bytes_held"] == 600
+    held.give(600)
+    assert http.get("/health").json()["queued_bytes_held"] == 0
