@@ -248,6 +248,15 @@ class VoiceAgent:
         playback stops there; what was heard of it is the adapter's to keep)."""
         return self.replies.truncate(playback, heard_ms)
 
+    def played(self, reply_id: str, started: bool, at: float) -> None:
+        """The listener's player reports it ``started`` the reply ``reply_id`` at ``at`` (on the
+        agent's clock), or (not ``started``) that it has played all of it: the playout ledger counts
+        playback by these reports from now on (``Replies.heard``)."""
+        error_ms = self.replies.heard(reply_id, started, at)
+        if error_ms is not None:
+            said = "started" if started else "stopped"
+            log.info("listener %s %s %+.0f ms against the playback model", said, reply_id, error_ms)
+
     def stop_speaking(self) -> str | None:
         """Stop the reply's audio, whether it is still being said or only still playing; returns
         the id of the reply that was stopped (None: nothing was playing)."""

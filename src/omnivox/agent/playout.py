@@ -8,7 +8,10 @@ did the user hear?" reads it, and only it writes a reply's sentences and where e
   (never ahead of what was sent); a pause freezes it (a client that knows the pause stops its
   player there) and a resume continues it from the same point; a stop ends it. That model is the
   earliest the audio can play, so the reference it gives leads the real echo (by the network, the
-  client's buffer and the room), which is what a canceller needs.
+  client's buffer and the room), which is what a canceller needs. Where the listener reports its
+  player (a WebRTC call's track, a carrier's marks, a client's ``output_audio_buffer`` reports:
+  ``heard_started`` / ``heard_stopped``), the reports correct it: playback counts from when the
+  player began, and ends when it says it has played everything.
 - ``EchoReference``: the recent reply audio by its place on its clock; for a stretch of microphone
   audio that arrived at a given moment, the reply audio that was playing meanwhile (16 kHz, zeros
   where nothing played). The event loop adds audio; the input thread takes it.
@@ -16,8 +19,12 @@ did the user hear?" reads it, and only it writes a reply's sentences and where e
   begins, and from them the words heard by any point: whole sentences played, plus the played share
   of the one that was cut.
 - ``Playout``: the session's ledger: the echo reference, and the reply on the floor (the one
-  speaking, or the last one heard, whose audio may still play): how much of it is left to play and
-  the words the user may just have heard (what the echo guard compares the recogniser's words with).
+  speaking, or the last one heard, whose audio may still play): whether it is still playing, how
+  much of it is left to play and the words the user may just have heard (what the echo guard
+  compares the recogniser's words with). Once the listener has reported its playback, a reply plays
+  until the listener says it stopped (the model's end alone does not end it: the player may have run
+  dry or buffer more than modelled), or ``REPORT_GRACE_S`` past the model's end should that report
+  be lost.
 
 Writers run on the event loop; the input thread reads the echo reference (locked) and nothing else.
 """
@@ -35,6 +42,9 @@ from omnivox.audio.resample import StreamResampler
 
 RATE = 16000
 _KEEP_S = 3.0  # audio that finished playing this long ago is forgotten
+# a listener that reports its playback and has not said it stopped plays on this long past the
+# model's end at most (its report may be lost; a player behind the model by more is broken)
+REPORT_GRACE_S = 2.0
 
 
 class PlayClock:
@@ -115,6 +125,40 @@ class PlayClock:
             self._frozen_ms = None
             self._end_ms = reached
             return reached
+
+    def heard_started(self, at: float) -> float:
+        """The listener's player reports it began this reply at ``at`` (on ``clock``): playback
+        counts from then where that is later than modelled (the network, a gateway's or a carrier's
+        buffer). Returns how much later than modelled it began (ms; negative: earlier, which moves
+        nothing, the model being the earliest it can; 0 once paused or stopped, which a report that
+        late does not move either)."""
+        with self._lock:
+            if self.started_at is None or self._frozen_ms is not None or self._end_ms is not None:
+                return 0.0
+            late_s = at - self.started_at
+            self.started_at = max(self.started_at, at)
+            return late_s * 1000
+
+    def heard_stopped(self) -> float:
+        """The listener's player reports it has played all of this reply: nothing of it plays any
+        more. Returns how long after the model's end that is (ms; negative: before it)."""
+        with self._lock:
+            now = self.clock()
+            modelled = self._modelled_end()
+            if self._end_ms is None:
+                self._frozen_ms = None
+                self._end_ms = self.sent_ms
+            return (now - modelled) * 1000 if modelled is not None else 0.0
+
+    def modelled_end(self) -> float | None:
+        """When the audio sent so far has all played, as modelled (None: not started, or paused)."""
+        with self._lock:
+            return self._modelled_end()
+
+    def _modelled_end(self) -> float | None:
+        if self.started_at is None or self._frozen_ms is not None:
+            return None
+        return self.started_at + (self.sent_ms if self._end_ms is None else self._end_ms) / 1000
 
     def play_at(self, offset_ms: float) -> float | None:
         """When the audio at ``offset_ms`` plays (None: it does not, as things stand)."""
@@ -277,6 +321,17 @@ class Playback:
         """Audio sent that the listener has yet to play."""
         return max(0.0, self.audio_ms - self.clock.played_ms())
 
+    def playing(self, reported: bool = False) -> bool:
+        """Whether the listener may still be playing this reply: it has audio left to play, as
+        modelled; or, with ``reported`` (the listener reports its playback), it has not said it
+        stopped yet, up to ``REPORT_GRACE_S`` past the modelled end."""
+        if self.left_ms() > 0:
+            return True
+        end = self.clock.modelled_end()
+        if not reported or self.clock.stopped or end is None or self.audio_ms <= 0:
+            return False
+        return self.clock.clock() - end < REPORT_GRACE_S
+
     def heard_text(self, heard_ms: float) -> str:
         """The words of the sentences heard in the first ``heard_ms``, the last one cut at its share."""
         words: list[str] = []
@@ -312,6 +367,7 @@ class Playout:
         self.waits_for_audio = waits_for_audio  # the listener's player waits when it runs dry
         self.reference = EchoReference()
         self.current: Playback | None = None  # the reply on the floor: speaking, or the last heard
+        self.reported = False  # the listener reports its playback (``heard_started``/``_stopped``)
 
     def playback(self) -> Playback:
         """A new reply's playback, on this ledger's clock and echo reference."""
@@ -325,6 +381,17 @@ class Playout:
         """``playback``'s audio plays no more (cut, or truncated by the client)."""
         if self.current is playback:
             self.current = None
+
+    def heard(self, playback: Playback, started: bool, at: float) -> float:
+        """The listener reports that its player ``started`` ``playback`` at ``at`` (else: it has
+        played it all); from now on the ledger waits for such reports. Returns the model's error
+        (ms: how much later the player began, or how long after the modelled end it stopped)."""
+        self.reported = True
+        return playback.clock.heard_started(at) if started else playback.clock.heard_stopped()
+
+    def playing(self) -> bool:
+        """Whether the reply on the floor may still be playing at the listener (``Playback.playing``)."""
+        return self.current is not None and self.current.playing(self.reported)
 
     def left_s(self) -> float:
         """Seconds of the reply on the floor the listener has yet to play."""

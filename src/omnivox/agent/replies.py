@@ -14,7 +14,10 @@
 - ``interrupt`` (a barge-in) cancels the speaking reply, or cuts the audio of the last one that is
   still playing at the listener (``ReplyCut``); ``cancel`` and ``truncate`` are the adapter's.
 - What the user heard of them is the playout ledger's (``agent.playout``): the speaking reply, or
-  the last one heard, holds the floor there.
+  the last one heard, holds the floor there. ``heard`` takes the listener's own reports of its
+  player (started, stopped) into the ledger: the assistant is talking while a reply runs or its audio
+  still plays by the best account there is (the listener's reports where it gives them, else the
+  ledger's model), so words after a reply the listener has finished playing are a new turn.
 
 When a reply that was heard ends, ``on_finished`` gets it (the agent reports its figures and arms the
 idle timer).
@@ -83,8 +86,9 @@ class Replies:
     # ---- what turn-taking needs to know
 
     def speaking(self) -> bool:
-        """Whether the assistant is talking: a reply runs, or its audio is still playing."""
-        return self.active is not None or self.playback_left_s() > 0
+        """Whether the assistant is talking: a reply runs, or its audio is still playing at the
+        listener (``Playout.playing``)."""
+        return self.active is not None or self.playout.playing()
 
     def playback_left_s(self) -> float:
         """Seconds of the last finished reply's audio the listener has yet to play."""
@@ -93,6 +97,16 @@ class Replies:
     def spoken_recently(self) -> str:
         """The assistant's words the user may just have heard (the echo guard's)."""
         return self.playout.spoken_recently()
+
+    def heard(self, reply_id: str, started: bool, at: float) -> float | None:
+        """The listener reports its player ``started`` reply ``reply_id`` at ``at`` (else: it has
+        played all of it). Returns the model's error in ms (``Playout.heard``); None: no reply of
+        that id is on the floor, or a ``stopped`` came while it still speaks (only a reply that has
+        said everything can have been played to its end)."""
+        reply = next((r for r in (self.active, self.last) if r is not None and r.reply_id == reply_id), None)
+        if reply is None or (not started and not reply.over):
+            return None
+        return self.playout.heard(reply.playback, started, at)
 
     # ---- starting
 

@@ -52,3 +52,8 @@ class MediaBridge(ABC):
     @abstractmethod
     def playback(self, kind: str, response_id: str) -> str:
         """The event saying the audio of ``response_id`` ``started``, ``stopped`` or was ``cleared``."""
+
+    @abstractmethod
+    def playback_report(self, kind: str, response_id: str) -> str | None:
+        """The client frame telling the session that the call's track ``started`` or
+        ``stopped`` playing the audio of ``response_id`` (None: the session takes no such reports)."""

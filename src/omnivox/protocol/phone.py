@@ -70,6 +70,12 @@ class PhoneBridge(ABC):
         """The event saying the audio of ``response_id`` ``started``, ``stopped`` or was ``cleared``."""
 
     @abstractmethod
+    def playback_report(self, kind: str, response_id: str) -> str | None:
+        """The client frame telling the session that the call's playout (the carrier's marks, or
+        the paced sender) ``started`` or ``stopped`` playing the audio of ``response_id`` (None:
+        the session takes no such reports)."""
+
+    @abstractmethod
     def heard(self, item_id: str, audio_end_ms: int) -> str:
         """The client frame saying the caller heard ``audio_end_ms`` of an assistant item."""
 

@@ -417,3 +417,65 @@ async def test_the_report_of_a_spoken_turn_breaks_its_voice_to_voice_down(harnes
     assert marks["transcribed"] == pytest.approx(0.52)
     assert marks["first_audio_sent"] == pytest.approx(report.figures.voice_to_voice_s)
     assert sum(steps(marks).values()) == pytest.approx(report.figures.voice_to_voice_s)
+
+
+# ---- the listener's reports of its player: a reply plays (and speech over it may be a barge-in)
+# while the listener's player plays it, and no longer
+
+NEXT_QUESTION = [
+    [Heard("speech_started", 2000.0)],
+    [Heard("speech_confirmed", 2150.0)],
+    [Heard("speech_stopped", 2600.0), Heard("final", 3100.0, "and tomorrow")],
+]
+
+
+async def answered_then(harness: Harness) -> str:
+    """The first turn answered and its reply over (sent, not necessarily played); returns its id."""
+    harness.feed(4)
+    await harness.until(ReplyReport)
+    return harness.of(ReplyStarted)[0].reply_id
+
+
+def feed_now(harness: Harness, n: int) -> None:
+    """Chunks that arrive at once (the clock stands: the reply's 100 ms are still playing, as modelled)."""
+    for _ in range(n):
+        harness.agent.feed(CHUNK, harness.clock.now)
+
+
+@pytest.mark.parametrize("harness", [([*TURN, *NEXT_QUESTION], False)], indirect=True)
+@pytest.mark.parametrize("reported", [True, False])
+async def test_words_after_the_listener_finished_playing_the_reply_are_a_new_turn(harness, reported) -> None:
+    rid = await answered_then(harness)
+    if reported:  # the player played it all already (it played from the first sample it got)
+        harness.agent.played(rid, True, harness.clock.now)
+        harness.agent.played(rid, False, harness.clock.now)
+    feed_now(harness, 2)
+    await harness.agent.caught_up(2.0)
+    if not reported:  # the model alone: the reply still has 100 ms to play, so it is spoken over
+        assert harness.of(ReplyPaused)
+        return
+    assert not harness.of(ReplyPaused)
+    harness.feed(1)
+    assert (await harness.until(UserTurn, 2)).text == "and tomorrow"
+    await harness.until(ReplyStarted, 2)  # answered as a turn of its own, nothing was cut
+    assert [e.state for e in harness.of(ReplyEnded)][:1] == [S.DONE]
+
+
+@pytest.mark.parametrize("harness", [([*TURN, *NEXT_QUESTION], False)], indirect=True)
+async def test_words_while_the_listener_still_plays_the_reply_are_speech_over_it(harness) -> None:
+    rid = await answered_then(harness)
+    harness.agent.played(rid, True, harness.clock.now + 1.0)  # a carrier's buffer: it began 1 s late
+    harness.clock.now += 0.5  # the model's end (100 ms) is past, the caller is still hearing it
+    harness.agent.played("resp_other", False, harness.clock.now)  # (another reply's report: ignored)
+    feed_now(harness, 2)
+    await harness.agent.caught_up(2.0)
+    assert harness.of(ReplyPaused)[0].reply_id == rid  # paused while the judge hears the words
+
+
+@pytest.mark.parametrize("harness", [(TURN, True)], indirect=True)
+async def test_a_stop_report_for_a_reply_still_being_said_is_not_taken(harness) -> None:
+    harness.feed(4)
+    started = await harness.until(ReplyStarted)
+    assert isinstance(started, ReplyStarted)
+    harness.agent.played(started.reply_id, False, harness.clock.now)  # its player ran dry mid-reply
+    assert harness.agent.replies.speaking() and not started.playback.clock.stopped

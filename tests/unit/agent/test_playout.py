@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from omnivox.agent.playout import EchoReference, Playback, PlayClock, Playout
+from omnivox.agent.playout import REPORT_GRACE_S, EchoReference, Playback, PlayClock, Playout
 
 
 class Clock:
@@ -142,3 +142,96 @@ def test_the_ledger_gives_the_echo_of_what_its_replies_sent() -> None:
     playback.stop()
     clock.now += 1.0
     assert not playout.echo(arrival=clock.now, n=1600).any()
+
+
+# ---- the listener's own reports of its player (WebRTC track, carrier marks, client reports)
+
+
+def test_a_report_that_the_player_began_later_moves_playback_there_and_never_earlier() -> None:
+    clock = Clock()
+    play = PlayClock(clock)
+    play.start()  # the first audio is sent at 100.0
+    play.sent(2000)
+    clock.now += 0.1
+    assert play.heard_started(100.4) == pytest.approx(400)  # a carrier's buffer: 400 ms later
+    clock.now = 101.0
+    assert play.played_ms() == pytest.approx(600)  # counted from 100.4, not 100.0
+    assert play.play_at(0) == pytest.approx(100.4) and play.modelled_end() == pytest.approx(102.4)
+    assert play.heard_started(100.2) == pytest.approx(-200)  # earlier than the model: nothing moves
+    assert play.play_at(0) == pytest.approx(100.4)
+
+
+def test_a_report_that_the_player_stopped_ends_playback_at_everything_sent() -> None:
+    clock = Clock()
+    play = PlayClock(clock)
+    play.start()
+    play.sent(2000)
+    clock.now += 1.5  # the model still has 500 ms to play
+    assert play.heard_stopped() == pytest.approx(-500)
+    assert play.stopped and play.played_ms() == 2000 and play.play_at(2500) is None
+    assert play.play_at(1000) == pytest.approx(101.0)  # what played keeps its place (the echo's)
+
+
+def test_without_reports_a_reply_plays_as_long_as_the_model_says() -> None:
+    clock = Clock()
+    playout = Playout(clock)
+    playback = playout.playback()
+    playback.send(np.zeros(16000, np.float32), 16000)  # one second
+    playout.hold(playback)
+    clock.now += 0.9
+    assert playout.playing()
+    clock.now += 0.2
+    assert not playout.playing()
+
+
+def test_with_reports_a_reply_plays_until_the_listener_says_it_stopped() -> None:
+    clock = Clock()
+    playout = Playout(clock)
+    playback = playout.playback()
+    playback.send(np.zeros(16000, np.float32), 16000)
+    playout.hold(playback)
+    playout.heard(playback, started=True, at=clock.now)  # the listener reports its player
+    clock.now += 1.5  # past the model's end: the player ran dry, or buffers more than modelled
+    assert playout.left_s() == 0 and playout.playing()
+    assert playout.heard(playback, started=False, at=clock.now) == pytest.approx(500)  # 500 ms late
+    assert not playout.playing()  # the caller's next words are a new turn
+
+
+def test_a_stop_report_ends_a_reply_the_model_still_had_playing() -> None:
+    clock = Clock()
+    playout = Playout(clock)
+    playback = playout.playback()
+    playback.send(np.zeros(32000, np.float32), 16000)  # two seconds
+    playout.hold(playback)
+    clock.now += 1.6
+    assert playout.playing()
+    playout.heard(playback, started=False, at=clock.now)  # the player is done (it played ahead)
+    assert not playout.playing() and playout.left_s() == 0
+
+
+def test_a_lost_stop_report_ends_the_reply_the_grace_after_the_model() -> None:
+    clock = Clock()
+    playout = Playout(clock)
+    first = playout.playback()
+    first.send(np.zeros(16000, np.float32), 16000)
+    playout.hold(first)
+    playout.heard(first, started=False, at=clock.now + 1.0)
+    second = playout.playback()  # the listener reports: this one waits for its stop
+    second.send(np.zeros(16000, np.float32), 16000)
+    playout.hold(second)
+    clock.now += 1.0 + REPORT_GRACE_S - 0.1
+    assert playout.playing()
+    clock.now += 0.2
+    assert not playout.playing()
+
+
+def test_a_player_that_runs_dry_plays_the_late_audio_from_when_it_came() -> None:
+    clock = Clock()
+    play = PlayClock(clock, waits_for_audio=True)
+    play.start()
+    play.sent(1000)
+    clock.now += 1.5  # the next sentence came 500 ms after the player ran out
+    play.sent(1000)
+    assert play.modelled_end() == pytest.approx(102.5)  # not 102.0: the player waited
+    clock.now += 0.9
+    assert play.played_ms() == pytest.approx(1900)

@@ -298,6 +298,9 @@ class Call:
 
     def _playback(self, kind: str, response_id: str) -> None:
         self._event(self.bridge.playback(kind, response_id))
+        # the session counts its reply as playing by what the track played, not by its own model
+        if (report := self.bridge.playback_report(kind, response_id)) is not None:
+            self._deliver(report)
 
     def _spawn(self, coro: Awaitable[None]) -> asyncio.Task[None]:
         task = asyncio.ensure_future(coro)

@@ -205,6 +205,9 @@ class PhoneCall:
         """The playout's report: a response's audio ``started`` or ``stopped`` playing."""
         self.heard_at = self.clock()
         self.sidebands.publish(self.bridge.playback(kind, response_id))
+        # the session counts its reply as playing by what the caller heard, not by its own model
+        if (report := self.bridge.playback_report(kind, response_id)) is not None:
+            self._deliver(report)
 
     def prepend(self, frames: list[str]) -> None:
         """Frames the session gets before anything from the caller (its set-up, a greeting)."""

@@ -2,7 +2,8 @@
 (``phone``) alike: the call fixes the session's audio formats (a client's ``session.update``
 cannot change them), caller audio is ``input_audio_buffer.append``, reply audio comes as
 ``response.output_audio.delta`` (or its beta name), and playback is reported as on WebRTC
-(``output_audio_buffer.started/stopped/cleared``)."""
+(``output_audio_buffer.started/stopped/cleared``), to the client and (``playback_report``) to the
+session, which counts a reply as playing by these reports."""
 
 from __future__ import annotations
 
@@ -65,6 +66,16 @@ def delta_audio(event: dict[str, Any]) -> bytes:
         return base64.b64decode(event.get("delta") or "", validate=True)
     except (binascii.Error, ValueError):
         return b""
+
+
+def playback_report(kind: str, response_id: str) -> str | None:
+    """The client frame telling the session its caller's player ``started`` or ``stopped`` the
+    audio of ``response_id`` (``omnivox.output_audio_buffer.report``; None for ``cleared``: the
+    session cut that audio itself, or was told to)."""
+    if kind not in ("started", "stopped"):
+        return None
+    report = {"type": "omnivox.output_audio_buffer.report", "response_id": response_id, "state": kind}
+    return json.dumps(report)
 
 
 def playback(kind: str, response_id: str) -> str:

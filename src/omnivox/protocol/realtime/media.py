@@ -59,5 +59,8 @@ class RealtimeMedia(MediaBridge):
     def playback(self, kind: str, response_id: str) -> str:
         return calls.playback(kind, response_id)
 
+    def playback_report(self, kind: str, response_id: str) -> str | None:
+        return calls.playback_report(kind, response_id)
+
 
 REALTIME_MEDIA = RealtimeMedia()

@@ -102,6 +102,9 @@ class RealtimePhone(PhoneBridge):
     def playback(self, kind: str, response_id: str) -> str:
         return calls.playback(kind, response_id)
 
+    def playback_report(self, kind: str, response_id: str) -> str | None:
+        return calls.playback_report(kind, response_id)
+
     def heard(self, item_id: str, audio_end_ms: int) -> str:
         truncate = {"type": "conversation.item.truncate", "event_id": "omnivox_heard"}
         return json.dumps({**truncate, "item_id": item_id, "content_index": 0, "audio_end_ms": audio_end_ms})

@@ -95,6 +95,18 @@ class OutputAudioBufferClear(_ClientEvent):
     type: Literal["output_audio_buffer.clear"] = "output_audio_buffer.clear"
 
 
+class OutputAudioBufferReport(_ClientEvent):
+    """Omnivox's extension: the client's player says a response's audio ``started`` playing, or
+    ``stopped`` (all of it has played), as a WebRTC call says ``output_audio_buffer.started`` /
+    ``.stopped``. The gateway sends it for WebRTC and phone callers (their track's and carrier's
+    reports); any client with a player may: the session then counts a reply as playing by these
+    reports rather than by its own model of the client's player."""
+
+    type: Literal["omnivox.output_audio_buffer.report"] = "omnivox.output_audio_buffer.report"
+    response_id: str = Field(min_length=1, max_length=128)
+    state: Literal["started", "stopped"]
+
+
 class ConversationItemCreate(_ClientEvent):
     type: Literal["conversation.item.create"] = "conversation.item.create"
     previous_item_id: str | None = None
@@ -154,6 +166,7 @@ ClientEvent = Annotated[
     | InputAudioBufferCommit
     | InputAudioBufferClear
     | OutputAudioBufferClear
+    | OutputAudioBufferReport
     | ConversationItemCreate
     | ConversationItemRetrieve
     | ConversationItemTruncate

@@ -6,8 +6,9 @@ connection's. It only translates:
 
 - client events -> agent commands (``agent.loop.VoiceAgent``): audio appends, commits and clears,
   ``session.update`` (as ``AgentSettings``), ``response.create`` / ``.cancel``, truncations,
-  ``output_audio_buffer.clear``; and the conversation's own events (``Conversation``: items the
-  client creates, retrieves, deletes);
+  ``output_audio_buffer.clear``, the client's playback reports
+  (``omnivox.output_audio_buffer.report``, which WebRTC and phone calls send for their callers); and
+  the conversation's own events (``Conversation``: items the client creates, retrieves, deletes);
 - agent events -> OpenAI events and items: what was heard (``input_audio_buffer.*``, transcription
   deltas), the user's turn (a committed item), each reply (``Responses`` plans it and words it as
   ``response.*``), the idle timeout, failures; and each reply's figures to the gateway.
@@ -187,6 +188,10 @@ class RealtimeSession(SessionHandler):
             confirm_ms=settings.barge_in_min_ms,
             turn_ids=item_id,  # a user turn is the conversation item it becomes
             drop_unsent=self.events.drop_audio,
+            # every realtime player (a browser's, a WebRTC call's track, a carrier's) plays audio as
+            # it comes and waits when it runs dry: a reply whose speech is made slower than real time
+            # plays that much later than its first audio plus its length
+            waits_for_audio=True,
         )
         # outputs of calls the reply did not wait for start responses of their own
         self.async_outputs = AsyncOutputs(self.agent, self.conn.units, lambda: self.responses.plan(None, []))
@@ -228,6 +233,8 @@ class RealtimeSession(SessionHandler):
         elif isinstance(event, rt.OutputAudioBufferClear):
             if (stopped := agent.stop_speaking()) is not None:
                 self.events.put(ev.OutputAudioCleared(response_id=stopped))
+        elif isinstance(event, rt.OutputAudioBufferReport):
+            agent.played(event.response_id, event.state == "started", arrival)
         elif isinstance(event, rt.ConversationItemCreate):
             await self._create_item(event)
         elif isinstance(event, rt.ConversationItemRetrieve):

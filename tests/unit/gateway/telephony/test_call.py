@@ -176,3 +176,22 @@ async def test_a_hang_up_that_fails_still_ends_the_call() -> None:
     c = PhoneCall("sip", REALTIME_PHONE, "audio/pcmu", on_end=broken)
     c.end("bye")
     assert c.ended and c.end_reason == "bye"
+
+
+async def test_the_playouts_reports_reach_the_session_as_well_as_the_sidebands() -> None:
+    c, _, _ = _answered()
+    published: list[str] = []
+    c.sidebands.publish = published.append  # type: ignore[method-assign]
+    c.on_playback("started", "r1")
+    c.on_playback("stopped", "r1")
+    c.on_playback("cleared", "r2")  # (the session cut it itself: nothing to tell it)
+    reports = [json.loads(f) for f in _pending(c)]
+    assert [(r["type"], r["response_id"], r["state"]) for r in reports] == [
+        ("omnivox.output_audio_buffer.report", "r1", "started"),
+        ("omnivox.output_audio_buffer.report", "r1", "stopped"),
+    ]
+    assert [json.loads(p)["type"] for p in published] == [
+        "output_audio_buffer.started",
+        "output_audio_buffer.stopped",
+        "output_audio_buffer.cleared",
+    ]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import base64
 import json
 
+import pytest
+
 from omnivox.protocol.realtime import calls
 from omnivox.protocol.realtime.media import REALTIME_MEDIA
 from omnivox.protocol.realtime.phone import REALTIME_PHONE
@@ -48,3 +50,29 @@ def test_deltas_and_appends_carry_the_audio_and_bad_base64_is_nothing() -> None:
     assert route.audio == b"" and route.response_id == "r"
     cleared = json.loads(calls.playback("cleared", "r1"))
     assert (cleared["type"], cleared["response_id"]) == ("output_audio_buffer.cleared", "r1")
+
+
+def test_a_playback_report_is_a_client_event_the_session_parses() -> None:
+    from omnivox.protocol.realtime import wire as rt
+
+    for state in ("started", "stopped"):
+        frame = calls.playback_report(state, "resp_1")
+        assert frame is not None
+        event = rt.REALTIME.parser(frame, 10_000)
+        assert isinstance(event, rt.OutputAudioBufferReport)
+        assert (event.response_id, event.state) == ("resp_1", state)
+    assert calls.playback_report("cleared", "resp_1") is None
+    assert REALTIME_PHONE.playback_report("stopped", "r") == calls.playback_report("stopped", "r")
+
+
+def test_a_playback_report_without_a_response_or_with_another_state_is_refused() -> None:
+    from omnivox.core.errors import OmnivoxError
+    from omnivox.protocol.realtime import wire as rt
+
+    for bad in (
+        {"type": "omnivox.output_audio_buffer.report", "state": "started"},
+        {"type": "omnivox.output_audio_buffer.report", "response_id": "r", "state": "paused"},
+        {"type": "omnivox.output_audio_buffer.report", "response_id": "", "state": "stopped"},
+    ):
+        with pytest.raises(OmnivoxError):
+            rt.REALTIME.parser(json.dumps(bad), 10_000)
