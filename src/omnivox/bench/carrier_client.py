@@ -3,7 +3,9 @@ for benchmarks and tests: it opens ``WS /telephony/{carrier}/stream`` as the car
 ``connected`` and ``start``, sends the caller's audio as 20 ms mu-law ``media`` in real time, and
 plays what it is sent in real time: each marker (Twilio/Telnyx ``mark``, Plivo ``checkpoint``) is
 echoed once the audio before it has played, and ``clear`` drops what has not played and echoes
-the pending markers at once (as Twilio does).
+the pending markers at once (as Twilio does). ``buffer_s`` holds what it is sent that long before
+playing it (a carrier's jitter buffer, or a slow network: the caller hears the reply later than
+omnivox sent it, and the markers say so).
 """
 
 from __future__ import annotations
@@ -29,8 +31,9 @@ FRAME = RATE // 50  # 20 ms of mu-law: 160 bytes
 class CarrierStream:
     """One call's stream, as ``carrier`` sends it."""
 
-    def __init__(self, carrier: str = "twilio") -> None:
+    def __init__(self, carrier: str = "twilio", buffer_s: float = 0.0) -> None:
         self.carrier = carrier
+        self.buffer_s = buffer_s  # audio waits this long before it plays
         self.stream_id = f"MZ{uuid.uuid4().hex}" if carrier == "twilio" else str(uuid.uuid4())
         self.call_sid = f"CA{uuid.uuid4().hex}"
         self.ws: Any = None
@@ -217,6 +220,7 @@ class CarrierStream:
             if not self._queue:
                 self._new.clear()
                 await self._new.wait()
+                await asyncio.sleep(self.buffer_s)  # (a clear meanwhile empties the queue)
                 start, played = time.monotonic(), 0
                 continue
             what, item = self._queue[0]
