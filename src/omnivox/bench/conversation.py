@@ -25,7 +25,14 @@ Counted per turn:
 (``audio/pcmu``), the caller's microphone is band-limited to it and the reply is heard from it.
 ``--noise`` (babble, pink, fan: ``bench noise``'s) plays behind the caller all call long at
 ``--snr-db`` under its voice; ``--noise-reduction`` asks the session for ``noise_reduction``;
-``--eagerness`` turns on ``semantic_vad`` instead of server VAD.
+``--eagerness`` turns on ``semantic_vad`` instead of server VAD. ``--playback-reports`` has the
+caller's player report each reply's playback (``omnivox.output_audio_buffer.report``: started,
+stopped), as a WebRTC call's track and a carrier's marks do, instead of leaving it to the server's
+model of the player.
+
+Between turns the caller waits for quiet: the server has heard the end of everything it said (a
+barge-in's words go on after the cut, and become a turn that is answered), every reply has ended
+and played out, and nothing came for 1.5 s; then half a second more.
 """
 
 from __future__ import annotations
@@ -138,6 +145,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--snr-db", type=float, default=10.0, help="the caller's voice over the noise")
     parser.add_argument("--noise-reduction", default="none", choices=["none", "near_field", "far_field"])
     parser.add_argument("--eagerness", choices=["low", "medium", "high", "auto"], help="semantic_vad")
+    parser.add_argument(
+        "--playback-reports", action="store_true", help="the player reports each reply's playback"
+    )
 
 
 def onsets(audio: np.ndarray) -> tuple[int, int]:
@@ -248,6 +258,7 @@ class ConversationCaller(realtime.RealtimeCaller):
         self._background = background_noise(args)  # behind the caller all call long (None: quiet)
         self._to_line = StreamResampler(RATE, 8000)  # the telephone line (--line g711), each way
         self._from_line = StreamResampler(8000, RATE)
+        self._reported: dict[str, str] = {}  # response id -> the last playback report sent
 
     def _session(self) -> dict:
         args = self.args
@@ -364,6 +375,8 @@ class ConversationCaller(realtime.RealtimeCaller):
                 at = self._sent % (len(self._background) - step)
                 voice = voice + self._background[at : at + step]
             chunk = self.phone.record(voice)
+            if self.args.playback_reports:
+                await self._report_playback(ws)
             if got:
                 self.log.spoke(self._sent, self._sent + got)
             self._sent += step
@@ -371,6 +384,19 @@ class ConversationCaller(realtime.RealtimeCaller):
             await asyncio.sleep(max(0.0, due - time.monotonic()))
             await ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": self._encode(chunk)}))
             self._wake.set()
+
+    async def _report_playback(self, ws: ClientConnection) -> None:
+        """Tell the server when the player began each reply and when it played the last of it."""
+        for rid in self.phone.played:
+            if rid not in self._reported:
+                self._reported[rid] = "started"
+                await ws.send(json.dumps(playback_report(rid, "started")))
+        for rid, state in self._reported.items():
+            done = self.log.first("response.done", 0, rid)
+            if state == "started" and done is not None and not self.phone.holds(rid):
+                self._reported[rid] = "stopped"
+                if done[2]["response"]["status"] != "cancelled":  # (a cut reply the server stopped)
+                    await ws.send(json.dumps(playback_report(rid, "stopped")))
 
     def _encode(self, chunk: np.ndarray) -> str:
         """A microphone chunk (24 kHz) as the session takes it: PCM16, or G.711 mu-law at 8 kHz."""
@@ -409,10 +435,16 @@ class ConversationCaller(realtime.RealtimeCaller):
             await self._tick()
 
     async def _quiet(self) -> None:
-        """Until every reply has ended and played out, then half a second."""
+        """Until the server has heard the end of the caller's speech, every reply has ended and
+        played out, and nothing came for 1.5 s; then half a second. (Without the first, a barge-in's
+        own reply, which the server makes once the barge-in's words end, could begin just as the
+        caller asks its next question over it: 8 of 20 echo turns did, before.)"""
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            done = self.log.count("response.done") >= self.log.count("response.created")
+            heard = self.log.count("input_audio_buffer.speech_stopped") >= self.log.count(
+                "input_audio_buffer.speech_started"
+            )
+            done = heard and self.log.count("response.done") >= self.log.count("response.created")
             settled = (
                 not self.log.events or time.monotonic() - self.log.events[-1][0] > 1.5
             )  # no reply on its way
@@ -486,6 +518,11 @@ def background_noise(args: argparse.Namespace) -> np.ndarray | None:
     speech = np.concatenate([trim(voices[v](COMPLETE[0])) for v in voices])
     gain = np.sqrt(np.mean(speech**2) / np.mean(noise**2) / 10 ** (args.snr_db / 10))
     return resample((gain * noise).astype(np.float32), TURNS_RATE, RATE)
+
+
+def playback_report(response_id: str, state: str) -> dict[str, str]:
+    """The player's report (``omnivox.output_audio_buffer.report``): a reply ``started`` or ``stopped``."""
+    return {"type": "omnivox.output_audio_buffer.report", "response_id": response_id, "state": state}
 
 
 def response_id(event: dict) -> str | None:
