@@ -27,8 +27,7 @@ STORY = "tell me a long story about a brave little fox who lived in the forest b
 AUTH = {"Authorization": "Bearer secret"}
 
 
-@pytest.fixture(scope="module")
-def rtc_cluster(tmp_path_factory):
+def rtc_env(**extra: str) -> dict[str, str]:
     loopback_only()  # this process's calls, and the gateway's (below), stay on 127.0.0.1
     env = {
         "OMNIVOX_API_KEY": "secret",
@@ -36,7 +35,12 @@ def rtc_cluster(tmp_path_factory):
         "OMNIVOX_WEBRTC_HOST_ADDRESSES": '["127.0.0.1"]',
         **ECHO_VOICE,
     }
-    with cluster(workers=1, engine="cascade", log_dir=tmp_path_factory.mktemp("rtc"), **env) as c:
+    return env | extra
+
+
+@pytest.fixture(scope="module")
+def rtc_cluster(tmp_path_factory):
+    with cluster(workers=1, engine="cascade", log_dir=tmp_path_factory.mktemp("rtc"), **rtc_env()) as c:
         yield c
 
 
@@ -322,13 +326,7 @@ async def test_only_the_key_that_opened_a_call_or_the_client_key_controls_it(rtc
 @pytest.fixture(scope="module")
 def lead_cluster(tmp_path_factory):
     """The worker sends reply audio up to 3 s ahead of real time (``audio_lead_ms``)."""
-    loopback_only()
-    env = {
-        "OMNIVOX_API_KEY": "secret",
-        "OMNIVOX_WEBRTC_HOST_ADDRESSES": '["127.0.0.1"]',
-        "OMNIVOX_AUDIO_LEAD_MS": "3000",
-        **ECHO_VOICE,
-    }
+    env = rtc_env(OMNIVOX_AUDIO_LEAD_MS="3000")
     with cluster(workers=1, engine="cascade", log_dir=tmp_path_factory.mktemp("rtc-lead"), **env) as c:
         yield c
 

@@ -147,11 +147,17 @@ def test_the_ledger_gives_the_echo_of_what_its_replies_sent() -> None:
 # ---- the listener's own reports of its player (WebRTC track, carrier marks, client reports)
 
 
-def test_a_report_that_the_player_began_later_moves_playback_there_and_never_earlier() -> None:
+def sending(ms: float, waits_for_audio: bool = False) -> tuple[Clock, PlayClock]:
+    """A play clock whose first ``ms`` of audio went out now."""
     clock = Clock()
-    play = PlayClock(clock)
-    play.start()  # the first audio is sent at 100.0
-    play.sent(2000)
+    play = PlayClock(clock, waits_for_audio)
+    play.start()
+    play.sent(ms)
+    return clock, play
+
+
+def test_a_report_that_the_player_began_later_moves_playback_there_and_never_earlier() -> None:
+    clock, play = sending(2000)  # the first audio is sent at 100.0
     clock.now += 0.1
     assert play.heard_started(100.4) == pytest.approx(400)  # a carrier's buffer: 400 ms later
     clock.now = 101.0
@@ -162,22 +168,25 @@ def test_a_report_that_the_player_began_later_moves_playback_there_and_never_ear
 
 
 def test_a_report_that_the_player_stopped_ends_playback_at_everything_sent() -> None:
-    clock = Clock()
-    play = PlayClock(clock)
-    play.start()
-    play.sent(2000)
+    clock, play = sending(2000)
     clock.now += 1.5  # the model still has 500 ms to play
     assert play.heard_stopped() == pytest.approx(-500)
     assert play.stopped and play.played_ms() == 2000 and play.play_at(2500) is None
     assert play.play_at(1000) == pytest.approx(101.0)  # what played keeps its place (the echo's)
 
 
-def test_without_reports_a_reply_plays_as_long_as_the_model_says() -> None:
+def on_the_floor(seconds: float) -> tuple[Clock, Playout, Playback]:
+    """A ledger whose reply on the floor sent ``seconds`` of audio now."""
     clock = Clock()
     playout = Playout(clock)
     playback = playout.playback()
-    playback.send(np.zeros(16000, np.float32), 16000)  # one second
+    playback.send(np.zeros(int(16000 * seconds), np.float32), 16000)
     playout.hold(playback)
+    return clock, playout, playback
+
+
+def test_without_reports_a_reply_plays_as_long_as_the_model_says() -> None:
+    clock, playout, _ = on_the_floor(1.0)
     clock.now += 0.9
     assert playout.playing()
     clock.now += 0.2
@@ -185,11 +194,7 @@ def test_without_reports_a_reply_plays_as_long_as_the_model_says() -> None:
 
 
 def test_with_reports_a_reply_plays_until_the_listener_says_it_stopped() -> None:
-    clock = Clock()
-    playout = Playout(clock)
-    playback = playout.playback()
-    playback.send(np.zeros(16000, np.float32), 16000)
-    playout.hold(playback)
+    clock, playout, playback = on_the_floor(1.0)
     playout.heard(playback, started=True, at=clock.now)  # the listener reports its player
     clock.now += 1.5  # past the model's end: the player ran dry, or buffers more than modelled
     assert playout.left_s() == 0 and playout.playing()
@@ -198,11 +203,7 @@ def test_with_reports_a_reply_plays_until_the_listener_says_it_stopped() -> None
 
 
 def test_a_stop_report_ends_a_reply_the_model_still_had_playing() -> None:
-    clock = Clock()
-    playout = Playout(clock)
-    playback = playout.playback()
-    playback.send(np.zeros(32000, np.float32), 16000)  # two seconds
-    playout.hold(playback)
+    clock, playout, playback = on_the_floor(2.0)
     clock.now += 1.6
     assert playout.playing()
     playout.heard(playback, started=False, at=clock.now)  # the player is done (it played ahead)
@@ -210,11 +211,7 @@ def test_a_stop_report_ends_a_reply_the_model_still_had_playing() -> None:
 
 
 def test_a_lost_stop_report_ends_the_reply_the_grace_after_the_model() -> None:
-    clock = Clock()
-    playout = Playout(clock)
-    first = playout.playback()
-    first.send(np.zeros(16000, np.float32), 16000)
-    playout.hold(first)
+    clock, playout, first = on_the_floor(1.0)
     playout.heard(first, started=False, at=clock.now + 1.0)
     second = playout.playback()  # the listener reports: this one waits for its stop
     second.send(np.zeros(16000, np.float32), 16000)
@@ -226,10 +223,7 @@ def test_a_lost_stop_report_ends_the_reply_the_grace_after_the_model() -> None:
 
 
 def test_a_player_that_runs_dry_plays_the_late_audio_from_when_it_came() -> None:
-    clock = Clock()
-    play = PlayClock(clock, waits_for_audio=True)
-    play.start()
-    play.sent(1000)
+    clock, play = sending(1000, waits_for_audio=True)
     clock.now += 1.5  # the next sentence came 500 ms after the player ran out
     play.sent(1000)
     assert play.modelled_end() == pytest.approx(102.5)  # not 102.0: the player waited
