@@ -87,6 +87,8 @@ class RealtimeTimeline(TimelineReader):
             return [Marker(kind)]
         if kind == "conversation.item.truncate":
             return [Marker(kind, {"audio_end_ms": msg.get("audio_end_ms")})]
+        if kind == "omnivox.output_audio_buffer.report":  # the caller's player: a reply began or ended
+            return [Marker(kind, {"response_id": msg.get("response_id"), "state": msg.get("state")})]
         return []
 
     def _item(self, item: object) -> list[Event]:

@@ -348,6 +348,7 @@ def test_realtime_turns_transcripts_barge_in_and_the_record_choice():
             },
         ),
         (True, {"type": "response.cancel"}),
+        (True, {"type": "omnivox.output_audio_buffer.report", "response_id": "r1", "state": "stopped"}),
     )
     assert events == [
         RecordChoice(False),
@@ -366,6 +367,7 @@ def test_realtime_turns_transcripts_barge_in_and_the_record_choice():
         TurnEnd("user"),
         ErrorEvent("invalid_event", "bad"),
         Marker("response.cancel"),
+        Marker("omnivox.output_audio_buffer.report", {"response_id": "r1", "state": "stopped"}),
     ]
 
 
