@@ -325,29 +325,30 @@ async def test_only_the_key_that_opened_a_call_or_the_client_key_controls_it(rtc
 
 @pytest.fixture(scope="module")
 def lead_cluster(tmp_path_factory):
-    """The worker sends reply audio up to 3 s ahead of real time (``audio_lead_ms``)."""
-    env = rtc_env(OMNIVOX_AUDIO_LEAD_MS="3000")
+    """The worker sends reply audio up to 5 s ahead of real time (``audio_lead_ms``, its most)."""
+    env = rtc_env(OMNIVOX_AUDIO_LEAD_MS="5000")
     with cluster(workers=1, engine="cascade", log_dir=tmp_path_factory.mktemp("rtc-lead"), **env) as c:
         yield c
 
 
 async def test_the_calls_track_says_when_a_reply_plays_not_the_servers_model(lead_cluster):
-    """A reply asked for as soon as the first is done queues on the call's track behind the first
-    one's last seconds (sent 3 s ahead), so it plays that much later than the worker's model of the
-    player has it. By the track's reports it is still playing when the caller speaks a second into
-    it: the words are speech over it (it is cut, the track cleared), not a turn under a reply that
-    plays on; after the track says it stopped, words are a new turn."""
+    """Replies sent 5 s ahead: a reply asked for as soon as the first is done (both sent whole at
+    once) queues on the call's track behind all of the first, so it plays ~5 s later than the
+    worker's model of the player has it. By the track's reports it is still playing when the caller
+    speaks 1.5 s into it (by the model it is over): the words are speech over it (it is cut, the
+    track cleared), not a turn under a reply that plays on; after the track says it stopped, words
+    are a new turn."""
     lead_cluster.wait_idle(1, timeout=20)
     call = await WebRtcCall.open(lead_cluster.url, "secret")
     try:
         await call.wait_for("session.created")
-        call.mic.play(np.concatenate([speech(WEATHER), silence(1.0)]))
+        call.mic.play(np.concatenate([speech(STORY), silence(1.0)]))  # a reply of ~5 s
         await call.wait_for("response.done", timeout=30)
-        call.send({"type": "response.create"})
+        call.send({"type": "response.create"})  # the same again, queued behind all of the first
         queued = await call.wait_for("output_audio_buffer.started", count=2, timeout=30)
-        await asyncio.sleep(1.0)
-        call.mic.play(np.concatenate([speech(STORY), silence(1.0)]))
-        cleared = await call.wait_for("output_audio_buffer.cleared", timeout=20)
+        await asyncio.sleep(1.5)  # (by the worker's model it is over; the caller hears ~3.5 s more)
+        call.mic.play(np.concatenate([speech(WEATHER), silence(1.0)]))
+        cleared = await call.wait_for("output_audio_buffer.cleared", timeout=30)
         third = await call.wait_for("response.done", count=3, timeout=30)
         await call.wait_for("output_audio_buffer.stopped", response_id=third["response"]["id"], timeout=30)
         call.mic.play(np.concatenate([speech(WEATHER), silence(1.0)]))  # after it has all played
