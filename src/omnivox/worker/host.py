@@ -123,6 +123,12 @@ class EngineHost:
         """No session is being started: health may report the highest epoch seen."""
         self.reported_epoch = self.epoch
 
+    def refused(self, epoch: int | None) -> None:
+        """A session of ``epoch`` was refused; if it was the newest offered, its assignment is over
+        and the report may say so."""
+        if epoch is not None and epoch == self.epoch:
+            self.settle()
+
     async def acquire(self) -> None:
         """Take the host for one session; waits briefly for the previous one to wind down."""
         if self.state in (WorkerState.LOADING, WorkerState.ERROR):
