@@ -76,6 +76,8 @@ async def host_session(
         host.fence(epoch)  # before waiting: a stale gateway is refused at once
         await host.acquire()
     except OmnivoxError as err:
+        if epoch is not None and host.epoch == epoch:
+            host.settle()  # its assignment is over: the report may say so
         log.info("session refused (%s): epoch=%s ticket=%s", err.code, epoch, query.get("ticket"))
         with contextlib.suppress(Exception):
             await socket.send(protocol.error_frame(err))
@@ -99,7 +101,7 @@ async def host_session(
     )
     try:
         with span:
-            host.transition(TASKS[task_type][0])
+            host.begin(TASKS[task_type][0])
             handler = make(conn, host, settings, info)
             await conn.run(handler.on_frame, handler.main())
     finally:

@@ -12,6 +12,7 @@ from starlette.websockets import WebSocketDisconnect
 from omnivox.core.config import Settings
 from omnivox.core.errors import StaleAssignment
 from omnivox.engines.echo import EchoEngine
+from omnivox.protocol.control.workers import WorkerState
 from omnivox.worker.app import create_worker_app
 from omnivox.worker.host import EngineHost
 
@@ -28,7 +29,26 @@ def test_the_host_takes_only_newer_epochs() -> None:
     with pytest.raises(StaleAssignment):
         host.fence(3)  # a second session for the same assignment
     host.fence(7)
-    assert host.epoch == 7 and host.health().epoch == 7
+    assert host.epoch == 7 and host.health().epoch == 0  # no session has started yet
+    host.settle()
+    assert host.health().epoch == 7
+
+
+async def test_health_reports_a_new_epoch_only_once_its_session_has_started() -> None:
+    """Between taking an assignment's epoch and starting its session the worker is IDLE; a report
+    of IDLE with that epoch would tell the gateway the session is over and free the worker under it."""
+    host = EngineHost(EchoEngine())
+    await host.load()
+    host.fence(4)
+    await host.acquire()
+    health = host.health()
+    assert (health.state, health.epoch) == (WorkerState.IDLE, 0)
+    host.begin(WorkerState.BUSY_STREAMING)
+    health = host.health()
+    assert (health.state, health.epoch) == (WorkerState.BUSY_STREAMING, 4)
+    await host.release()
+    health = host.health()
+    assert (health.state, health.epoch) == (WorkerState.IDLE, 4)  # now: the session is over
 
 
 def _ready(client: TestClient) -> None:
