@@ -22,6 +22,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from omnivox.core.errors import OmnivoxError, StageLost
+from omnivox.core.tracing import traceparent
 from omnivox.pipeline.client import PipelineClient, Request
 from omnivox.pipeline.models.voice_chunks import (
     ClipTranscript,
@@ -72,12 +73,16 @@ class RemoteAsr(StreamingAsr):
         self._held: list[np.ndarray] = []  # audio not yet sent (less than STREAM_MS of it)
         self._held_samples = 0
         self._piece_samples = int(STREAM_MS * sample_rate / 1000)
+        self._trace: str | None = None  # the session's trace, taken when its stream first opens
 
     def open_stream(self) -> None:
         """Take an ASR slot for this session (waits in the stage if all are taken)."""
         if self._request is None or self._request.finished:
             hearing = to_values(TranscribeStream())
-            self._request = self.client.submit(hearing, entries=[self.stage], exits=[self.stage])
+            self._trace = self._trace or traceparent()  # (a reopening runs outside the session's context)
+            self._request = self.client.submit(
+                hearing, entries=[self.stage], exits=[self.stage], traceparent=self._trace
+            )
             self._finals.clear()
 
     # ---- StreamingAsr hooks
@@ -117,13 +122,16 @@ class RemoteAsr(StreamingAsr):
         if request is not None:
             request.close()  # the stage frees the slot
         self._utterance, self._partial, self._deaf_until = 0, None, 0.0
+        self._trace = None
         self._finals.clear()
         self._drop_held()
 
     def transcribe(self, audio: np.ndarray, frame_ms: float = 20.0) -> Transcript:
         """A whole clip: one request, no slot."""
         clip = to_values(TranscribeClip(np.ascontiguousarray(audio, np.float32)))
-        request = self.client.submit(clip, entries=[self.stage], exits=[self.stage])
+        request = self.client.submit(
+            clip, entries=[self.stage], exits=[self.stage], traceparent=traceparent()
+        )
         text = ""
         for event in request.events():
             if event.kind == "result":
