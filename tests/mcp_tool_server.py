@@ -1,16 +1,19 @@
 """A real MCP server (the ``mcp`` SDK's MCPServer, FastMCP's successor) for the tests of MCP tools.
 
-Run as a process (``python tests/mcp_tool_server.py PORT http|sse TOKEN``) so a test can kill it
-mid-call. Its tools: ``add`` (fast), ``slow_lookup`` (sleeps), ``broken`` (raises), ``ramble`` (a
-huge output), ``delete_note`` (the tests make it need approval), ``whats_on`` (annotated
-read-only). Every request must carry ``Authorization: Bearer TOKEN``; the log file named last
-records each call's name, so a test knows what ran.
+Run as a process (``python tests/mcp_tool_server.py PORT http|sse TOKEN``; ``ToolServer`` starts
+one) so a test can kill it mid-call. Its tools: ``add`` (fast), ``slow_lookup`` (sleeps),
+``broken`` (raises), ``ramble`` (a huge output), ``delete_note`` (the tests make it need
+approval), ``whats_on`` (annotated read-only). Every request must carry ``Authorization: Bearer
+TOKEN``; the log file named last records each call's name, so a test knows what ran.
 """
 
 from __future__ import annotations
 
 import asyncio
+import socket
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import uvicorn
@@ -20,6 +23,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 server = MCPServer("omnivox-test-tools")
+TOKEN = "mcp-secret-7d1f"  # what the tests' servers demand
 LOG: Path | None = None
 
 
@@ -64,6 +68,51 @@ def ramble(n: int) -> str:
 def whats_on() -> str:
     ran("whats_on")
     return "a concert"
+
+
+class ToolServer:
+    """This server on a loopback port, in a process of its own (``port``: the one a server before
+    it had, to stand for that server restarted)."""
+
+    def __init__(self, transport: str, log: Path, port: int | None = None) -> None:
+        self.transport = transport
+        self.port = port or _free_port()
+        self.log = log
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, str(self.port), transport, TOKEN, str(log)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        path = "/mcp" if transport == "http" else "/sse"
+        self.url = f"http://127.0.0.1:{self.port}{path}"
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), 0.2).close()
+                return
+            except OSError:
+                time.sleep(0.1)
+        self.stop()
+        raise RuntimeError("the MCP test server did not start")
+
+    def ran(self) -> list[str]:
+        return self.log.read_text().split() if self.log.exists() else []
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(10)
+
+    def restarted(self) -> ToolServer:
+        """Killed, and a new one on its port (it knows none of the old one's MCP sessions)."""
+        self.stop()
+        return ToolServer(self.transport, self.log, self.port)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def main() -> None:

@@ -10,53 +10,15 @@ streamable HTTP and SSE, each demanding a bearer token). The official ``openai``
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from cluster import cluster, free_port
+from mcp_tool_server import TOKEN, ToolServer
 from rtclient import Events, agents_sdk_transcripts, agents_sdk_turn, client, user_text
 
-SERVER = Path(__file__).parent.parent / "mcp_tool_server.py"
-TOKEN = "mcp-secret-7d1f"
 TIMEOUT_S = 4  # the worker's mcp_timeout_s
-
-
-class ToolServer:
-    """``mcp_tool_server.py`` on a loopback port, in a process of its own."""
-
-    def __init__(self, transport: str, log: Path) -> None:
-        self.port = free_port()
-        self.log = log
-        self.proc = subprocess.Popen(
-            [sys.executable, str(SERVER), str(self.port), transport, TOKEN, str(log)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        path = "/mcp" if transport == "http" else "/sse"
-        self.url = f"http://127.0.0.1:{self.port}{path}"
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                import socket
-
-                socket.create_connection(("127.0.0.1", self.port), 0.2).close()
-                return
-            except OSError:
-                time.sleep(0.1)
-        self.stop()
-        raise RuntimeError("the MCP test server did not start")
-
-    def ran(self) -> list[str]:
-        return self.log.read_text().split() if self.log.exists() else []
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait(10)
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,9 @@ redis-server, echo workers that register with both.
 - ``kill -9`` a gateway, and its waiting clients come back to the other with their resume tokens,
   at once or after it was reaped: each takes its old place, all are served in arrival order;
 - ``SIGSTOP`` a gateway past its lease, then ``SIGCONT``: its stale connection is refused by the
-  worker, and nothing overlaps;
+  worker at the handshake, its client goes back to its place and is served, and nothing overlaps;
+- a worker killed while idle is assigned a client before anyone notices: the client goes back to
+  its place and is served by the next worker, ahead of those who came after it;
 - redis-server restarted empty mid-run: the gateways re-assert, everyone is served in order, nothing
   overlaps;
 - an ephemeral key minted on one gateway opens exactly one session on the other.
@@ -27,7 +29,7 @@ import httpx
 import pytest
 import redis
 import websockets
-from websockets.exceptions import ConnectionClosed
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from omnivox.testing.gateways import Gateway, GatewayCluster, gateway_cluster
 from scaleout_checks import ENV, USER, WORKER_LOG, assert_no_overlap, worker_sessions
@@ -221,21 +223,52 @@ async def test_a_gateway_paused_past_its_lease_is_fenced_by_the_worker(two_gatew
     assert_no_overlap(sessions)
     assert late.outcome == "served"
     # A's assignment, made while it slept, is the one epoch the worker never served. If A woke still
-    # holding it, it connected with it and was refused at once; if it woke to find itself reaped
-    # first (its read of the assignment timed out), it put its client back in the queue (served
-    # after). Either way a connection carrying that epoch is refused by the worker.
+    # holding it, it connected with it, the worker refused it at the handshake (409) and A put its
+    # client back at its place; if it woke to find itself reaped first (its read of the assignment
+    # timed out), it put its client back in the queue. Either way the client is served after, never
+    # refused, and a connection carrying that epoch is refused by the worker.
     served = {int(e) for _, _, e in sessions}
     stale = min(set(range(1, max(served) + 1)) - served)
-    if refusals:
-        assert refusals == [("stale_assignment", str(stale))]
-        assert paused.outcome == "refused" and paused.error == "stale_assignment", paused.client.seen
-    else:
-        assert paused.outcome == "served"
+    assert refusals in ([], [("stale_assignment", str(stale))])
+    assert paused.outcome == "served", (paused.error, paused.client.seen)
     url = f"{c.worker_urls[0].replace('http', 'ws')}/ws/streaming/stale?worker_id=w&ticket=t&epoch={stale}"
-    async with websockets.connect(url, additional_headers={"x-omnivox-gateway": "1"}) as ws:
-        refusal = json.loads(await ws.recv())
-    assert refusal["code"] == "stale_assignment"
+    with pytest.raises(InvalidStatus) as refused:  # refused before any socket (or session) opens
+        await websockets.connect(url, additional_headers={"x-omnivox-gateway": "1"})
+    assert refused.value.response.status_code == 409
+    assert json.loads(refused.value.response.body or b"{}")["code"] == "stale_assignment"
     assert worker_sessions(worker_log(tmp_path))[1][-1] == ("stale_assignment", str(stale))
+
+
+async def test_a_client_whose_assigned_worker_is_gone_gets_the_next_one_in_its_place(tmp_path):
+    with gateway_cluster(gateways=2, workers=0, log_dir=tmp_path, **ENV) as c:
+        a, b = c.gateways
+        for _ in range(2):
+            c.add_worker(**WORKER_LOG)
+        c.wait_idle(2)
+        holder = await hold(a)
+        workers = httpx.get(a.url + "/api/workers", timeout=5).json()["workers"]
+        idle = next(w for w in workers if w["state"] == "IDLE")
+        dead = c.worker_urls.index(idle["url"])
+        c.workers[dead].kill()  # gone between its last health check and the next assignment
+        c.workers[dead].wait(10)
+        first, second = Waiter(b, "first"), Waiter(a, "second")
+        await first.join()  # given the dead worker: it cannot connect, and goes back to its place
+        await second.join()
+        tasks = [asyncio.ensure_future(w.finish()) for w in (first, second)]
+        await let_go(holder)
+        await asyncio.wait_for(asyncio.gather(*tasks), 30)
+        assert [w.outcome for w in (first, second)] == ["served"] * 2, first.client.seen
+        assert first.served_at is not None and second.served_at is not None
+        assert first.served_at < second.served_at  # it kept its place ahead of the later client
+        states = {
+            w["url"]: w["state"] for w in httpx.get(b.url + "/api/workers", timeout=5).json()["workers"]
+        }
+        assert states[idle["url"]] == "OFFLINE"
+        live = 1 - dead
+        sessions, refusals = worker_sessions(worker_log(tmp_path, live))
+        assert len(sessions) == 3 and refusals == []
+        assert_no_overlap(sessions)
+        assert store_keys(c, "t:*") == store_keys(c, "q:*") == []
 
 
 async def test_redis_restarted_empty_mid_run_the_gateways_re_assert(two_gateways, tmp_path):

@@ -15,6 +15,7 @@ from omnivox.bench.fuzz_outcomes import Outcomes, tracebacks
 
 KEY = secrets.token_hex(16)
 FRAMES = 100
+FRAMES_OF = {"webrtc_offers": 40}  # each accepted offer opens a call (~0.9 s): bench fuzz runs more
 
 
 @pytest.fixture(scope="module")
@@ -33,8 +34,9 @@ async def _fuzz(keyed, surface: str) -> None:
     target, logs = keyed
     before = _logged(logs)
     outcomes = Outcomes()
-    stats = await fuzz_surface(target, surface, FRAMES, seed=11, every=50, outcomes=outcomes)
-    assert stats.frames == FRAMES
+    frames = FRAMES_OF.get(surface, FRAMES)
+    stats = await fuzz_surface(target, surface, frames, seed=11, every=frames // 2, outcomes=outcomes)
+    assert stats.frames == frames
     assert outcomes.faults(surface) == 0, outcomes.of(surface)
     assert stats.failed_checks == [] and stats.worker_losses == 0 and stats.stuck_workers == 0
     new = {name: lines[before.get(name, 0) :] for name, lines in tracebacks(logs).items()}

@@ -46,7 +46,7 @@ from sipua import Baresip, nothing_held
 AUTH = {"Authorization": "Bearer secret"}
 SECRET = "whsec_" + base64.b64encode(b"a webhook secret of 32 bytes....").decode()
 GREETING = "Hello, this is the bakery calling back!"
-PROFILES = {"default": {}, "greet": {"greeting": GREETING}}
+PROFILES = {"default": {}, "greet": {"greeting": GREETING}, "menu": {"send_dtmf": True, "end_call": False}}
 
 
 class Receiver(BaseHTTPRequestHandler):
@@ -200,6 +200,26 @@ async def test_accepted_with_a_session_the_model_hears_the_caller_and_hangs_up_w
     chats = [r for r in fake_llm.state.requests if r["path"] == "chat"]
     assert chats and chats[0]["messages"][0] == {"role": "system", "content": "You are the test desk."}
     assert [t["function"]["name"] for t in chats[0]["tools"]] == ["end_call"]
+
+
+async def test_the_model_presses_keys_with_send_dtmf_and_the_caller_hears_them_as_rfc_4733_events(
+    control, fake_llm
+):
+    fake_llm.state.tool_arguments = {"digits": "12#"}
+    caller, call_id = await incoming(control, user="menu")  # its profile offers send_dtmf
+    try:
+        assert post(control, f"{call_id}/accept", {"type": "realtime"}).status_code == 200
+        assert await caller.answered() == 200
+        await caller.speak(np.concatenate([speech("press one two hash"), np.zeros(RATE, np.float32)]), RATE)
+        await until(lambda: len(caller.keys) >= 3, 20)
+        assert caller.keys == ["1", "2", "#"]
+        caller.hang_up()
+        await until(lambda: (200, "BYE") in caller.responses, 5)
+    finally:
+        fake_llm.state.tool_arguments = {"city": "Paris"}
+        await caller.close()
+    chats = [r for r in fake_llm.state.requests if r["path"] == "chat"]
+    assert [t["function"]["name"] for t in chats[0]["tools"]] == ["send_dtmf"]
 
 
 async def test_rejected_calls_get_the_status_and_unanswered_ones_480(control):

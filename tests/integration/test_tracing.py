@@ -134,7 +134,14 @@ async def test_a_pipeline_reply_is_one_trace_through_the_coordinator_and_its_sta
         mine = [s for s in spans if s.trace_id == PIPELINE_TRACE]
         said_ids = {s.span_id for s in mine if said(s) and "tts" in s.attributes["omnivox.exits"]}
         under = {s.name for s in mine if s.parent_id in said_ids}
-        return "worker.session" in {s.name for s in mine} and {"stage.llm", "stage.tts"} <= under
+        heard = {
+            s.span_id for s in mine if s.name == "pipeline.request" and s.attributes["omnivox.exits"] == "asr"
+        }
+        return (
+            "worker.session" in {s.name for s in mine}
+            and {"stage.llm", "stage.tts"} <= under
+            and any(s.name == "stage.asr" and s.parent_id in heard for s in mine)
+        )
 
     spans = [s for s in receiver.wait_for(complete, timeout=40) if s.trace_id == PIPELINE_TRACE]
     worker = next(s for s in spans if s.name == "worker.session")
@@ -146,3 +153,12 @@ async def test_a_pipeline_reply_is_one_trace_through_the_coordinator_and_its_sta
     assert stages["stage.tts"].service == "omnivox-stage-tts"
     assert stages["stage.llm"].attributes["omnivox.outcome"] == "done"
     assert request.start_ns <= stages["stage.llm"].start_ns <= stages["stage.tts"].end_ns <= request.end_ns
+    # the session's hearing (its ASR stream) is a request of the same trace, heard by the ASR stage
+    hearing = next(
+        s for s in spans if s.name == "pipeline.request" and s.attributes["omnivox.exits"] == "asr"
+    )
+    assert hearing.parent_id == worker.span_id
+    assert any(
+        s.name == "stage.asr" and s.service == "omnivox-stage-asr" and s.parent_id == hearing.span_id
+        for s in spans
+    )

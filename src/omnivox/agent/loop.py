@@ -29,6 +29,7 @@ event) runs on the event loop, and ``agent.threads`` is the one bridge between t
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import time
 from collections.abc import Callable
@@ -134,7 +135,11 @@ class VoiceAgent:
         # listener's player waits when it runs dry, as a duplex client's does between units)
         self.playout = Playout(clock, waits_for_audio)
         params = settings.turns.params if settings.turns is not None else None
-        listener = self.input_thread.submit(voice.open_listener, params, confirm_ms, speculate_at).result()
+        # in this session's context (its trace): a pipeline's hearing request is one of its spans
+        opened = self.input_thread.submit(
+            contextvars.copy_context().run, voice.open_listener, params, confirm_ms, speculate_at
+        )
+        listener = opened.result()
         self.hearing = Hearing(listener, self.input_thread, self.playout)
         self.hearing.set_echo(settings.echo)
         self.turns = TurnTaking(

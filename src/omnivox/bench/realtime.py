@@ -70,7 +70,16 @@ from omnivox.bench.paced_caller import (
     pacing,
     speech_clip,
 )
-from omnivox.bench.realtime_pipeline import add_pipeline_arguments, asr_batch, pipeline_spec, stage_pids
+from omnivox.bench.realtime_pipeline import (
+    add_pipeline_arguments,
+    asr_batch,
+    asr_split,
+    component_pids,
+    cpu_by_component,
+    cpu_shares,
+    pipeline_spec,
+    stage_pids,
+)
 from omnivox.bench.realtime_webrtc import LOOPBACK_ENV, WebRtcCaller
 from omnivox.bench.record_flag import add_record_argument, cpu_seconds, record_env, recorded, wait_finished
 from omnivox.bench.table import percentile, print_table, rss_mb, write_json
@@ -284,6 +293,7 @@ def run(args: argparse.Namespace) -> int:
         if r["errors"]:
             print(f"  {key}: errors {statistics.multimode(r['errors'])} ({len(r['errors'])} in all)")
     print_breakdown(args, results, clips)
+    print_cpu(results)
     write_json(
         args.json,
         {
@@ -346,10 +356,18 @@ def measure(args: argparse.Namespace, users: int, clips: list, extra_env: dict[s
         serving = [c.gateway.pid, *(w.pid for w in c.workers)]
         if c.coordinator is not None:
             serving += [c.coordinator.pid, *stage_pids(c.pipeline_view())]
+        parts = component_pids(
+            c.gateway.pid,
+            [w.pid for w in c.workers],
+            c.coordinator.pid if c.coordinator is not None else None,
+            c.pipeline_view() if spec else {},
+        )
         began, cpu0 = time.monotonic(), cpu_seconds(c.gateway.pid)
         serving_cpu0 = sum(cpu_seconds(pid) for pid in serving)
+        parts_cpu0 = cpu_by_component(parts)
         stats = asyncio.run(_load(c.url, users, clips, args))
         wall = time.monotonic() - began
+        parts_cpu = cpu_shares(parts_cpu0, cpu_by_component(parts), wall, users)
         rtf = real_time_factors(httpx.get(c.url + "/metrics", timeout=5).text)
         rss = [rss_mb(w.pid) for w in c.workers]
         gateway_rss = rss_mb(c.gateway.pid)
@@ -386,11 +404,39 @@ def measure(args: argparse.Namespace, users: int, clips: list, extra_env: dict[s
         "stages": view.get("stages", []),
         "gateway_cpu_pct": 100 * gateway_cpu / wall / users,
         "serving_cpu_s": serving_cpu,  # gateway, workers (and a pipeline's processes), over the calls
+        "cpu_pct_per_session": parts_cpu,  # by component, % of one core per session over the calls
+        "asr_split": asr_split(view),
         "errors": errors,
         "breakdown_p50_ms": median_marks(marks),
         "wall_s": wall,
         "real_time": held,
     }
+
+
+def print_cpu(results: dict[str, dict[str, Any]]) -> None:
+    """Where the serving CPU went: each component's share of one core per session over the calls, and
+    with a pipeline the ASR stage's decode time split into finals and partials."""
+    names: list[str] = []
+    for r in results.values():
+        names += [n for n in r.get("cpu_pct_per_session", {}) if n not in names]
+    rows = []
+    for key, r in results.items():
+        shares = r.get("cpu_pct_per_session", {})
+        split = r.get("asr_split") or {}
+        asr = (
+            f"{split['final_decode_s']:.1f} s / {split['finals']:.0f} + {split['partial_decode_s']:.1f} s"
+            f" / {split['partials']:.0f}"
+            if split
+            else "-"
+        )
+        rows.append([key, *(shares.get(n, float("nan")) for n in names), sum(shares.values()), asr])
+    if rows:
+        print_table(
+            "CPU per session by component, % of one core over the calls"
+            " (ASR decodes: finals s / count + partials s / count)",
+            ["run", *names, "total", "ASR finals + partials"],
+            rows,
+        )
 
 
 def print_breakdown(args: argparse.Namespace, results: dict[str, dict[str, Any]], clips: list) -> None:

@@ -37,6 +37,9 @@ class _Rtp(asyncio.DatagramProtocol):
             packet = parse_rtp(data)
             if packet.payload_type == 0:
                 self.owner.received.append((time.monotonic(), packet.payload))
+            elif packet.payload_type == 101:  # telephone-event, as our offer numbers it
+                with contextlib.suppress(dtmf.InvalidDtmf):
+                    self.owner.keys.extend(self.owner._keys.feed(packet.timestamp, packet.payload))
 
 
 class _Uac(SipUAC):
@@ -67,6 +70,8 @@ class SipCaller:
         self.host = host
         self.user = user
         self.received: list[tuple[float, bytes]] = []  # (arrival, PCMU payload) of each RTP packet
+        self.keys: list[str] = []  # the keys omnivox pressed (RFC 4733 events), in order
+        self._keys = dtmf.DtmfReceiver()
         self.sent_at: float | None = None  # when the last packet left
         self.ended = asyncio.Event()  # omnivox hung up (its BYE)
         self.status: int | None = None  # the final answer to the INVITE

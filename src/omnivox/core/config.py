@@ -214,6 +214,9 @@ class PhoneProfile(BaseModel):
         None, description="the agent speaks first: what its first reply is told to say (None: it waits)"
     )
     end_call: bool = Field(True, description="offer the built-in end_call tool (the model may hang up)")
+    send_dtmf: bool = Field(
+        False, description="on SIP calls, offer the built-in send_dtmf tool (the model may press keys)"
+    )
     idle_timeout_s: float = Field(60.0, gt=0, description="hang up after this long with nobody speaking")
 
 

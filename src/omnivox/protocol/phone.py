@@ -33,15 +33,18 @@ class PhoneRoute:
     item: tuple[str, str] | None = None  # (response id, item id): an assistant item opened
     truncated: tuple[str, int] | None = None  # (item id, audio_end_ms): the session cut an item
     hang_up: bool = False  # the session asked to end the call (the end_call tool)
+    keys: tuple[str, str] | None = None  # (tool call id, digits): the session asked to press keys
     caller_spoke: bool = False  # the caller started talking (the idle timer starts again)
 
 
 class PhoneBridge(ABC):
     @abstractmethod
-    def preamble(self, session: dict[str, Any] | None, encoding: str, end_call: bool) -> list[str]:
+    def preamble(
+        self, session: dict[str, Any] | None, encoding: str, end_call: bool, send_dtmf: bool = False
+    ) -> list[str]:
         """Client frames that set the session up for a call in ``encoding`` (audio/pcmu or
         audio/pcma), with ``session`` (the protocol's session object) and, with ``end_call``, the
-        built-in tool that lets the model hang up."""
+        built-in tool that lets the model hang up (with ``send_dtmf``, the one that presses keys)."""
 
     @abstractmethod
     def profile_session(
@@ -82,6 +85,10 @@ class PhoneBridge(ABC):
     @abstractmethod
     def dtmf(self, digit: str) -> tuple[list[str], str]:
         """A key press: client frames for the session, and the event for sidebands."""
+
+    @abstractmethod
+    def tool_output(self, call_id: str, output: dict[str, Any]) -> str:
+        """The client frame giving a built-in tool's result back to the session."""
 
     @abstractmethod
     def greeting(self, instructions: str) -> str:

@@ -78,9 +78,13 @@ class RtpStream:
         self.timestamp = (self.timestamp + samples) % (1 << 32)
         return data
 
-    def event_packet(self, payload_type: int, payload: bytes, *, marker: bool = False) -> bytes:
-        """A telephone-event packet: the same timestamp for every packet of one event."""
-        data = build_rtp(RtpPacket(payload_type, self.sequence, self.timestamp, self.ssrc, payload, marker))
+    def event_packet(
+        self, payload_type: int, payload: bytes, *, marker: bool = False, timestamp: int | None = None
+    ) -> bytes:
+        """A telephone-event packet: every packet of one event carries the timestamp of its start
+        (``timestamp``; by default the stream's own, which the audio sent meanwhile moves on)."""
+        stamp = self.timestamp if timestamp is None else timestamp
+        data = build_rtp(RtpPacket(payload_type, self.sequence, stamp, self.ssrc, payload, marker))
         self.sequence = (self.sequence + 1) % SEQ_MOD
         return data
 

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from omnivox.telephony.dtmf import DtmfReceiver, InvalidDtmf
+from omnivox.telephony.dtmf import DtmfReceiver, InvalidDtmf, event_payloads
 from omnivox.telephony.playout import FRAME_BYTES, FRAME_MS, SILENCE, PacedPlayout
 from omnivox.telephony.rtp import InvalidRtp, JitterBuffer, RtpStream, parse_rtp
 from omnivox.telephony.sdp import MediaPlan
@@ -28,6 +28,12 @@ MAX_PACKETS_PER_S = 200  # a 20 ms stream is 50, its key presses a few more
 # a peer whose SDP says it takes no media (on hold, or c=0.0.0.0) is sent none (RFC 3264): the
 # reply waits in the playout where it was, unheard, until the call is taken off hold
 NOT_RECEIVING = ("sendonly", "inactive")
+KEY_DOWN_MS = 120  # how long a pressed key sounds (ITU-T Q.24 asks for at least 40 ms)
+KEY_GAP_MS = 100  # silence between two presses
+
+
+class KeysUnavailable(Exception):
+    """The call cannot carry key presses (no telephone-event payload type agreed)."""
 
 
 class NoPortFree(Exception):
@@ -181,15 +187,31 @@ class RtpEndpoint(asyncio.DatagramProtocol):
             elif wait < -0.2:  # the loop stalled: do not burst the backlog at the caller
                 start, sent = self.clock(), 0
 
-    def send_dtmf(self, payloads: list[bytes]) -> None:
-        plan, transport = self.plan, self._transport
-        if plan is None or plan.dtmf_payload_type is None or transport is None:
-            return
-        for n, payload in enumerate(payloads):
-            transport.sendto(
-                self._out.event_packet(plan.dtmf_payload_type, payload, marker=n == 0), plan.remote
-            )
-        self._out.advance(8 * 160)
+    @property
+    def can_press(self) -> bool:
+        """The peer agreed to RFC 4733 telephone events and media flows."""
+        return self.plan is not None and self.plan.dtmf_payload_type is not None
+
+    async def press(self, digits: str) -> None:
+        """Press ``digits`` (0-9, *, #, A-D) one after the other, as RFC 4733 events paced in real
+        time: an update every 20 ms while a key is down, three end packets, then a short gap.
+        Raises ``InvalidDtmf`` (before sending anything) or ``KeysUnavailable``."""
+        presses = [event_payloads(d, KEY_DOWN_MS, FRAME_MS) for d in digits]  # checks them all first
+        for payloads in presses:
+            plan, transport = self.plan, self._transport
+            if plan is None or plan.dtmf_payload_type is None or transport is None:
+                raise KeysUnavailable("the call agreed no telephone events (RFC 4733), or has ended")
+            start = self._out.timestamp
+            for n, payload in enumerate(payloads):
+                packet = self._out.event_packet(
+                    plan.dtmf_payload_type, payload, marker=n == 0, timestamp=start
+                )
+                transport.sendto(packet, plan.remote)
+                if n < len(payloads) - 3:  # the three end packets go together
+                    await asyncio.sleep(FRAME_MS / 1000)
+            await asyncio.sleep(KEY_GAP_MS / 1000)
+            if self._out.timestamp == start:  # no audio went out meanwhile (on hold): the next
+                self._out.advance(8 * (KEY_DOWN_MS + KEY_GAP_MS))  # press needs a timestamp of its own
 
     def close(self) -> None:
         if self._pacer is not None:

@@ -9,7 +9,10 @@ Fencing: a gateway's session comes with the epoch of its assignment (bumped by t
 every assignment of this worker). The host takes only epochs newer than any it has seen: an older
 one comes from a gateway that paused past its lease while the worker went to someone else, an equal
 one is a second session for the same assignment; both are refused at once. The highest epoch is in
-the health report, so a scheduler that lost its state (a restarted store) assigns newer ones.
+the health report, so a scheduler that lost its state (a restarted store) assigns newer ones; but only
+once the session has started (or was refused, or ended): a report of IDLE with the new epoch tells the
+gateway that the assignment's session is over, so between taking the epoch and starting the session
+(waiting for the previous one to wind down) the report keeps the epoch before it.
 """
 
 from __future__ import annotations
@@ -60,6 +63,7 @@ class EngineHost:
         self.sessions_served = 0
         self.session_wait_s = session_wait_s
         self.epoch = 0  # the highest fencing epoch of a session offered to this worker
+        self.reported_epoch = 0  # the epoch health reports: of a session started, refused or ended
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine")
         self._session = asyncio.Lock()
 
@@ -92,7 +96,7 @@ class EngineHost:
             sessions_served=self.sessions_served,
             error=self.error,
             voices=list(self.engine.voices),
-            epoch=self.epoch,
+            epoch=self.reported_epoch,
         )
 
     # ---- sessions
@@ -109,6 +113,21 @@ class EngineHost:
                 seen=self.epoch,
             )
         self.epoch = epoch
+
+    def begin(self, state: WorkerState) -> None:
+        """The session taken with ``acquire`` starts, in ``state``."""
+        self.transition(state)
+        self.settle()
+
+    def settle(self) -> None:
+        """No session is being started: health may report the highest epoch seen."""
+        self.reported_epoch = self.epoch
+
+    def refused(self, epoch: int | None) -> None:
+        """A session of ``epoch`` was refused; if it was the newest offered, its assignment is over
+        and the report may say so."""
+        if epoch is not None and epoch == self.epoch:
+            self.settle()
 
     async def acquire(self) -> None:
         """Take the host for one session; waits briefly for the previous one to wind down."""
@@ -142,6 +161,7 @@ class EngineHost:
         finally:
             if self.state is not WorkerState.IDLE:
                 self.transition(WorkerState.IDLE)
+            self.settle()
             self.sessions_served += 1
             self._session.release()
 

@@ -15,12 +15,13 @@ import time
 from collections.abc import Awaitable, Callable
 
 from fastapi import FastAPI, WebSocket
+from fastapi.responses import JSONResponse
 from opentelemetry.trace import SpanKind
 
 from omnivox.connection.runtime import Connection
 from omnivox.connection.sockets import AsgiSocket
 from omnivox.core.config import Settings
-from omnivox.core.errors import WS_POLICY, OmnivoxError, WorkerUnavailable
+from omnivox.core.errors import WS_POLICY, OmnivoxError, WorkerBusy, WorkerUnavailable
 from omnivox.core.ids import check_session_id
 from omnivox.core.keys import key_matches, offered_key
 from omnivox.core.logging import SESSION_ID
@@ -44,9 +45,22 @@ async def host_session(
     if key and not key_matches(offered_key(ws.headers), key):
         await ws.close(WS_POLICY)  # only the gateway (which holds the worker key) opens sessions here
         return
+    query = dict(ws.query_params)
+    epoch = assignment_epoch(query)
+    # a gateway's session this worker cannot take at once is refused before the socket opens
+    fenced = ws.headers.get(GATEWAY_HEADER) == "1" and _can_deny(ws)
+    if fenced:
+        try:
+            host.fence(epoch)
+            if host.state in (WorkerState.LOADING, WorkerState.ERROR):
+                raise WorkerBusy(f"worker is {host.state.value}", state=host.state.value)
+        except WorkerBusy as err:
+            host.refused(epoch)
+            log.info("session refused (%s): epoch=%s ticket=%s", err.code, epoch, query.get("ticket"))
+            await ws.send_denial_response(JSONResponse(err.to_payload(), status_code=err.http_status))
+            return
     await ws.accept(subprotocol=protocol.subprotocol(list(ws.scope.get("subprotocols", []))))
     socket = AsgiSocket(ws)
-    query = dict(ws.query_params)
     info = SessionInfo(
         session_id=ws.path_params.get("session_id") or "",
         query=query,
@@ -66,16 +80,17 @@ async def host_session(
         slow_peer_s=settings.slow_client_timeout_s,
     )
     task_type = protocol.task_type(info.session_id, query)
-    epoch = assignment_epoch(query)
     try:
         if info.session_id:
             check_session_id(info.session_id)
         loaded = host.state not in (WorkerState.LOADING, WorkerState.ERROR)
         if loaded and not host.capabilities.serves(task_type):
             raise WorkerUnavailable(f"engine {host.engine.name} cannot serve {task_type} sessions")
-        host.fence(epoch)  # before waiting: a stale gateway is refused at once
+        if not fenced:
+            host.fence(epoch)  # before waiting: a stale gateway is refused at once
         await host.acquire()
     except OmnivoxError as err:
+        host.refused(epoch)
         log.info("session refused (%s): epoch=%s ticket=%s", err.code, epoch, query.get("ticket"))
         with contextlib.suppress(Exception):
             await socket.send(protocol.error_frame(err))
@@ -99,7 +114,7 @@ async def host_session(
     )
     try:
         with span:
-            host.transition(TASKS[task_type][0])
+            host.begin(TASKS[task_type][0])
             handler = make(conn, host, settings, info)
             await conn.run(handler.on_frame, handler.main())
     finally:
@@ -107,6 +122,15 @@ async def host_session(
             await handler.close()
         log.info("session end: epoch=%s ticket=%s t=%.6f", epoch, query.get("ticket"), time.monotonic())
         await host.release()  # the engine is reset before the next session can take the worker
+
+
+def _can_deny(ws: WebSocket) -> bool:
+    """Whether the server can answer a WebSocket handshake with an HTTP response (the ASGI denial
+    extension). A gateway's session this worker cannot take at once (a stale assignment: it serves
+    a newer one; or it is loading or broken) is refused with 409 and the error as JSON: the gateway
+    knows no session started and puts its client back in the queue for the next worker, instead of
+    relaying a refusal the client can do nothing about. Without it, the refusal is in-band."""
+    return "websocket.http.response" in ws.scope.get("extensions", {})
 
 
 def mount_handlers(

@@ -342,3 +342,27 @@ def test_real_time_factors_skip_a_part_with_no_audio_and_read_exponents():
         'omnivox_voice_audio_seconds_total{part="tts"} 0.0\n'
     )
     assert bench.real_time_factors(text) == {"asr": pytest.approx(0.05)}
+
+
+def test_the_cpu_table_has_a_column_per_component_and_the_asr_split(capsys):
+    results = {
+        "websocket/server_vad/8": {
+            "cpu_pct_per_session": {"gateway": 1.0, "workers": 7.0, "stage asr": 1.5},
+            "asr_split": {"final_decode_s": 2.5, "finals": 6.0, "partial_decode_s": 1.0, "partials": 4.0},
+        },
+        "websocket/server_vad/1": {"cpu_pct_per_session": {"gateway": 2.0, "workers": 6.0}, "asr_split": {}},
+    }
+    bench.print_cpu(results)
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("|")]
+    assert [c.strip() for c in lines[0].strip("|").split("|")] == [
+        "run",
+        "gateway",
+        "workers",
+        "stage asr",
+        "total",
+        "ASR finals + partials",
+    ]
+    first = [c.strip() for c in lines[2].strip("|").split("|")]
+    assert first[4] == "9.500" and first[5] == "2.5 s / 6 + 1.0 s / 4"
+    second = [c.strip() for c in lines[3].strip("|").split("|")]
+    assert second[3] == "nan" and second[4] == "8.000" and second[5] == "-"

@@ -83,3 +83,53 @@ def test_stage_pids_skip_stages_without_one():
     view = {"stages": [{"pid": 12}, {"pid": None}, {}, {"pid": "34"}, {"pid": 0}]}
     assert rp.stage_pids(view) == [12, 34]
     assert rp.stage_pids({}) == []
+
+
+VIEW = {
+    "stages": [
+        {
+            "name": "asr",
+            "pid": 11,
+            "load": {
+                "final_decode_s": 2.5,
+                "partial_decode_s": 1.0,
+                "finals": 6.0,
+                "partials": 4.0,
+                "decode_calls": 7.0,
+                "decode_items": 10.0,
+            },
+        },
+        {"name": "llm", "pid": 12, "load": {}},
+        {"name": "tts", "pid": None, "load": {}},
+    ]
+}
+
+
+def test_components_name_the_gateway_the_workers_the_coordinator_and_each_running_stage():
+    parts = rp.component_pids(1, [2, 3], 4, VIEW)
+    assert parts == {
+        "gateway": [1],
+        "workers": [2, 3],
+        "coordinator": [4],
+        "stage asr": [11],
+        "stage llm": [12],
+    }
+    assert rp.component_pids(1, [2], None, {}) == {"gateway": [1], "workers": [2]}
+
+
+def test_cpu_of_a_component_is_the_sum_of_its_processes(monkeypatch):
+    seconds = {1: 1.0, 2: 2.0, 3: 3.5}
+    monkeypatch.setattr("omnivox.bench.record_flag.cpu_seconds", lambda pid: seconds[pid])
+    assert rp.cpu_by_component({"gateway": [1], "workers": [2, 3]}) == {"gateway": 1.0, "workers": 5.5}
+
+
+def test_cpu_shares_are_percent_of_a_core_per_session():
+    before, after = {"gateway": 1.0, "workers": 5.0}, {"gateway": 3.0, "workers": 13.0, "late": 9.0}
+    shares = rp.cpu_shares(before, after, wall_s=10.0, users=4)
+    assert shares == {"gateway": 5.0, "workers": 20.0}  # 2 s / 10 s / 4 callers; 8 s / 10 s / 4
+
+
+def test_the_asr_split_reads_finals_and_partials_of_the_asr_stage():
+    split = rp.asr_split(VIEW)
+    assert split["final_decode_s"] == 2.5 and split["partials"] == 4.0
+    assert rp.asr_split({"stages": [{"name": "asr", "load": {"decode_calls": 1.0}}]}) == {}

@@ -130,3 +130,30 @@ def test_the_hearing_holds_a_slot_and_hears_each_utterance(stages) -> None:
     asr.feed(np.zeros(800, np.float32))
     asr.reset()  # the utterance in flight is dropped and the slot given back
     assert asr.transcribe(np.zeros(4000, np.float32)).text == "4000 samples"  # a clip: no slot
+
+
+def test_the_hearing_sends_its_audio_in_pieces_and_a_flush_sends_what_is_held(stages, monkeypatch) -> None:
+    running, _ = stages
+    asr = RemoteAsr(running.client())
+    asr.open_stream()
+    request = asr._request
+    assert request is not None
+    sent: list[tuple[int, float]] = []  # (samples, their sum) of each piece of audio sent
+    stream = request.stream
+
+    def spy(values: dict) -> None:
+        if values["type"] == "utterance_audio":
+            sent.append((len(values["audio"]), float(np.sum(values["audio"]))))
+        stream(values)
+
+    monkeypatch.setattr(request, "stream", spy)
+    chunk = np.zeros(640, np.float32)  # 40 ms appends
+    for _ in range(7):
+        asr.feed(chunk)
+        chunk[:] = 0.5  # the caller reuses its buffer: what is held must not change
+    assert sent == [(1920, 640.0), (1920, 960.0)]  # 120 ms pieces; the first append was silence
+    assert asr.flush().text == f"{7 * 640} samples"  # the 40 ms still held went before the end
+    assert sent[2] == (640, 320.0)
+    asr.feed(np.zeros(640, np.float32))
+    asr.reset()  # an utterance dropped: its held audio is never sent
+    assert len(sent) == 3

@@ -8,7 +8,7 @@ import itertools
 import pytest
 
 from omnivox.telephony import rtp_endpoint
-from omnivox.telephony.dtmf import event_payloads
+from omnivox.telephony.dtmf import DtmfReceiver, InvalidDtmf, event_payloads
 from omnivox.telephony.playout import PacedPlayout
 from omnivox.telephony.rtp import RtpPacket, build_rtp, parse_rtp
 from omnivox.telephony.rtp_endpoint import MAX_PACKETS_PER_S, NoPortFree, PortPool, RtpEndpoint
@@ -137,34 +137,6 @@ def test_a_stream_with_a_new_ssrc_is_followed() -> None:
     assert len(audio) == 1 and drops == [] and e.counters.received == 2
 
 
-def test_dtmf_is_sent_as_one_event_with_a_marker_and_then_time_moves_on() -> None:
-    e, _, _ = endpoint([0.0])
-    transport = FakeTransport()
-    e.connection_made(transport)  # type: ignore[arg-type]
-    payloads = event_payloads("5")
-    e.send_dtmf(payloads)
-    packets = [parse_rtp(data) for data, addr in transport.sent]
-    assert all(addr == PEER for _, addr in transport.sent) and len(packets) == len(payloads)
-    assert {p.payload_type for p in packets} == {101} and len({p.timestamp for p in packets}) == 1
-    assert [p.marker for p in packets] == [True] + [False] * (len(payloads) - 1)
-    assert [p.payload for p in packets] == payloads
-    assert all((b.sequence - a.sequence) % 65536 == 1 for a, b in itertools.pairwise(packets))
-    e.send_dtmf(payloads)
-    again = parse_rtp(transport.sent[len(payloads)][0])
-    assert (again.timestamp - packets[0].timestamp) % 2**32 == 8 * 160
-
-
-def test_dtmf_is_not_sent_where_the_peer_takes_no_events() -> None:
-    e, _, _ = endpoint([0.0])
-    transport = FakeTransport()
-    e.connection_made(transport)  # type: ignore[arg-type]
-    e.plan = MediaPlan("PCMU", 0, None, PEER, "sendrecv")
-    e.send_dtmf(event_payloads("5"))
-    e.plan = None
-    e.send_dtmf(event_payloads("5"))
-    assert transport.sent == []
-
-
 def test_a_port_range_runs_out_and_foreign_ports_are_not_taken_back() -> None:
     pool = PortPool(30000, 30004)
     assert [pool.take(), pool.take()] == [30000, 30002]
@@ -221,3 +193,43 @@ def test_an_ipv4_peer_seen_through_a_dual_stack_socket_is_the_sdps_peer() -> Non
         e.datagram_received(rtp(seq), ("::ffff:10.0.0.5", 4000))
     e.datagram_received(rtp(3), ("::ffff:10.0.0.6", 4000))
     assert len(audio) == 1 and drops == ["foreign"]
+
+
+async def test_keys_are_pressed_as_paced_rfc_4733_events_a_receiver_reads_back() -> None:
+    received: list[bytes] = []
+
+    class Peer(asyncio.DatagramProtocol):
+        def datagram_received(self, data: bytes, addr) -> None:
+            received.append(data)
+
+    loop = asyncio.get_running_loop()
+    peer, _ = await loop.create_datagram_endpoint(Peer, local_addr=("127.0.0.1", 0))
+    e = RtpEndpoint(PacedPlayout(lambda kind, rid: None), lambda a: None, lambda d: None)
+    await e.open("127.0.0.1", 0)
+    try:
+        e.plan = MediaPlan("PCMU", 0, 101, peer.get_extra_info("sockname"), "sendrecv")
+        assert e.can_press
+        with pytest.raises(InvalidDtmf):
+            await e.press("1x")  # checked before anything is sent
+        assert received == []
+        await e.press("5#5")
+        await asyncio.sleep(0.05)
+    finally:
+        e.close()
+        peer.close()
+    packets = [parse_rtp(d) for d in received]
+    assert {p.payload_type for p in packets} == {101}
+    receiver = DtmfReceiver()
+    digits = [d for p in packets for d in receiver.feed(p.timestamp, p.payload)]
+    assert digits == ["5", "#", "5"]  # the same key twice is two presses (timestamps of their own)
+    assert len({p.timestamp for p in packets}) == 3 and sum(p.marker for p in packets) == 3
+    assert [p.payload for p in packets[: len(packets) // 3]] == event_payloads("5", 120, 20)
+    assert all((b.sequence - a.sequence) % 65536 == 1 for a, b in itertools.pairwise(packets))
+
+
+async def test_without_agreed_events_no_key_can_be_pressed() -> None:
+    e = RtpEndpoint(PacedPlayout(lambda kind, rid: None), lambda a: None, lambda d: None)
+    e.plan = MediaPlan("PCMU", 0, None, PEER, "sendrecv")
+    assert not e.can_press
+    with pytest.raises(rtp_endpoint.KeysUnavailable):
+        await e.press("1")

@@ -7,11 +7,14 @@ import time
 
 import pytest
 from fastapi.testclient import TestClient
+from starlette.testclient import WebSocketDenialResponse
 from starlette.websockets import WebSocketDisconnect
 
 from omnivox.core.config import Settings
 from omnivox.core.errors import StaleAssignment
 from omnivox.engines.echo import EchoEngine
+from omnivox.protocol.control.internal import GATEWAY_HEADER
+from omnivox.protocol.control.workers import WorkerState
 from omnivox.worker.app import create_worker_app
 from omnivox.worker.host import EngineHost
 
@@ -28,7 +31,26 @@ def test_the_host_takes_only_newer_epochs() -> None:
     with pytest.raises(StaleAssignment):
         host.fence(3)  # a second session for the same assignment
     host.fence(7)
-    assert host.epoch == 7 and host.health().epoch == 7
+    assert host.epoch == 7 and host.health().epoch == 0  # no session has started yet
+    host.settle()
+    assert host.health().epoch == 7
+
+
+async def test_health_reports_a_new_epoch_only_once_its_session_has_started() -> None:
+    """Between taking an assignment's epoch and starting its session the worker is IDLE; a report
+    of IDLE with that epoch would tell the gateway the session is over and free the worker under it."""
+    host = EngineHost(EchoEngine())
+    await host.load()
+    host.fence(4)
+    await host.acquire()
+    health = host.health()
+    assert (health.state, health.epoch) == (WorkerState.IDLE, 0)
+    host.begin(WorkerState.BUSY_STREAMING)
+    health = host.health()
+    assert (health.state, health.epoch) == (WorkerState.BUSY_STREAMING, 4)
+    await host.release()
+    health = host.health()
+    assert (health.state, health.epoch) == (WorkerState.IDLE, 4)  # now: the session is over
 
 
 def _ready(client: TestClient) -> None:
@@ -58,4 +80,28 @@ def test_a_stale_assignment_is_refused_at_once_and_a_newer_one_served() -> None:
                     ws.receive_json()
                 assert closed.value.code == 1008
         assert _turn(client, 6)["type"] == "prefill_done"
+        assert client.get("/health").json()["epoch"] == 6
+
+
+def test_a_gateway_s_stale_assignment_is_refused_at_the_handshake_with_409() -> None:
+    app = create_worker_app(Settings(engine="echo"), engine=EchoEngine())
+    with TestClient(app) as client:
+        _ready(client)
+        assert _turn(client, 5)["type"] == "prefill_done"
+        with pytest.raises(WebSocketDenialResponse) as denied:  # no socket opened: no session began
+            with client.websocket_connect(
+                "/ws/streaming/x?worker_id=w&ticket=old&epoch=5", headers={GATEWAY_HEADER: "1"}
+            ):
+                pass
+        assert denied.value.status_code == 409
+        assert denied.value.json()["code"] == "stale_assignment"
+        assert client.get("/health").json()["state"] == "IDLE"  # it cost the worker nothing
+        with client.websocket_connect(
+            "/ws/streaming/s6?worker_id=w&ticket=t6&epoch=6", headers={GATEWAY_HEADER: "1"}
+        ) as ws:  # a newer one opens, and is fenced once (not refused by its own check)
+            ws.send_json({"type": "prefill", "messages": USER})
+            kind = ws.receive_json()["type"]
+            while kind.startswith("omnivox.internal."):  # what only the gateway reads
+                kind = ws.receive_json()["type"]
+            assert kind == "prefill_done"
         assert client.get("/health").json()["epoch"] == 6

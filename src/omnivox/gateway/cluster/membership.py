@@ -137,6 +137,7 @@ class Membership:
             "up": up,
             "gateway_id": store.gateway_id,
             "pending_operations": pending,
+            "malformed_inbox_events": store.inbox.malformed,  # skipped, each logged once
         }
         try:
             now_ms, live = await store.call("gateways")

@@ -370,6 +370,33 @@ function ops.reattach()
   return {'ok', f[3], dispatch(), f[4]}
 end
 
+-- gw, ticket id, worker, epoch, task, hash, seq, enq_ms, lost ('1'/'0'): the worker of this
+-- assignment did not take its session (stale, busy, or unreachable: lost): the ticket goes back into
+-- the line at its seq for the next worker. A worker still on this assignment stays busy (nothing
+-- measured, nothing served) until its own health says it is free; a lost one goes OFFLINE (unless
+-- assigned anew since). 'gone' when the ticket is not gw's to put back: queued or orphaned
+-- already, another gateway's (its client came back there), or another assignment's
+function ops.requeue()
+  local gw, tid, w, epoch, task, hash, seq, enq = A[1], A[2], A[3], A[4], A[5], A[6], A[7], A[8]
+  sweep_orphans()
+  local f = redis.call('HMGET', tkey(tid), 'state', 'gw', 'worker', 'epoch')
+  if f[1] and (f[1] ~= 'assigned' or f[2] ~= gw or f[3] ~= w or f[4] ~= epoch) then return {'gone'} end
+  local wf = redis.call('HMGET', wkey(w), 'ticket', 'epoch')
+  if A[9] == '1' then
+    mark_offline(w, epoch)
+  elseif wf[1] == tid and wf[2] == epoch then
+    finish(w)
+    redis.call('HSET', wkey(w), 'busy_ms', '')
+  end
+  redis.call('HSET', tkey(tid), 'task', task, 'hash', hash, 'gw', gw, 'seq', seq, 'state', 'queued',
+    'enq_ms', enq)
+  redis.call('HDEL', tkey(tid), 'worker', 'epoch', 'hit')
+  redis.call('ZADD', qkey(task), seq, tid)
+  redis.call('SADD', gkey(gw, 'tickets'), tid)
+  touch()
+  return {'ok', dispatch()}
+end
+
 -- worker, ticket, keep ('1': keep the cached hash), cached hash, confirmed ('1'/'0')
 function ops.release()
   return {'ok', release(A[1], A[2], A[3], A[4], A[5])}

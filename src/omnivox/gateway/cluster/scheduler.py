@@ -65,6 +65,7 @@ class _Waiting:
     seq: int = 0
     enq_ms: int = 0
     reasserted_ms: int = 0  # put back after the store lost it: an older assignment of it is gone
+    refused: Assignment | None = None  # put back after its worker refused this one: never taken again
 
 
 @dataclass
@@ -207,8 +208,10 @@ class RedisStore:
 
     def _assigned(self, given: Assignment, busy_ms: int) -> None:
         waiting = self._waiting.get(given.ticket_id)
-        if waiting is not None and busy_ms < waiting.reasserted_ms:
-            return  # made before this gateway was reaped (or the store restarted): it is undone
+        if waiting is not None and (busy_ms < waiting.reasserted_ms or given == waiting.refused):
+            # made before this gateway was reaped (or the store restarted), or the one its worker
+            # refused (its event read late): it is undone
+            return
         self._waiting.pop(given.ticket_id, None)
         if waiting is None:
             serving = self._serving.get(given.ticket_id)
@@ -276,6 +279,39 @@ class RedisStore:
         ticket.seq = waiting.seq
         self.resolve(reply[2])
         return ticket
+
+    async def requeue(self, ticket: Ticket, refused: Assignment, *, lost: bool = False) -> Ticket | None:
+        serving = self._serving.get(ticket.ticket_id)
+        if serving is None or serving.assignment != refused:
+            return None  # released, or relayed under another assignment: not this one to put back
+        future: asyncio.Future[Assignment] = asyncio.get_running_loop().create_future()
+        again = Ticket(ticket.ticket_id, ticket.task_type, ticket.history_hash, future, ticket.enqueued_at)
+        again.seq = serving.seq
+        del self._serving[ticket.ticket_id]
+        # waiting before the call: its next assignment's event may come first
+        self._waiting[ticket.ticket_id] = _Waiting(again, serving.seq, serving.enq_ms, refused=refused)
+        args = (
+            self.gateway_id,
+            ticket.ticket_id,
+            refused.worker_id,
+            refused.epoch,
+            ticket.task_type,
+            ticket.history_hash or "",
+            serving.seq,
+            serving.enq_ms,
+            "1" if lost else "0",
+        )
+        try:
+            reply = await self.call("requeue", *args)
+        except StoreUnavailable:
+            self._waiting.pop(ticket.ticket_id, None)
+            self.pending.later("withdraw", ticket.ticket_id, self.gateway_id)  # it may have run
+            raise
+        if reply[0] != "ok":
+            self._waiting.pop(ticket.ticket_id, None)
+            return None
+        self.resolve(reply[1])
+        return again
 
     def _restore(self, ticket_id: str, old: _Waiting | None) -> None:
         if old is None:

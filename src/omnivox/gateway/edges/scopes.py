@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -27,12 +28,13 @@ from omnivox.core.errors import (
     OmnivoxError,
     QueuedInputDropped,
     SessionIdle,
+    WorkerBusy,
     WorkerLost,
 )
 from omnivox.core.tracing import tracer
 from omnivox.gateway.context import GatewayContext
 from omnivox.gateway.edges.sessions import SessionRecord
-from omnivox.gateway.edges.worker_link import CONNECT_FAILURES, connect_worker
+from omnivox.gateway.edges.worker_link import CONNECT_FAILURES, WorkerRefused, connect_worker
 from omnivox.gateway.scheduling.admission import ClientGone
 from omnivox.gateway.scheduling.store import Assignment
 from omnivox.protocol.control.internal import PauseReport, TurnEndReport, parse_internal
@@ -44,6 +46,9 @@ from omnivox.recording.service import SessionRecorder
 log = logging.getLogger(__name__)
 
 _CLOSE_CODES = (1000, 1008, 1011)  # what a worker's close may be passed on as (else 1011)
+# times a session goes back to its place when its assigned worker does not take it: past that the
+# worker's refusal reaches the client (a bound, so a confused store can never loop a client forever)
+MAX_REQUEUES = 3
 
 
 @dataclass(frozen=True)
@@ -91,7 +96,11 @@ class _Edge:
         if frame is not None and (self.withheld is None or not self.withheld(frame)):
             self.conn.send(frame)
 
-    async def admit(self, history_hash: str | None = None) -> Assignment:
+    async def admit(self, history_hash: str | None = None) -> tuple[Assignment, Socket]:
+        """A worker for the session (or turn), its connection open. A worker that does not take the
+        session (it refuses it at the handshake: a stale assignment, or busy; or it cannot be
+        reached) sends the client back to its place in the queue for the next one, up to
+        ``MAX_REQUEUES`` times. Raises ClientGone or an OmnivoxError (no worker is held then)."""
         with tracer().start_as_current_span(
             "queue", attributes={"omnivox.task_type": self.task_type}
         ) as span:
@@ -106,10 +115,49 @@ class _Edge:
             )
             self.resume = None  # (a streaming session's later turns queue anew)
             span.set_attributes({"omnivox.worker_id": worker.worker_id, "omnivox.engine": worker.engine})
-        self.ticket_id = ticket.ticket_id
-        if self.recorder is not None:
-            self.recorder.assigned(worker.worker_id, worker.engine)
-        return worker
+        for requeued in itertools.count(1):
+            self.ticket_id = ticket.ticket_id
+            if self.recorder is not None:
+                self.recorder.assigned(worker.worker_id, worker.engine)
+            try:
+                return worker, await self.open(worker)
+            except WorkerRefused as refused:
+                if requeued > MAX_REQUEUES:
+                    await self.release(worker, confirmed=False)
+                    self.record.idle()
+                    raise WorkerBusy(f"worker {worker.worker_id} refused the session: {refused}") from None
+                log.info(
+                    "worker %s refused %s (%s): back to its place",
+                    worker.worker_id,
+                    ticket.ticket_id,
+                    refused.code,
+                )
+                lost = False
+            except CONNECT_FAILURES as exc:
+                if requeued > MAX_REQUEUES:
+                    self.record.idle()
+                    raise await self.lost(worker, exc) from None
+                log.warning(
+                    "worker %s unreachable (%s): %s back to its place",
+                    worker.worker_id,
+                    exc,
+                    ticket.ticket_id,
+                )
+                lost = True
+            with tracer().start_as_current_span(
+                "queue", attributes={"omnivox.task_type": self.task_type, "omnivox.requeued": requeued}
+            ) as span:
+                worker, ticket = await self.ctx.admission.requeue(
+                    ticket,
+                    worker,
+                    self.conn.gone,
+                    self.notify,
+                    record=self.record,
+                    max_wait_s=self.protocol.max_wait_s(self.settings),
+                    lost=lost,
+                )
+                span.set_attributes({"omnivox.worker_id": worker.worker_id, "omnivox.engine": worker.engine})
+        raise AssertionError("unreachable")  # (itertools.count never ends)
 
     async def release(self, worker: Assignment, *, confirmed: bool = True, **cache: str | None) -> None:
         """End this session's assignment of ``worker`` (never a later one's). Unconfirmed (the
@@ -183,7 +231,7 @@ class SessionEdge(_Edge):
         if self.ready is not None and not await self.ready():
             return  # gone before it could be served (a call whose media never connected): no worker
         try:
-            worker = await self.admit()
+            worker, socket = await self.admit()
         except ClientGone:
             return
         except OmnivoxError as err:
@@ -194,7 +242,6 @@ class SessionEdge(_Edge):
         end: RelayEnd | None = None
         failure: object = None
         try:
-            socket = await self.open(worker)
             try:
                 self.connected = True
                 self._release_held()
@@ -266,7 +313,7 @@ class TurnEdge(_Edge):
                     self.conn.error(err)
                 continue
             try:
-                worker = await self.admit(start.history_hash)
+                worker, socket = await self.admit(start.history_hash)
             except ClientGone:
                 return
             except OmnivoxError as err:
@@ -274,14 +321,13 @@ class TurnEdge(_Edge):
                 if err.fatal:
                     return
                 continue
-            await self.turn(worker, item)
+            await self.turn(worker, socket, item)
 
-    async def turn(self, worker: Assignment, opening: Inbound) -> None:
+    async def turn(self, worker: Assignment, socket: Socket, opening: Inbound) -> None:
         self._turn_end = None
         end: RelayEnd | None = None
         failure: object = None
         try:
-            socket = await self.open(worker)
             try:
                 # the turn's opening message goes to the worker outside the relay: taps see it here
                 self.taps.see(Frame(Direction.TO_WORKER, time.monotonic(), opening.raw))

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from omnivox.core.errors import OmnivoxError, SessionLimitReached
+from omnivox.core.errors import OmnivoxError, SessionLimitReached, TicketCancelled
 from omnivox.gateway.metrics import GatewayMetrics
 from omnivox.gateway.scheduling.resume import ResumeTokens
 from omnivox.gateway.scheduling.store import Assignment, SchedulerStore, Ticket
@@ -107,6 +107,51 @@ class Admission:
             resumed = ticket is not None
             if ticket is None:
                 ticket = await self.store.enqueue(task_type, history_hash)
+        except BaseException:
+            if record is not None:
+                record.idle()
+            raise
+        return await self._follow(ticket, gone, notify, record, max_wait_s, resumed)
+
+    async def requeue(
+        self,
+        ticket: Ticket,
+        refused: Assignment,
+        gone: asyncio.Event,
+        notify: Notify,
+        *,
+        record: Tracked | None = None,
+        max_wait_s: float | None = None,
+        lost: bool = False,
+    ) -> tuple[Assignment, Ticket]:
+        """The worker assigned to ``ticket`` did not take the session (it refused it at the
+        handshake, or, ``lost``, could not be reached): the client goes back to its place in the
+        queue, ahead of everyone who came after it, and waits for the next worker as ``acquire``
+        does (the same notices and errors). Either way ``refused`` is no longer the caller's to
+        release. Raises TicketCancelled if the place is no longer this gateway's to put back
+        (nothing is held twice)."""
+        try:
+            # put back even when its client left meanwhile: the wait below then gives it up
+            again = await self.store.requeue(ticket, refused, lost=lost)
+            if again is None:
+                raise TicketCancelled(f"ticket {ticket.ticket_id} could not go back to its place")
+        except BaseException:
+            if record is not None:
+                record.idle()
+            raise
+        return await self._follow(again, gone, notify, record, max_wait_s, resumed=False)
+
+    async def _follow(
+        self,
+        ticket: Ticket,
+        gone: asyncio.Event,
+        notify: Notify,
+        record: Tracked | None,
+        max_wait_s: float | None,
+        resumed: bool,
+    ) -> tuple[Assignment, Ticket]:
+        """Wait for a queued ticket's worker; the session's record and notices follow along."""
+        try:
             if record is not None:
                 record.queued(ticket.ticket_id)
             was_queued = not ticket.future.done()
@@ -118,7 +163,7 @@ class Admission:
         if record is not None:
             record.active(worker.worker_id, ticket.ticket_id)
         waited = self.store.clock() - ticket.enqueued_at
-        self.metrics.queue_wait.labels(task_type).observe(waited)
+        self.metrics.queue_wait.labels(ticket.task_type).observe(waited)
         notify(
             QueueNotice(
                 "queue_done",

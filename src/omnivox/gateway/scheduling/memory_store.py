@@ -70,6 +70,9 @@ class MemoryStore:
     async def reattach(self, ticket_id: str, task_type: str) -> Ticket | None:
         return self.pool.reattach(ticket_id, task_type)
 
+    async def requeue(self, ticket: Ticket, refused: Assignment, *, lost: bool = False) -> Ticket | None:
+        return self.pool.requeue(ticket, refused, lost=lost)
+
     async def release(
         self, assignment: Assignment, *, cached_hash: str | None = KEEP, confirmed: bool = True
     ) -> None:

@@ -265,10 +265,7 @@ class WorkerPool:
         ticket = dataclasses.replace(old, future=(self._loop or asyncio.get_running_loop()).create_future())
         if orphaned is not None:
             del self._orphans[ticket_id]
-            queued = list(self._queue.items())
-            at = bisect.bisect(queued, ticket.seq, key=lambda item: item[1].seq)
-            queued.insert(at, (ticket_id, ticket))
-            self._queue = OrderedDict(queued)
+            self._insert_in_order(ticket)
         else:
             self._queue[ticket_id] = ticket  # (an existing key keeps its place)
             if not old.future.done():
@@ -277,6 +274,48 @@ class WorkerPool:
         self._touch()
         self._dispatch()
         return ticket
+
+    def requeue(self, ticket: Ticket, refused: Assignment, *, lost: bool = False) -> Ticket | None:
+        """The worker of ``refused`` did not take its session (it serves a newer assignment, is
+        busy, or could not be reached): the ticket goes back into the line at its old place (its
+        seq: ahead of everyone who came after it) for the next worker, and may be assigned at once.
+        A worker still on this assignment is not handed out again until its own health says it is
+        free (as an unconfirmed release; no duration is measured: nothing was served); ``lost``:
+        it could not be reached, and goes OFFLINE (unless it was assigned anew since). A new
+        ``Ticket`` with a new future; None if the ticket is queued or orphaned already (never two
+        places for one client) or is another assignment's now."""
+        ticket_id = ticket.ticket_id
+        self._sweep_orphans()
+        if ticket_id in self._queue or ticket_id in self._orphans:
+            return None
+        active = self._active.get(ticket_id)
+        if active is not None and not _assigned_as(active, refused):
+            return None  # assigned anew since: that assignment is the one it holds
+        self._active.pop(ticket_id, None)
+        worker = self.workers.get(refused.worker_id)
+        if worker is not None and worker.epoch == refused.epoch:
+            if lost:
+                self.mark_offline(worker)
+            elif worker.ticket_id == ticket_id:
+                self._finish(worker)
+                worker.busy_since = None
+        again = dataclasses.replace(
+            ticket,
+            future=(self._loop or asyncio.get_running_loop()).create_future(),
+            worker_id=None,
+            cache_hit=False,
+        )
+        self._insert_in_order(again)
+        self._touch()
+        self._dispatch()
+        return again
+
+    def _insert_in_order(self, ticket: Ticket) -> None:
+        """Put a ticket back into the line at its seq (its place when it first queued)."""
+        queued = list(self._queue.items())
+        at = bisect.bisect(queued, ticket.seq, key=lambda item: item[1].seq)
+        queued.insert(at, (ticket.ticket_id, ticket))
+        self._queue = OrderedDict(queued)
 
     def _sweep_orphans(self) -> None:
         now = self.clock()
@@ -469,3 +508,14 @@ class WorkerPool:
                 cache_hit=ticket.cache_hit,
             )
         )
+
+
+def _assigned_as(ticket: Ticket, assignment: Assignment) -> bool:
+    """Whether ``assignment`` is the one ``ticket`` holds."""
+    future = ticket.future
+    return (
+        future.done()
+        and not future.cancelled()
+        and future.exception() is None
+        and future.result() == assignment
+    )

@@ -196,6 +196,18 @@ class SchedulerStore(Protocol):
         of session. Raises StoreUnavailable."""
         ...
 
+    async def requeue(self, ticket: Ticket, refused: Assignment, *, lost: bool = False) -> Ticket | None:
+        """The worker of ``refused`` (this gateway's assignment of ``ticket``) did not take the
+        session: it refused it at the handshake (the assignment was stale, or it could not take one
+        now), or (``lost``) could not be reached. The ticket goes back into the line at its old
+        place, ahead of everyone who queued after it, for the next worker; it may be assigned in
+        the same step. A worker still on this assignment is handed out again only once its own
+        health says it is free; a lost one goes OFFLINE (as ``worker_lost``). A new ``Ticket`` (same
+        id, a new future); None if the ticket is no longer this gateway's to put back (queued or
+        orphaned already, or another assignment's): a client never holds two places. Raises
+        StoreUnavailable."""
+        ...
+
     async def release(
         self, assignment: Assignment, *, cached_hash: str | None = KEEP, confirmed: bool = True
     ) -> None:

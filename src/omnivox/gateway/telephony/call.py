@@ -14,6 +14,9 @@ the call heard less than the session assumed). Sidebands (``?call_id=``) hear ev
 A call ends when the caller hangs up (BYE, the carrier's stop), the session ends, the agent calls
 ``end_call`` (once its goodbye has played), nobody speaks for the profile's idle timeout, or the
 API hangs it up; ``on_end`` then does what the call's signalling needs (a BYE, closing the stream).
+
+The agent presses keys with ``send_dtmf`` where the call has a ``keypad`` (SIP: RFC 4733 events);
+each call's presses are played one after the other and answered with the tool's output.
 """
 
 from __future__ import annotations
@@ -34,11 +37,14 @@ from omnivox.gateway.edges.client import serve_session
 from omnivox.gateway.edges.sidebands import Sidebands
 from omnivox.protocol.phone import PhoneBridge
 from omnivox.protocol.spec import WireProtocol
+from omnivox.telephony.dtmf import DIGITS, InvalidDtmf
+from omnivox.telephony.rtp_endpoint import KeysUnavailable
 
 log = logging.getLogger(__name__)
 
 _MAX_INBOUND = 500  # frames waiting for the session (20 s of caller audio); more audio is dropped
 HANG_UP_GRACE_S = 15.0  # the longest an end_call waits for its goodbye to play
+MAX_KEYS = 32  # keys one send_dtmf call may press
 
 
 class PhoneState(StrEnum):
@@ -98,6 +104,8 @@ class PhoneCall:
         self.dropped = False  # Socket: the caller vanished rather than hung up
         self.close_code: int | None = None
         self.info: dict[str, Any] = {}  # what the API shows of it (from, to, headers)
+        self.keypad: Callable[[str], Awaitable[None]] | None = None  # presses keys on the line (SIP)
+        self._pressing = asyncio.Lock()  # one send_dtmf at a time, in the order asked
         self.heard_at = clock()  # the last sign of life (speech, a key, reply audio)
         self._items: dict[str, str] = {}  # assistant item -> its response
         self._hanging_up = False
@@ -183,6 +191,8 @@ class PhoneCall:
         if route.hang_up:
             self._hanging_up = True
             self._spawn(self._hang_up_after_goodbye())
+        if route.keys is not None:
+            self._spawn(self._press(*route.keys))
 
     async def close(self, code: int = 1000) -> None:
         self.close_code = code
@@ -261,6 +271,24 @@ class PhoneCall:
                 break
             await asyncio.sleep(0.1)
         self.end("the agent ended the call")
+
+    async def _press(self, tool_call_id: str, digits: str) -> None:
+        """The agent's send_dtmf: press the keys, then give the session the tool's output."""
+        async with self._pressing:
+            keypad = self.keypad
+            if keypad is None:
+                output = {"error": f"a {self.kind} call cannot send keys"}
+            elif not 0 < len(digits) <= MAX_KEYS or any(d not in DIGITS for d in digits.upper()):
+                output = {"error": f"digits must be 1 to {MAX_KEYS} of 0-9, *, #, A-D; got {digits[:40]!r}"}
+            else:
+                try:
+                    await keypad(digits.upper())
+                    output = {"pressed": digits.upper()}
+                except (InvalidDtmf, KeysUnavailable) as exc:
+                    output = {"error": str(exc)}
+            self.heard_at = self.clock()
+            log.info("%s call %s: send_dtmf %r: %s", self.kind, self.id, digits[:40], output)
+            self._deliver(self.bridge.tool_output(tool_call_id, output))
 
     async def _watch_idle(self) -> None:
         while not self.ended:

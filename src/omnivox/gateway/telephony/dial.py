@@ -214,7 +214,10 @@ class Dialer:
 
         def session_opening() -> list[str]:
             assert self.protocol.phone is not None
-            return opening(self.protocol.phone, request.profile, call.encoding, request.session)
+            keypad = leg.plan is not None and leg.plan.dtmf_payload_type is not None  # (the answer's)
+            return opening(
+                self.protocol.phone, request.profile, call.encoding, request.session, keypad=keypad
+            )
 
         start_call(self.ctx, self.protocol, call, session_opening, None)
         settled = asyncio.ensure_future(self._settle(leg, outcome, request))

@@ -34,6 +34,7 @@ class SipLeg(ABC):
         self.call = call
         self.endpoint = endpoint
         self.profile = profile
+        call.keypad = endpoint.press  # RFC 4733 events, where the answer agreed them
         self.plan: MediaPlan | None = None
         self.origin = Origin.now()  # our SDP's o= line for this call (a re-INVITE's answer: +1)
         self.decided = asyncio.Event()  # no longer ringing: answered, refused or gone

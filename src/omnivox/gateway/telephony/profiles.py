@@ -25,14 +25,20 @@ def greeting_instructions(greeting: str) -> str:
 
 
 def opening(
-    bridge: PhoneBridge, profile: PhoneProfile, encoding: str, session: dict[str, Any] | None = None
+    bridge: PhoneBridge,
+    profile: PhoneProfile,
+    encoding: str,
+    session: dict[str, Any] | None = None,
+    *,
+    keypad: bool = False,
 ) -> list[str]:
-    """The frames a call's session gets first: its set-up, then the greeting if there is one."""
+    """The frames a call's session gets first: its set-up, then the greeting if there is one.
+    ``keypad``: the call can carry key presses (the profile's ``send_dtmf`` tool is offered)."""
     if session is None:
         session = bridge.profile_session(
             profile.instructions, profile.voice, profile.tools, profile.turn_detection
         )
-    frames = bridge.preamble(session, encoding, profile.end_call)
+    frames = bridge.preamble(session, encoding, profile.end_call, send_dtmf=keypad and profile.send_dtmf)
     if profile.greeting:
         frames.append(bridge.greeting(greeting_instructions(profile.greeting)))
     return frames

@@ -275,7 +275,8 @@ class SipEdge:
         leg = self._ringing(call_id)
         leg.decided.set()
         assert self.protocol.phone is not None and leg.plan is not None
-        preamble = opening(self.protocol.phone, leg.profile, leg.plan.encoding, session)
+        keypad = leg.plan.dtmf_payload_type is not None
+        preamble = opening(self.protocol.phone, leg.profile, leg.plan.encoding, session, keypad=keypad)
         try:
             leg.incoming.accept(parse_sdp(leg.answer_sdp))
         except (RuntimeError, OSError) as exc:  # a TCP caller whose connection is gone

@@ -53,15 +53,22 @@ MAX_BEFORE_START = 20  # messages before ``start`` (``connected``, stray media)
 
 
 def public_url(settings: Settings, url: str) -> str:
-    """``url`` as the carrier reached it: on ``public_url``'s scheme and host when one is set."""
+    """``url`` as the carrier reached it: on ``public_url``'s scheme, host and path prefix when one is
+    set. A gateway served under a prefix (``https://host/voice/`` behind a proxy that strips it) sees
+    ``/telephony/...``; the carrier asked for (and signed) ``/voice/telephony/...``. A path that has the
+    prefix already (a proxy that passes it on) keeps it once."""
     if not settings.public_url:
         return url
     base, own = urlsplit(settings.public_url), urlsplit(url)
     scheme = base.scheme
     if own.scheme in ("ws", "wss"):
         scheme = "wss" if base.scheme == "https" else "ws"
+    prefix = base.path.rstrip("/")
+    path = own.path
+    if prefix and path != prefix and not path.startswith(prefix + "/"):
+        path = prefix + path
     query = f"?{own.query}" if own.query else ""
-    return f"{scheme}://{base.netloc}{own.path}{query}"
+    return f"{scheme}://{base.netloc}{path}{query}"
 
 
 def carrier_signs(settings: Settings, carrier: Carrier) -> bool:
@@ -106,9 +113,14 @@ async def twilio_voice(request: Request, ctx: GatewayContext) -> Response:
     elif not allowed(settings, "client", offered_key(request.headers)):
         ctx.metrics.error("unauthorized")
         return Response("unauthorized", status_code=403)
-    base = urlsplit(public_url(settings, str(request.url)))
-    scheme = "wss" if base.scheme == "https" else "ws"
-    stream = f"{scheme}://{base.netloc}/telephony/twilio/stream"
+    # the stream's route beside this one, as the carrier will reach it
+    here = request.url
+    local = here.replace(
+        scheme="wss" if here.scheme == "https" else "ws",
+        path=here.path.removesuffix("/voice") + "/stream",
+        query="",
+    )
+    stream = public_url(settings, str(local))
     keep: dict[str, str] = {k: params[k] for k in ("CallSid", "From", "To", "AccountSid") if k in params}
     return Response(twilio.connect_stream(stream, keep), media_type="application/xml")
 

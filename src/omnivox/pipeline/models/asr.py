@@ -78,6 +78,10 @@ class WhisperSlots:
         self.items = 0
         self.max_items = 0
         self.decode_s = 0.0
+        self.final_s = 0.0  # of decode_s: steps that held a final (a turn waits on them), partials' only
+        self.partial_s = 0.0
+        self.finals = 0
+        self.partials = 0
 
     def load(self) -> dict[str, float]:
         return {
@@ -85,6 +89,10 @@ class WhisperSlots:
             "decode_items": float(self.items),
             "decode_max_batch": float(self.max_items),
             "decode_s": round(self.decode_s, 3),
+            "final_decode_s": round(self.final_s, 3),
+            "partial_decode_s": round(self.partial_s, 3),
+            "finals": float(self.finals),
+            "partials": float(self.partials),
         }
 
     def needs_slot(self, data: Values) -> bool:
@@ -130,8 +138,16 @@ class WhisperSlots:
                 jobs.append((i, "partial", state.utterance, self._audio(state)))
         began = time.monotonic()
         texts = self._decode([audio for *_, audio in jobs])
+        took = time.monotonic() - began
+        if not jobs:
+            pass
+        elif partial_step:
+            self.partial_s += took
+            self.partials += len(jobs)
+        else:
+            self.final_s += took
+            self.finals += len(jobs)
         if partial_step and jobs:
-            took = time.monotonic() - began
             self._partials_after = time.monotonic() + took * (1 - self.partial_budget) / self.partial_budget
         outs: list[list[Out]] = [[] for _ in states]
         for (i, kind, n, _), text in zip(jobs, texts, strict=True):

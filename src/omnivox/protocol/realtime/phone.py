@@ -5,7 +5,9 @@ The session takes and speaks G.711 (``audio/pcmu`` or ``audio/pcma``), whatever 
 ``input_audio_buffer.dtmf_event_received`` for sidebands and a user message in the conversation
 ("[DTMF 5]"). Playback is reported as on WebRTC (``output_audio_buffer.started/stopped/cleared``),
 and what the caller heard of a cut reply is told to the session as a client's
-``conversation.item.truncate`` would. The built-in ``end_call`` tool hangs up.
+``conversation.item.truncate`` would. The built-in ``end_call`` tool hangs up; ``send_dtmf`` (offered
+on SIP calls whose profile asks for it) presses keys, to get through a phone menu: its result comes
+back as the function call's output, and no response is asked for (the menu speaks next).
 """
 
 from __future__ import annotations
@@ -26,16 +28,33 @@ END_CALL_TOOL = {
     "description": "Hang up the phone call. Call it once the conversation is over and you have said goodbye.",
     "parameters": {"type": "object", "properties": {"reason": {"type": "string"}}},
 }
+SEND_DTMF = "send_dtmf"
+SEND_DTMF_TOOL = {
+    "type": "function",
+    "name": SEND_DTMF,
+    "description": "Press keys on the phone's keypad, as a person would to choose from a phone menu.",
+    "parameters": {
+        "type": "object",
+        "properties": {
+            "digits": {"type": "string", "description": "the keys to press, in order: 0-9, * and #"}
+        },
+        "required": ["digits"],
+    },
+}
 
 
 class RealtimePhone(PhoneBridge):
-    def preamble(self, session: dict[str, Any] | None, encoding: str, end_call: bool) -> list[str]:
+    def preamble(
+        self, session: dict[str, Any] | None, encoding: str, end_call: bool, send_dtmf: bool = False
+    ) -> list[str]:
         patch = calls.fixed_formats({"type": "realtime", **(session or {})}, {"type": encoding})
-        if end_call:
+        builtin = [t for on, t in ((end_call, END_CALL_TOOL), (send_dtmf, SEND_DTMF_TOOL)) if on]
+        if builtin:
+            names = {t["name"] for t in builtin}
             tools = [
-                t for t in patch.get("tools") or [] if not (isinstance(t, dict) and t.get("name") == END_CALL)
+                t for t in patch.get("tools") or [] if not (isinstance(t, dict) and t.get("name") in names)
             ]
-            patch["tools"] = [*tools, END_CALL_TOOL]
+            patch["tools"] = [*tools, *builtin]
         return [json.dumps({"type": "session.update", "event_id": "omnivox_phone", "session": patch})]
 
     def profile_session(
@@ -95,6 +114,10 @@ class RealtimePhone(PhoneBridge):
             )
         if kind == "response.function_call_arguments.done" and event.get("name") == END_CALL:
             return PhoneRoute(event=frame, hang_up=True)
+        if kind == "response.function_call_arguments.done" and event.get("name") == SEND_DTMF:
+            return PhoneRoute(
+                event=frame, keys=(str(event.get("call_id") or ""), _digits(event.get("arguments")))
+            )
         if kind == "input_audio_buffer.speech_started":
             return PhoneRoute(event=frame, caller_spoke=True)
         return PhoneRoute(event=frame)
@@ -124,6 +147,10 @@ class RealtimePhone(PhoneBridge):
         }
         return frames, json.dumps(event)
 
+    def tool_output(self, call_id: str, output: dict[str, Any]) -> str:
+        item = {"type": "function_call_output", "call_id": call_id, "output": json.dumps(output)}
+        return json.dumps({"type": "conversation.item.create", "event_id": "omnivox_tool", "item": item})
+
     def greeting(self, instructions: str) -> str:
         return json.dumps(
             {
@@ -137,6 +164,16 @@ class RealtimePhone(PhoneBridge):
         event = error_event(err).model_dump(mode="json")
         event["error"].update({k: v for k, v in err.details.items() if k != "param"})  # outcome, sip_status
         return json.dumps(event)
+
+
+def _digits(arguments: Any) -> str:
+    """The ``digits`` of a send_dtmf call's JSON arguments ("" when there are none to read)."""
+    try:
+        args = json.loads(arguments) if isinstance(arguments, str) else None
+    except (ValueError, RecursionError):
+        return ""
+    digits = args.get("digits") if isinstance(args, dict) else None
+    return digits if isinstance(digits, str) else ""
 
 
 REALTIME_PHONE = RealtimePhone()

@@ -244,10 +244,12 @@ class WhisperAsr(StreamingAsr):
         return hyp
 
     def transcribe_batch(self, clips: Sequence[np.ndarray]) -> list[str]:
-        """Several clips (float32 at ``sample_rate``) in one batched decode: the encoder and decoder
-        run once over all of them (a pipeline ASR stage decodes every session's due transcript
-        together). All take the window of the longest; a clip too long for every short window goes
-        through ``transcribe``'s standard path on its own. Thread-safe with respect to this
+        """Several clips (float32 at ``sample_rate``) in batched decodes: the encoder and decoder run
+        once over all the clips that take the same window (a pipeline ASR stage decodes every
+        session's due transcript together). Each clip gets the transcript it gets alone: it is encoded
+        in its own window (a longer one can change the words), and one that reaches its own token
+        cap inside a batch allowed more is decoded again alone. A clip too long for every short window
+        goes through ``transcribe``'s standard path on its own. Thread-safe with respect to this
         instance's stream state (it touches none of it)."""
         if not clips:
             return []
@@ -256,40 +258,61 @@ class WhisperAsr(StreamingAsr):
             for c in clips
         ]
         texts = [""] * len(audio)
-        short = [i for i, a in enumerate(audio) if len(a) and self.window_for(len(a) / WHISPER_RATE)]
+        by_window: dict[float, list[int]] = {}
         for i, a in enumerate(audio):
-            if len(a) and i not in short:
+            if not len(a):
+                continue
+            window = self.window_for(len(a) / WHISPER_RATE)
+            if window is None:
                 texts[i] = self._decode_standard(a)[0]
-        if not short:
-            return texts
-        began = time.perf_counter()
-        window = max(self.window_for(len(audio[i]) / WHISPER_RATE) or 30.0 for i in short)
-        frames = round(window * _FRAMES_PER_S)
-        feats = [self.model.feature_extractor(audio[i]) for i in short]
-        batch = np.zeros((len(short), feats[0].shape[0], frames), np.float32)  # padded with 0, as one
+            else:
+                by_window.setdefault(window, []).append(i)
+        for window, group in sorted(by_window.items()):
+            began = time.perf_counter()
+            for i, hyp in zip(group, self._decode_windows([audio[i] for i in group], window), strict=True):
+                texts[i] = hyp[0]
+            self.decodes += 1
+            self.decode_seconds += time.perf_counter() - began
+        return texts
+
+    def _decode_window(self, audio: np.ndarray, window_s: float) -> Hypothesis:
+        return self._decode_windows([audio], window_s)[0]
+
+    def _decode_windows(self, clips: Sequence[np.ndarray], window_s: float) -> list[Hypothesis]:
+        """Clips that fit ``window_s``, each encoded in that window, decoded greedily in one batch."""
+        frames = round(window_s * _FRAMES_PER_S)
+        feats = [self.model.feature_extractor(a) for a in clips]
+        batch = np.zeros((len(clips), feats[0].shape[0], frames), np.float32)  # padded with 0, as one
         for row, features in enumerate(feats):
             n = min(frames, features.shape[-1])
             batch[row, :, :n] = features[:, :n]
         encoded = self.model.model.encode(ctranslate2.StorageView.from_array(batch), to_cpu=False)
-        longest = max(len(audio[i]) for i in short) / WHISPER_RATE
+        # people say at most ~4 tokens a second; a hard cap also stops a repetition loop early
+        caps = [int(16 + 8 * len(a) / WHISPER_RATE) for a in clips]
         results = self.model.model.generate(
             encoded,
-            [self._prompt] * len(short),
+            [self._prompt] * len(clips),
             beam_size=self.beam_size,
-            max_length=min(len(self._prompt) + int(16 + 8 * longest), self.model.max_length),
+            max_length=min(len(self._prompt) + max(caps), self.model.max_length),
             return_scores=True,
             return_no_speech_prob=True,
             suppress_blank=True,
             suppress_tokens=self._suppress,
         )
-        for i, result in zip(short, results, strict=True):
+        hyps: list[Hypothesis] = []
+        for audio, cap, result in zip(clips, caps, results, strict=True):
             tokens = [t for t in result.sequences_ids[0] if t < self._tokenizer.eot]
+            if len(clips) > 1 and cap < max(caps) and len(tokens) >= cap - 1:
+                # alone its cap would have cut these words (and their score) short: decode it so
+                hyps.append(self._decode_windows([audio], window_s)[0])
+                continue
             avg_logprob = result.scores[0] * len(tokens) / (len(tokens) + 1) if tokens else -10.0
-            if not (result.no_speech_prob > _NO_SPEECH and avg_logprob <= _LOW_LOGPROB):
-                texts[i] = _clean(self._tokenizer.decode(tokens))
-        self.decodes += 1
-        self.decode_seconds += time.perf_counter() - began
-        return texts
+            scores = SpeechScores(float(result.no_speech_prob), float(avg_logprob))
+            if result.no_speech_prob > _NO_SPEECH and avg_logprob <= _LOW_LOGPROB:
+                hyps.append(("", (), scores))
+            else:
+                hyps.append((_clean(self._tokenizer.decode(tokens)), (), scores))
+        return hyps
 
     def _decode_standard(self, audio: np.ndarray) -> Hypothesis:
         segments, _ = self.model.transcribe(
@@ -309,33 +332,6 @@ class WhisperAsr(StreamingAsr):
                 if w.word.strip():
                     words.append((w.word.strip(), w.start * 1000.0, w.end * 1000.0))
         return (_clean(" ".join(texts)), words)
-
-    def _decode_window(self, audio: np.ndarray, window_s: float) -> Hypothesis:
-        features = self.model.feature_extractor(audio)
-        frames = round(window_s * _FRAMES_PER_S)
-        out = np.zeros((features.shape[0], frames), dtype=np.float32)  # faster-whisper pads with 0 too
-        n = min(frames, features.shape[-1])
-        out[:, :n] = features[:, :n]
-        encoded = self.model.model.encode(ctranslate2.StorageView.from_array(out[None]), to_cpu=False)
-        seconds = len(audio) / WHISPER_RATE
-        # people say at most ~4 tokens a second; a hard cap also stops a repetition loop early
-        max_new = int(16 + 8 * seconds)
-        result = self.model.model.generate(
-            encoded,
-            [self._prompt],
-            beam_size=self.beam_size,
-            max_length=min(len(self._prompt) + max_new, self.model.max_length),
-            return_scores=True,
-            return_no_speech_prob=True,
-            suppress_blank=True,
-            suppress_tokens=self._suppress,
-        )[0]
-        tokens = [t for t in result.sequences_ids[0] if t < self._tokenizer.eot]
-        avg_logprob = result.scores[0] * len(tokens) / (len(tokens) + 1) if tokens else -10.0
-        scores = SpeechScores(float(result.no_speech_prob), float(avg_logprob))
-        if result.no_speech_prob > _NO_SPEECH and avg_logprob <= _LOW_LOGPROB:
-            return ("", (), scores)
-        return (_clean(self._tokenizer.decode(tokens)), (), scores)
 
 
 def _clean(text: str) -> str:

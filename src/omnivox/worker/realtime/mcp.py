@@ -28,12 +28,11 @@ from omnivox.core.errors import InvalidMessage
 from omnivox.protocol.realtime import events as ev
 from omnivox.protocol.realtime.session_config import McpTool, Tool
 from omnivox.voice.mcp_client import (
+    McpConnections,
     McpFailure,
     McpServer,
     McpToolInfo,
-    call_tool_blocking,
     check_url,
-    list_tools,
 )
 from omnivox.voice.tool_calls import ServerCall, ToolResult
 from omnivox.worker.realtime.conversation import Conversation, Item
@@ -71,16 +70,17 @@ class McpOffer:
     approved: tuple[ServerCall, ...] = ()
     approval_of: dict[str, str] = field(default_factory=dict)  # call id -> its request's item id
     allow_private: bool = False  # the servers may be on loopback or private addresses
+    connections: McpConnections | None = None  # the session's, kept open across calls
 
     def call(self, call: ServerCall, timeout_s: float, stop: threading.Event) -> ToolResult:
         """Run ``call`` on its server (blocking: the reply's thread); a failure is its result."""
         tool = self.offered.get(call.name)
-        if tool is None:
+        if tool is None or self.connections is None:
             error = McpFailure("protocol_error", f"no MCP tool {call.name!r} is offered", -32601)
             return ToolResult(call.call_id, error=error.wire())
         try:
             server = server_of(tool.server, self.allow_private)
-            output = call_tool_blocking(server, call.name, call.arguments, timeout_s, stop)
+            output = self.connections.call_tool_blocking(server, call.name, call.arguments, timeout_s, stop)
         except McpFailure as failure:
             log.info("mcp call %s on %s failed: %s", call.name, tool.server.server_label, failure.message)
             return ToolResult(call.call_id, error=failure.wire())
@@ -104,6 +104,11 @@ class SessionMcp:
         self.timeout_s = timeout_s
         self._listed: dict[tuple[str, str, str], list[McpToolInfo] | None] = {}  # None: listing
         self._approved: list[Item] = []  # approval requests approved, not yet run
+        self.connections = McpConnections()  # one per server, open for the session's life
+
+    async def close(self) -> None:
+        """The session ended: its connections to its MCP servers close."""
+        await self.connections.close()
 
     async def check(self, tools: list[Tool], param: str) -> None:
         """Refuse MCP servers whose URL may not be reached (``param``: where the tools are)."""
@@ -135,7 +140,9 @@ class SessionMcp:
                         offered.setdefault(info.name, OfferedTool(tool, info))
         approved, self._approved = self._approved, []
         calls = tuple(ServerCall(i.call_id, i.name, i.arguments) for i in approved if i.name in offered)
-        return McpOffer(offered, calls, {i.call_id: i.id for i in approved}, self.allow_private)
+        return McpOffer(
+            offered, calls, {i.call_id: i.id for i in approved}, self.allow_private, self.connections
+        )
 
     def answer(self, request: Item, approve: bool) -> None:
         """The client answered ``request`` (an ``mcp_approval_request``): an approved call runs at
@@ -150,7 +157,7 @@ class SessionMcp:
         self.conversation.opened(item)
         self.emit(ev.McpListToolsInProgress(item_id=item.id))
         try:
-            listed = await list_tools(server_of(tool, self.allow_private), self.timeout_s)
+            listed = await self.connections.list_tools(server_of(tool, self.allow_private), self.timeout_s)
         except McpFailure as failure:
             log.warning("mcp server %s: listing its tools failed: %s", tool.server_label, failure.message)
             self._listed.pop(_key(tool), None)  # the next session.update tries again

@@ -203,6 +203,7 @@ class RealtimeSession(SessionHandler):
 
     async def close(self) -> None:
         await self.agent.close()  # its threads finish their step before the worker resets the models
+        await self.mcp.close()  # (after the reply threads: none is mid-call on a connection)
 
     # ---- client events -> agent commands
 

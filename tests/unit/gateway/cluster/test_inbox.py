@@ -4,6 +4,7 @@ the last one read, unknown kinds skipped, a lost store read from the start."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -22,6 +23,8 @@ class FakeStreams:
 
     async def xread(self, streams: dict[str, str], count: int, block: int | None) -> Any:
         self.reads.append((dict(streams), block))
+        if not self.replies and block is not None:
+            await asyncio.sleep(block / 1000)  # a blocking read that times out with nothing
         reply = self.replies.pop(0) if self.replies else []
         if isinstance(reply, Exception):
             raise reply
@@ -88,3 +91,61 @@ async def test_an_unreachable_store_is_store_unavailable_and_the_place_is_kept()
     with pytest.raises(StoreUnavailable) as down:
         await inbox.poll()
     assert "(inbox)" in down.value.message and inbox.last == "3-1"
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"k": "assigned", "t": "t1"},  # no worker, url, task or epoch
+        {**ASSIGNED, "ep": "three"},  # an epoch that is no number
+        {"k": "cancelled"},  # no ticket
+        {"k": "cancelled", "t": ""},
+    ],
+)
+async def test_a_malformed_event_is_counted_logged_once_and_skipped_and_the_rest_acted_on(
+    bad: dict[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    events = [("1-0", bad), ("1-1", ASSIGNED), ("1-2", {"k": "cancelled", "t": "t2"})]
+    inbox, client, assigned, cancelled = _inbox([("k", events)], [])
+    with caplog.at_level("WARNING", logger="omnivox.gateway.cluster.inbox"):
+        assert await inbox.poll() == 3
+        assert await inbox.poll() == 0  # never read again
+    assert inbox.malformed == 1
+    assert [r.message for r in caplog.records if "malformed" in r.message and "1-0" in r.message] != []
+    assert len(caplog.records) == 1
+    assert [a.ticket_id for a, _ in assigned] == ["t1"] and cancelled == ["t2"]
+    assert client.trims == [("{ovx}:inbox:gw-a", "1-3")]  # trimmed past it like any other
+
+
+async def test_the_loop_goes_on_past_a_malformed_event_and_past_a_failing_handler() -> None:
+    calls = 0
+
+    done = asyncio.Event()
+
+    def failing(ticket_id: str) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise RuntimeError("a handler's bug")
+        cancelled.append(ticket_id)
+        if ticket_id == "t3":
+            done.set()
+
+    replies = [
+        [("k", [("1-0", {"k": "assigned", "ep": "x"})])],
+        [("k", [("2-0", {"k": "cancelled", "t": "t1"})])],
+        [("k", [("3-0", {"k": "cancelled", "t": "t2"})])],
+        RedisConnectionError("refused"),
+        [("k", [("4-0", {"k": "cancelled", "t": "t3"})])],
+    ]
+    client, cancelled = FakeStreams(*replies), []
+    inbox = Inbox(client, "{ovx}:inbox:gw-a", lambda a, at: None, failing)
+    task = asyncio.create_task(inbox.run())
+    try:
+        async with asyncio.timeout(10):
+            await done.wait()
+    finally:
+        task.cancel()
+    assert cancelled == ["t2", "t3"]
+    assert inbox.malformed == 1 and inbox.last == "4-0"
+    assert [r[0]["{ovx}:inbox:gw-a"] for r in client.reads[:5]] == ["0-0", "1-0", "2-0", "3-0", "3-0"]

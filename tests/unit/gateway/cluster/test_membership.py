@@ -33,7 +33,7 @@ class FakeStore:
     hooked: list[bool] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.inbox = SimpleNamespace(restart=self._restart)
+        self.inbox = SimpleNamespace(restart=self._restart, malformed=1)
         self.beat_hooks = [self._hook]
 
     def _restart(self) -> None:
@@ -144,6 +144,7 @@ async def test_status_lists_the_live_gateways_with_their_lease_left() -> None:
         "up": True,
         "gateway_id": "gw-a",
         "pending_operations": 2,
+        "malformed_inbox_events": 1,
         "gateways": [
             {"url": "http://a", "gateway_id": "gw-a", "lease_left_s": 5.0, "self": True},
             {"url": "http://b", "gateway_id": "gw-b", "lease_left_s": 1.5, "self": False},

@@ -219,3 +219,18 @@ def test_store_urls_are_parsed_and_redacted():
     assert parse_store_url("redis+sentinel://s1:26379,s2:26379/main").redacted.startswith("redis+sentinel://")
     with pytest.raises(ValueError, match="store URL"):
         parse_store_url("mysql://x")
+
+
+async def test_a_malformed_event_on_a_gateway_s_inbox_is_skipped_and_later_ones_still_arrive(gateways):
+    a, b = await gateways(2)
+    held = await b.enqueue("streaming")
+    waiting = await a.enqueue("streaming")
+    await a.client.xadd(a.inbox.key, {"k": "assigned", "t": waiting.ticket_id, "ep": "not a number"})
+    await a.client.xadd(a.inbox.key, {"k": "cancelled"})
+    assert await a.poll_inbox() == 2 and a.inbox.malformed == 2
+    assert not waiting.future.done()
+    await b.release(held.future.result())
+    assert await a.poll_inbox() == 1  # the inbox goes on: the real assignment reaches its waiter
+    assert waiting.future.result().epoch == 2
+    assert await a.client.xlen(a.inbox.key) == 0  # the bad ones were trimmed with the rest
+    assert (await a.status())["malformed_inbox_events"] == 2  # what /health says of the store

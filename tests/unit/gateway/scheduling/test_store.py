@@ -413,6 +413,57 @@ async def test_every_assignment_is_newer_than_any_the_worker_has_seen(make_store
     assert served(third).epoch == 101 and (await view(store, w)).epoch == 101
 
 
+# ---- a worker that did not take its session: the ticket back at its place
+
+
+async def test_a_refused_assignment_puts_its_ticket_back_at_its_place_for_the_next_worker(make_store):
+    store, (w,) = await make_store(1)
+    first = await store.enqueue("streaming")
+    refused = served(first)
+    later = [await store.enqueue("streaming") for _ in range(2)]
+    again = await store.requeue(first, refused)  # the worker refused it at the handshake
+    assert again is not None and again.ticket_id == first.ticket_id and not again.future.done()
+    # back ahead of everyone who came after it, never twice
+    assert await queued_ids(store) == [first.ticket_id] + [t.ticket_id for t in later]
+    assert (await view(store, w)).state is S.BUSY_STREAMING  # busy until its own health says free
+    assert (await view(store, w)).ticket_id is None
+    await store.report_health(w, health(epoch=refused.epoch))
+    given = served(again)  # the next worker goes to it, not to those behind it
+    assert given.worker_id == w and given.epoch == refused.epoch + 1
+    assert await queued_ids(store) == [t.ticket_id for t in later]
+    # the refusal heard twice (or late) takes nothing back: the ticket holds a newer assignment
+    assert await store.requeue(first, refused) is None and await store.requeue(again, refused) is None
+    assert await queued_ids(store) == [t.ticket_id for t in later]
+    await store.release(given)
+    assert served(later[0]).worker_id == w
+
+
+async def test_an_unreachable_assigned_worker_goes_offline_and_the_ticket_to_the_next(make_store):
+    store, _ = await make_store(2)
+    holder = await store.enqueue("streaming")
+    first = await store.enqueue("streaming")
+    behind = await store.enqueue("streaming")
+    refused = served(first)
+    again = await store.requeue(first, refused, lost=True)
+    assert again is not None and not again.future.done()
+    assert (await view(store, refused.worker_id)).state is S.OFFLINE
+    assert await queued_ids(store) == [first.ticket_id, behind.ticket_id]
+    await store.release(served(holder))
+    assert served(again).worker_id == served(holder).worker_id and not behind.future.done()
+
+
+async def test_a_ticket_queued_already_is_not_put_back_twice(make_store):
+    store, (w,) = await make_store(1)
+    first = await store.enqueue("streaming")
+    refused = served(first)
+    again = await store.requeue(first, refused)
+    assert again is not None
+    assert await store.requeue(first, refused) is None  # queued already: one place, not two
+    assert await queued_ids(store) == [first.ticket_id]
+    await store.report_health(w, health(epoch=refused.epoch))
+    assert served(again).epoch == refused.epoch + 1
+
+
 # ---- positions and waits
 
 

@@ -195,3 +195,52 @@ async def test_the_playouts_reports_reach_the_session_as_well_as_the_sidebands()
         "output_audio_buffer.stopped",
         "output_audio_buffer.cleared",
     ]
+
+
+def _key_call(done: dict) -> str:
+    return json.dumps({"type": "response.function_call_arguments.done", "name": "send_dtmf", **done})
+
+
+async def test_send_dtmf_presses_the_keys_in_order_and_answers_the_tool() -> None:
+    c, _, _ = _answered()
+    pressed: list[str] = []
+
+    async def keypad(digits: str) -> None:
+        await asyncio.sleep(0.01)
+        pressed.append(digits)
+
+    c.keypad = keypad
+    await c.send(_key_call({"call_id": "k1", "arguments": json.dumps({"digits": "1*"})}))
+    await c.send(_key_call({"call_id": "k2", "arguments": json.dumps({"digits": "9#"})}))
+    await asyncio.wait_for(asyncio.gather(*c._tasks), 5)
+    assert pressed == ["1*", "9#"]  # one after the other, in the order asked
+    outputs = [json.loads(f)["item"] for f in _pending(c)]
+    assert [(o["call_id"], json.loads(o["output"])) for o in outputs] == [
+        ("k1", {"pressed": "1*"}),
+        ("k2", {"pressed": "9#"}),
+    ]
+
+
+@pytest.mark.parametrize("digits", ["", "12x", "1" * 33])
+async def test_send_dtmf_with_bad_digits_presses_nothing_and_says_why(digits) -> None:
+    c, _, _ = _answered()
+    pressed: list[str] = []
+
+    async def keypad(d: str) -> None:
+        pressed.append(d)
+
+    c.keypad = keypad
+    await c.send(_key_call({"call_id": "k1", "arguments": json.dumps({"digits": digits})}))
+    await asyncio.wait_for(asyncio.gather(*c._tasks), 5)
+    (frame,) = _pending(c)
+    assert (
+        pressed == [] and "digits must be 1 to 32" in json.loads(json.loads(frame)["item"]["output"])["error"]
+    )
+
+
+async def test_send_dtmf_on_a_call_without_a_keypad_says_so() -> None:
+    c, _, _ = _answered()  # (a carrier's media stream has no keypad)
+    await c.send(_key_call({"call_id": "k1", "arguments": json.dumps({"digits": "1"})}))
+    await asyncio.wait_for(asyncio.gather(*c._tasks), 5)
+    (frame,) = _pending(c)
+    assert json.loads(json.loads(frame)["item"]["output"]) == {"error": "a sip call cannot send keys"}

@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+from typing import Any
+from urllib.parse import urlencode
+
 import pytest
+from starlette.requests import Request
 
 from omnivox.core.config import Settings
-from omnivox.gateway.telephony.streams import carrier_named, carrier_signs, public_url, stream_allowed
+from omnivox.gateway.telephony.streams import (
+    carrier_named,
+    carrier_signs,
+    public_url,
+    stream_allowed,
+    twilio_voice,
+)
 from omnivox.telephony.carriers import CARRIERS, twilio
 
 TWILIO, TELNYX, PLIVO = CARRIERS["twilio"], CARRIERS["telnyx"], CARRIERS["plivo"]
@@ -36,6 +47,34 @@ def test_carriers_are_found_by_name_and_an_unknown_one_is_none() -> None:
             "https://voice.example/telephony/twilio/voice?a=1&b=2",
         ),
         ("https://voice.example:8443", "wss://x/p", "wss://voice.example:8443/p"),
+        # served under a path prefix behind a proxy that strips it: the carrier reached the prefix
+        (
+            "https://host.example/voice/",
+            "ws://10.0.0.5:8000/telephony/twilio/stream",
+            "wss://host.example/voice/telephony/twilio/stream",
+        ),
+        (
+            "https://host.example/voice",
+            "http://10.0.0.5/telephony/twilio/voice?a=1",
+            "https://host.example/voice/telephony/twilio/voice?a=1",
+        ),
+        # a proxy that passes the prefix on: it is there once, not twice
+        (
+            "https://host.example/voice/",
+            "http://10.0.0.5/voice/telephony/twilio/voice",
+            "https://host.example/voice/telephony/twilio/voice",
+        ),
+        (
+            "https://host.example/",
+            "http://10.0.0.5/telephony/plivo/stream",
+            "https://host.example/telephony/plivo/stream",
+        ),
+        # a prefix is a whole segment: /voicemail is not under /voice
+        (
+            "https://host.example/voice",
+            "http://10.0.0.5/voicemail/x",
+            "https://host.example/voice/voicemail/x",
+        ),
     ],
 )
 def test_the_url_a_carrier_reached_is_on_the_public_scheme_and_host(public, url, seen) -> None:
@@ -70,3 +109,57 @@ def test_with_twilios_token_only_its_signature_of_the_public_url_opens_a_stream(
     # the client key is no way round a carrier's signature
     assert not stream_allowed(s, TWILIO, local, {"authorization": "Bearer k"})
     assert not stream_allowed(s, TWILIO, local, {"x-twilio-signature": "é forged"})
+
+
+async def _twilio_webhook(settings: Settings, form: dict[str, str], headers: dict[str, str]) -> Any:
+    """``POST /telephony/twilio/voice`` as the gateway behind a proxy receives it (on 10.0.0.5)."""
+    body = urlencode(form).encode()
+    sent = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal sent
+        if sent:
+            return {"type": "http.disconnect"}
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "scheme": "http",
+        "server": ("10.0.0.5", 8000),
+        "path": "/telephony/twilio/voice",
+        "raw_path": b"/telephony/twilio/voice",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [
+            (b"host", b"10.0.0.5:8000"),
+            (b"content-type", b"application/x-www-form-urlencoded"),
+            (b"content-length", str(len(body)).encode()),
+            *[(k.lower().encode(), v.encode()) for k, v in headers.items()],
+        ],
+    }
+    errors: list[str] = []
+    ctx = SimpleNamespace(settings=settings, metrics=SimpleNamespace(error=errors.append))
+    response = await twilio_voice(Request(scope, receive), ctx)  # type: ignore[arg-type]
+    return response, errors
+
+
+async def test_behind_a_prefix_twilio_signs_and_streams_to_the_prefixed_url() -> None:
+    s = Settings(twilio_auth_token="tok", public_url="https://host.example/voice/")
+    form = {"CallSid": "CA1", "From": "+15550001111"}
+    reached = "https://host.example/voice/telephony/twilio/voice"  # what Twilio requested and signed
+    response, errors = await _twilio_webhook(
+        s, form, {"X-Twilio-Signature": twilio.signature("tok", reached, form)}
+    )
+    assert response.status_code == 200 and errors == [], response.body
+    assert b'<Stream url="wss://host.example/voice/telephony/twilio/stream">' in response.body
+    unprefixed = twilio.signature("tok", "https://host.example/telephony/twilio/voice", form)
+    response, errors = await _twilio_webhook(s, form, {"X-Twilio-Signature": unprefixed})
+    assert response.status_code == 403 and errors == ["invalid_signature"]
+
+
+async def test_without_a_public_url_the_stream_is_on_the_host_the_webhook_reached() -> None:
+    response, _ = await _twilio_webhook(Settings(), {"CallSid": "CA1"}, {})
+    assert response.status_code == 200
+    assert b'<Stream url="ws://10.0.0.5:8000/telephony/twilio/stream">' in response.body

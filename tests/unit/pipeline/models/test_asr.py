@@ -168,6 +168,12 @@ def test_asr_no_partial_in_a_step_that_has_a_final() -> None:
     outs = h.step([talking, ending])
     assert outs[0] == []  # the partial waits
     assert outs[1][0] == final(0, str(int(0.3 * ASR_RATE)))
+    assert h.load()["finals"] == 1.0 and h.load()["partials"] == 0.0
+    h._partials_after = 0.0
+    assert h.step([talking, ending])[0][0][1] == to_values(PartialTranscript(0, str(int(1.0 * ASR_RATE))))
+    load = h.load()
+    assert load["partials"] == 1.0 and load["finals"] == 1.0  # the decode time split the same way
+    assert load["final_decode_s"] + load["partial_decode_s"] <= load["decode_s"] + 0.01
 
 
 def test_asr_close_forgets_everything() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from omnivox.core.errors import DialFailed
-from omnivox.protocol.realtime.phone import END_CALL
+from omnivox.protocol.realtime.phone import END_CALL, SEND_DTMF
 from omnivox.protocol.realtime.phone import REALTIME_PHONE as phone
 
 
@@ -46,3 +46,26 @@ def test_key_presses_greetings_and_failed_dials() -> None:
         "busy",
         486,
     )
+
+
+def test_send_dtmf_is_offered_beside_end_call_and_its_calls_become_key_presses() -> None:
+    (frame,) = phone.preamble(None, "audio/pcmu", end_call=True, send_dtmf=True)
+    tools = json.loads(frame)["session"]["tools"]
+    assert [t["name"] for t in tools] == [END_CALL, SEND_DTMF]
+    assert tools[1]["parameters"]["required"] == ["digits"]
+    done = {"type": "response.function_call_arguments.done", "name": SEND_DTMF, "call_id": "call_1"}
+    press = phone.route(json.dumps({**done, "arguments": json.dumps({"digits": "2#"})}))
+    assert press.keys == ("call_1", "2#") and press.event is not None and not press.hang_up
+    # arguments that are not JSON, or name no digits, ask for no keys (the call answers with an error)
+    for arguments in ["{not json", json.dumps({"digits": 5}), json.dumps(["1"]), "[" * 5000]:
+        assert phone.route(json.dumps({**done, "arguments": arguments})).keys == ("call_1", "")
+
+
+def test_a_tool_output_is_a_function_call_output_item_and_asks_for_no_response() -> None:
+    event = json.loads(phone.tool_output("call_1", {"pressed": "2#"}))
+    assert event["type"] == "conversation.item.create"
+    assert event["item"] == {
+        "type": "function_call_output",
+        "call_id": "call_1",
+        "output": '{"pressed": "2#"}',
+    }

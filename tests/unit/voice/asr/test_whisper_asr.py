@@ -216,3 +216,28 @@ def test_an_utterance_longer_than_the_short_windows(asr, say):
     assert len(audio) / 16000 > 30  # more than one 30 s window: faster-whisper's long-form path
     got = asr.transcribe(audio)
     assert word_error_rate(" ".join(texts), got.text) <= 0.1
+
+
+def alone(asr: WhisperAsr, audio: np.ndarray) -> str:
+    asr.reset()
+    return asr.transcribe(audio).text
+
+
+def test_a_batch_gives_each_clip_the_transcript_it_gets_alone(asr, hibari_speech, espeak_speech):
+    clips = [*hibari_speech.values(), *espeak_speech.values(), np.zeros(16000, np.float32)]
+    batched = asr.transcribe_batch(clips)
+    assert batched == [alone(asr, c) for c in clips]
+    assert batched[0] and batched[-1] == ""  # words where there is speech, none in silence
+    assert asr.transcribe_batch(clips[1:3]) == batched[1:3]  # and the same whatever it is batched with
+
+
+def test_a_batch_of_short_and_long_clips_encodes_each_in_its_own_window(asr, hibari_speech, say):
+    gap = np.zeros(3200, np.float32)
+    long = np.concatenate([np.concatenate([say(t), gap]) for t in LONG_SENTENCES[:3]])
+    assert asr.window_for(len(long) / 16000) == 20.0  # a 20 s window; the short clips take 10 s
+    clips = [next(iter(hibari_speech.values())), long]
+    decodes = asr.decodes
+    batched = asr.transcribe_batch(clips)
+    assert asr.decodes - decodes == 2  # one batched decode per window
+    assert batched == [alone(asr, c) for c in clips]
+    assert word_error_rate(" ".join(LONG_SENTENCES[:3]), batched[1]) <= 0.1

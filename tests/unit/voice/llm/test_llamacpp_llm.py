@@ -249,3 +249,37 @@ def test_calls_from_two_threads_take_turns(llm):
     for t in threads:
         t.join(timeout=60)
     assert set(results) == {0, 1} and all(r.strip() for r in results.values())
+
+
+def test_slots_decoding_together_give_each_conversation_the_tokens_it_gets_alone():
+    """The pipeline LLM stage's shape (``exact=False``, several slots in one runtime): llama.cpp
+    decodes the slots' sequences in one batch per step, and greedy replies must not depend on it."""
+    questions = [[SYSTEM, user(q)] for q in QUESTIONS]
+    params = [LlmParams(temperature=0.0, max_tokens=24, cache_slot=i) for i in range(len(questions))]
+
+    def fresh() -> LlamaCppLlm:
+        return LlamaCppLlm(threads=1, context_tokens=512, max_tokens=24, exact=False, parallel=len(questions))
+
+    first = fresh()
+    try:
+        alone = [first.complete(q, p) for q, p in zip(questions, params, strict=True)]
+    finally:
+        first.close()
+    together: dict[int, str] = {}
+    go = threading.Barrier(len(questions))
+
+    def ask(i: int) -> None:
+        go.wait()
+        together[i] = second.complete(questions[i], params[i])
+
+    second = fresh()
+    try:
+        threads = [threading.Thread(target=ask, args=(i,)) for i in range(len(questions))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+    finally:
+        second.close()
+    assert all(a.strip() for a in alone) and len(set(alone)) == len(alone)
+    assert [together.get(i) for i in range(len(questions))] == alone
