@@ -115,6 +115,10 @@ async def test_a_reply_makes_the_prefills_not_begun_moot_and_none_is_asked_while
     await side.replies.speculate(lambda: ReplyPlan(request("call my sister")), "call my sister")
     side.replies.prefill(lambda: request("call my sister at"))  # held: the LLM is the reply's
     gate.set()
+    for _ in range(200):  # the reply's task hands its work to the output thread in its own time
+        if side.models.asked:
+            break
+        await asyncio.sleep(0.005)
     await side.drained()
     assert side.models.prefilled == [] and side.models.asked == ["call my sister"]
 
