@@ -25,6 +25,7 @@ while a worker freed meanwhile waits to be handed to the head of the queue.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -34,6 +35,8 @@ from omnivox.gateway.metrics import GatewayMetrics
 from omnivox.gateway.scheduling.resume import ResumeTokens
 from omnivox.gateway.scheduling.store import Assignment, SchedulerStore, Ticket
 from omnivox.protocol.control.queue import NoticeKind, QueueNotice
+
+log = logging.getLogger(__name__)
 
 Notify = Callable[[QueueNotice], None]
 _SLICE = 200  # notices sent in a round before it yields to the event loop
@@ -240,6 +243,9 @@ class Admission:
             try:
                 await self.notify_round()
             except OmnivoxError:
+                continue
+            except Exception:  # a bug must not silence every later notice
+                log.exception("queue notices: a round failed")
                 continue
             finally:
                 took = loop.time() - started
