@@ -25,6 +25,8 @@ class Route:
     clear: bool = False  # drop the audio the call holds, unplayed
     cleared_event: bool = False  # ``event`` itself says the audio was cleared (the call adds nothing)
     audio_over: bool = False  # this response sends no more audio (the track says "stopped" once played)
+    pause: bool = False  # hold playback where it is: speech over the reply, not judged yet
+    resume: bool = False  # play on from where it was held
 
 
 class MediaBridge(ABC):

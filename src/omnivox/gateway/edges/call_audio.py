@@ -1,7 +1,8 @@
 """A WebRTC call's audio: the caller's Opus track in, the session's replies out on a track of ours.
 
 ``WebRtcPlayout`` is the outgoing track. aiortc pulls a 20 ms frame from it in real time and encodes it
-as Opus; it plays what the session sent, silence when there is nothing, and reports when a
+as Opus; it plays what the session sent, silence when there is nothing or while the session holds
+the reply (speech over it, not judged yet: ``pause`` until ``resume`` or a cut), and reports when a
 response's audio starts playing and when all of it has played (``on_playback``). The worker paces
 its audio a little ahead of real time (``audio_lead_ms``), so the buffer here stays short and a cut
 (barge-in, ``output_audio_buffer.clear``) drops little.
@@ -47,6 +48,7 @@ class WebRtcPlayout(MediaStreamTrack):
         self._start: float | None = None
         self._pts = 0
         self.played_ms = 0.0  # reply audio played so far (not silence)
+        self.paused = False  # the session holds the reply: silence until it resumes or cuts it
 
     def push(self, response_id: str | None, pcm: bytes) -> None:
         if response_id in self._cut or not pcm:
@@ -60,12 +62,20 @@ class WebRtcPlayout(MediaStreamTrack):
         if self.playing == response_id and not self.buffered:
             self._stopped()
 
+    def pause(self) -> None:
+        """Hold the reply where it is (what was not played yet waits, unheard)."""
+        self.paused = True
+
+    def resume(self) -> None:
+        self.paused = False
+
     def clear(self, response_id: str | None = None) -> str | None:
         """Drop the audio not played yet; returns the response that was playing, if one was."""
         if response_id is not None:
             self._cut.add(response_id)
         self._chunks.clear()
         self.buffered = 0
+        self.paused = False  # (a held reply that was cut: the next one plays)
         playing, self.playing = self.playing, None
         if playing is not None:
             self._cut.add(playing)
@@ -92,7 +102,9 @@ class WebRtcPlayout(MediaStreamTrack):
         return frame
 
     def _take(self) -> bytes:
-        """The next frame's PCM: queued reply audio, silence after it."""
+        """The next frame's PCM: queued reply audio, silence after it (or while it is held)."""
+        if self.paused:
+            return bytes(self._frame_bytes)
         out = bytearray()
         while len(out) < self._frame_bytes and self._chunks:
             rid, pcm = self._chunks[0]

@@ -175,6 +175,10 @@ class Call:
         route = self.bridge.route(frame.decode() if isinstance(frame, bytes) else frame)
         if route.audio:
             self.playout.push(route.response_id, route.audio)
+        if route.pause:
+            self.playout.pause()
+        if route.resume:
+            self.playout.resume()
         if route.clear:
             playing = self.playout.clear(route.response_id)
             if playing is not None and not route.cleared_event:

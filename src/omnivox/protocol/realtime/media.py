@@ -54,6 +54,10 @@ class RealtimeMedia(MediaBridge):
             return Route(event=frame, response_id=event.get("response_id"), clear=True, cleared_event=True)
         if kind == "conversation.item.truncated":
             return Route(event=frame, clear=True)  # whatever still plays was not heard
+        if kind == "omnivox.interruption.paused":
+            return Route(event=frame, pause=True)
+        if kind == "omnivox.interruption.resumed":
+            return Route(event=frame, resume=True)
         return Route(event=frame)
 
     def playback(self, kind: str, response_id: str) -> str:

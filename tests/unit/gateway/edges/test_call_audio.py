@@ -177,3 +177,27 @@ def test_played_ms_counts_reply_audio_only():
     for _ in range(4):
         t._take()
     assert t.played_ms == pytest.approx(FRAME_MS * 1.5)
+
+
+def test_a_held_reply_plays_silence_keeps_its_audio_and_plays_on_when_resumed():
+    t, said = track()
+    t.push("r", pcm(FRAME * 3, 5))
+    assert (frame_values(t._take()) == 5).all()
+    t.pause()
+    held = frame_values(t._take())
+    assert not held.any() and t.buffered == FRAME * 2 * 2  # nothing of it was played, nor dropped
+    assert t.playing == "r" and said == [("started", "r")]  # held, not stopped
+    t.resume()
+    assert (frame_values(t._take()) == 5).all() and t.buffered == FRAME * 2
+    assert t.played_ms == pytest.approx(2 * FRAME_MS)
+
+
+def test_a_cut_while_held_lets_the_next_reply_play():
+    t, said = track()
+    t.push("r1", pcm(FRAME * 2, 5))
+    t._take()
+    t.pause()
+    assert t.clear("r1") == "r1"
+    t.push("r2", pcm(FRAME, 9))
+    assert (frame_values(t._take()) == 9).all()
+    assert said == [("started", "r1"), ("started", "r2")]

@@ -1,11 +1,15 @@
-"""The WebRTC call's pure parts: SDP candidate filtering, its state table and the registry of calls."""
+"""The WebRTC call's pure parts: SDP candidate filtering, its state table, the registry of calls, and
+what a session's hold does to its track."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 
 from omnivox.core.errors import InvalidMessage, NotFound
 from omnivox.gateway.edges import calls
+from omnivox.protocol.realtime.media import REALTIME_MEDIA
 
 CANDIDATES = [
     "a=candidate:1 1 udp 2130706431 10.0.0.1 5000 typ host",
@@ -100,3 +104,14 @@ async def test_closing_the_registry_ends_every_call():
     reg.calls.update({"a": a, "b": b})  # type: ignore[dict-item]
     await reg.close()
     assert a.end_reasons == b.end_reasons == ["the gateway is shutting down"]
+
+
+async def test_a_reply_held_by_the_session_is_held_on_the_track_until_resumed():
+    call = calls.Call(REALTIME_MEDIA, connect_timeout_s=5)
+    try:
+        await call.send(json.dumps({"type": "omnivox.interruption.paused", "response_id": "r1"}))
+        assert call.playout.paused
+        await call.send(json.dumps({"type": "omnivox.interruption.resumed", "response_id": "r1"}))
+        assert not call.playout.paused
+    finally:
+        await call.pc.close()

@@ -47,6 +47,9 @@ def test_audio_goes_to_the_track_and_cuts_clear_it() -> None:
     assert media.route(json.dumps({"type": "conversation.item.truncated", "item_id": "i"})).clear
     cleared = media.route(json.dumps({"type": "output_audio_buffer.cleared", "response_id": "r1"}))
     assert cleared.clear and cleared.cleared_event
+    paused = media.route(json.dumps({"type": "omnivox.interruption.paused", "response_id": "r1"}))
+    assert paused.pause and paused.event and not paused.clear
+    assert media.route(json.dumps({"type": "omnivox.interruption.resumed", "response_id": "r1"})).resume
     other = media.route('{"type": "session.created"}')
     assert other.event == '{"type": "session.created"}' and not other.clear
     assert json.loads(media.playback("stopped", "r1")) | {"event_id": ""} == {
