@@ -144,6 +144,12 @@ class _Edge:
                     ticket.ticket_id,
                 )
                 lost = True
+            except BaseException:
+                # cancelled while connecting (its client left) or a fault: the worker may have
+                # begun the session; it is handed out again once it says it is free
+                await self.release(worker, confirmed=False)
+                self.record.idle()
+                raise
             with tracer().start_as_current_span(
                 "queue", attributes={"omnivox.task_type": self.task_type, "omnivox.requeued": requeued}
             ) as span:
