@@ -35,8 +35,11 @@ from omnivox.voice.tool_calls import ServerTools, ToolResult, ToolRunning
 from omnivox.voice.tts.base import SentenceChunker, StreamingTts
 
 # The first audio of a reply speaks at most this many words: a 135M model on one core writes a
-# 20-word first sentence in about half a second, which the listener would otherwise wait through.
-FIRST_WORDS = 6
+# 20-word first sentence in about half a second, which the listener would otherwise wait through;
+# on a shared core it writes ~20 tokens a second, so each first word cut is ~50-70 ms of
+# voice-to-voice (issue 23: 3 against 6, docs/benchmarks.md). The rest of the sentence is written
+# and spoken while those words play (about a second of hibari's speech).
+FIRST_WORDS = 3
 
 
 @dataclass(frozen=True)
