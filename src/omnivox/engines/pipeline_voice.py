@@ -221,6 +221,20 @@ def pipeline_reply(
             pending.abort("stopped")
 
 
+def pipeline_prefill(client: PipelineClient, request: ReplyRequest, session: str) -> None:
+    """Have the LLM stage compute ``request``'s prompt (the user's words so far) into the KV slot
+    of ``session``'s conversation, so its reply computes only what came after (``VoiceModels.prefill``
+    through the stages); returns once the stage has."""
+    prompt = ReplyPrompt(
+        messages=[m.model_dump(mode="json") for m in request.messages], session=session, prefill=True
+    )
+    pending = client.submit(
+        to_values(prompt), entries=["llm"], exits=["llm"], traceparent=request.traceparent
+    )
+    for _ in pending.events():
+        pass
+
+
 class RemoteLlm(ChatLlm):
     def __init__(self, client: PipelineClient, vision: bool = False) -> None:
         self.client = client
