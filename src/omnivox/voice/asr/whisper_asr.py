@@ -51,6 +51,11 @@ WHISPER_RATE = 16000
 _FRAMES_PER_S = 100  # Whisper's log-mel hop is 10 ms
 _TAIL_S = 1.5  # room a short window must leave after the audio (less and tiny.en starts to repeat)
 _AHEAD_S = 0.25  # ``decode_now`` starts a partial only once this much was said since the last one
+# a partial reused as the final transcript must read as speech this surely (its scores decide
+# whether speech over a reply is a backchannel or noise: on a short doubtful clip the pause's
+# trailing silence moves them, so such a clip is decoded again with it, as before)
+_SURE_NO_SPEECH = 0.2
+_SURE_LOGPROB = -0.7
 _NO_SPEECH = 0.6  # faster-whisper's defaults: no_speech_prob above this, with an average log
 _LOW_LOGPROB = -1.0  # probability at or below this, means the window holds no speech
 
@@ -245,7 +250,7 @@ class WhisperAsr(StreamingAsr):
                 hyp = None
         elif decoded is not None and decoded[0] >= samples:
             hyp = decoded[1]
-        if hyp is None:
+        if hyp is None or not _sure(hyp):
             return None
         self._abandon()
         self.finals_from_partials += 1
@@ -395,6 +400,17 @@ class WhisperAsr(StreamingAsr):
                 if w.word.strip():
                     words.append((w.word.strip(), w.start * 1000.0, w.end * 1000.0))
         return (_clean(" ".join(texts)), words)
+
+
+def _sure(hyp: Hypothesis) -> bool:
+    """Words the recogniser is sure are speech (see ``_SURE_NO_SPEECH``)."""
+    scores = hyp[2] if len(hyp) == 3 else None
+    return (
+        bool(hyp[0])
+        and scores is not None
+        and scores.no_speech_prob < _SURE_NO_SPEECH
+        and scores.avg_logprob > _SURE_LOGPROB
+    )
 
 
 def _clean(text: str) -> str:

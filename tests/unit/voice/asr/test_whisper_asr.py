@@ -188,6 +188,16 @@ def test_decoding_now_at_a_likely_speech_end_makes_the_final_at_the_pause_cost_n
     assert asr.decodes == decodes and asr.finals_from_partials == reused + 1
 
 
+def test_a_partial_not_sure_it_heard_speech_is_decoded_again_with_the_pause(asr):
+    noise = (np.random.default_rng(1).standard_normal(24000) * 0.01).astype(np.float32)
+    feed_all(asr, noise)
+    asr.decode_now()
+    asr.wait_partial(10)
+    reused = asr.finals_from_partials
+    assert asr.flush(speech_ms=1500).text == ""
+    assert asr.finals_from_partials == reused  # its scores decide what speech over a reply was
+
+
 def test_a_partial_short_of_the_speech_end_is_not_the_final(asr, hibari_speech, monkeypatch):
     monkeypatch.setattr(asr, "min_partial_ms", 0.0)
     text = HIBARI_SENTENCES[1]
