@@ -80,11 +80,11 @@ class InterruptionPolicy:
     backchannel_max_ms: int = 1500  # longer utterances (to their first pause) are never backchannels
     echo_words: bool = True  # words the assistant has just said do not interrupt it
     evidence: bool = True  # weigh the recogniser's scores and the levels, not only the words
-    no_speech_min: float = 0.4  # no_speech_prob at least this, with
+    no_speech_min: float = 0.3  # no_speech_prob at least this, with
     no_speech_logprob_max: float = -1.0  # avg_logprob at most this: no speech, whatever the words
     unclear_max_words: int = 3  # an unclear utterance has at most this many words,
-    unclear_logprob_max: float = -99.0  # and the recogniser is this unsure of them (off: no case needs it),
-    unclear_over_echo_db_max: float = -99.0  # or it was this quiet against the reply
+    unclear_logprob_max: float = -1.1  # and the recogniser is this unsure of them,
+    unclear_over_echo_db_max: float = -4.0  # or it was this quiet against the reply
     # a lone word is unclear at a surer log-probability than two or three: Whisper turns a short
     # backchannel into one confident wrong word ("door" for "sure", "Yo" for "yeah", "MHCAB." for
     # "mhm": -0.86 to -0.99) where a real barge-in of one word is a stop word or is followed by more
@@ -125,13 +125,20 @@ class InterruptionPolicy:
             and e.avg_logprob is not None
             and e.no_speech_prob >= self.no_speech_min
             and e.avg_logprob <= self.no_speech_logprob_max
-        ) or (self.evidence and short and loops(heard, self.loop_min_repeats)):
+        ) or (self.evidence and short and self._looping(heard, e)):
             return Verdict.NO_SPEECH
         if self.echo_words and is_echo(heard, words(spoken)):
             return Verdict.ECHO
         if short and len(heard) <= self.unclear_max_words and self._unclear(e, len(heard)):
             return Verdict.UNCLEAR
         return Verdict.WORDS
+
+    def _looping(self, heard: list[str], e: Evidence) -> bool:
+        """One word over and over, on a sound the recogniser thinks more likely no speech than
+        speech (it loops on real words too: "waiting waiting ..." for "wait", P(no speech) 0.38)."""
+        return (
+            e.no_speech_prob is not None and e.no_speech_prob >= 0.5 and loops(heard, self.loop_min_repeats)
+        )
 
     def _unclear(self, e: Evidence, n_words: int) -> bool:
         most = self.unclear_single_logprob_max if n_words == 1 else self.unclear_logprob_max

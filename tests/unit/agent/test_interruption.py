@@ -151,7 +151,7 @@ def test_a_lone_word_is_unclear_at_a_surer_score_than_two() -> None:
     door = Evidence(no_speech_prob=0.25, avg_logprob=-0.86)
     assert POLICY.judge("door", 480, SPOKEN, door) is Verdict.UNCLEAR
     assert POLICY.judge("actually", 800, SPOKEN, Evidence(0.24, -0.80)) is Verdict.WORDS
-    # two words as unsure are not one (the two- and three-word rule is off: no bench case needs it)
+    # two words as unsure are not one: the two- and three-word rule wants a less sure recogniser
     assert POLICY.judge("I say...", 450, SPOKEN, door) is Verdict.WORDS
     two = InterruptionPolicy(unclear_logprob_max=-0.5)
     assert two.judge("I say...", 450, SPOKEN, door) is Verdict.UNCLEAR
@@ -219,7 +219,7 @@ RECORDED = [
     ("espeak", "okay", -10.0, False, "backchannel", "Okay"),
     ("hibari", "mostly sunny with a light breeze", -10.0, False, "echo", ""),
     ("espeak", "a chance of rain later in the evening", -10.0, False, "echo", ""),
-    ("hibari", "uh huh", -10.0, False, "unclear", "I'm..."),  # log-probability -1.1
+    ("hibari", "uh huh", -10.0, False, "no_speech", "I'm..."),  # P(no speech) 0.33, log-prob. -1.1
     ("espeak", "mhm", -6.0, False, "unclear", "MHCAB."),
     ("hibari", "sure", -10.0, False, "unclear", "door"),  # one word, -0.86
     ("espeak", "mhm", -10.0, False, "unclear", "MHCAB."),  # one word, -0.93
