@@ -163,6 +163,9 @@ def test_one_word_looping_is_no_speech_and_a_call_for_attention_cuts() -> None:
     assert POLICY.judge("Duh, duh, duh, duh, du", 700, SPOKEN, cough) is Verdict.NO_SPEECH
     assert POLICY.judge("Duh, duh, du", 700, SPOKEN, cough) is Verdict.WORDS  # twice is not a loop
     assert POLICY.judge("wait wait wait", 700, SPOKEN, cough) is Verdict.WORDS  # a stop word first
+    # Whisper loops on a real "wait" too, sure there was speech: a barge-in
+    waiting = "waiting waiting waiting waiting waiting"
+    assert POLICY.judge(waiting, 480, SPOKEN, Evidence(0.38, -0.12)) is Verdict.WORDS
     assert InterruptionPolicy(evidence=False).judge("Duh, duh, duh", 700, SPOKEN) is Verdict.WORDS
     # "Hey." is what Whisper wrote for espeak-ng's lone "wait" over the echo: a stop word
     assert POLICY.judge("Hey.", 420, SPOKEN, Evidence(0.75, -0.93)) is Verdict.WORDS
