@@ -253,6 +253,11 @@ class VoiceAgent:
         playback stops there; what was heard of it is the adapter's to keep)."""
         return self.replies.truncate(playback, heard_ms)
 
+    def reports_playback(self) -> None:
+        """The listener will report when its player starts and stops each reply (a carrier has
+        the audio queued): the ledger waits for those reports rather than its own model's end."""
+        self.playout.expect_reports()
+
     def played(self, reply_id: str, started: bool, at: float) -> None:
         """The listener's player reports it ``started`` the reply ``reply_id`` at ``at`` (on the
         agent's clock), or (not ``started``) that it has played all of it: the playout ledger counts
