@@ -92,6 +92,9 @@ async def test_the_demo_client_flow_with_a_second_session_queued(dx_cluster, wea
             await b.send("stop")
             await b.until("stopped")
     c.wait_idle(1)
+    # the reply's breakdown reached the gateway's metrics, as a realtime session's does
+    stage_counts = httpx.get(c.url + "/metrics").text
+    assert 'omnivox_turn_stage_seconds_count{stage="first_audio_sent"} 1.0' in stage_counts
 
 
 async def test_pause_and_resume_are_seen_by_the_gateway_and_audio_while_paused_is_refused(dx_cluster):

@@ -49,6 +49,7 @@ class GatewayCluster:
     gateways: list[Gateway] = field(default_factory=list)
     workers: list[subprocess.Popen[bytes]] = field(default_factory=list)
     worker_urls: list[str] = field(default_factory=list)
+    store_url: str | None = None  # how gateways reach the store (default: ``redis.url``)
 
     def _log(self, name: str) -> Path | None:
         return self.log_dir / f"{name}.log" if self.log_dir else None
@@ -58,7 +59,7 @@ class GatewayCluster:
         if gateway is None:
             gateway = Gateway(f"gateway{len(self.gateways)}")
             self.gateways.append(gateway)
-        store = {"OMNIVOX_STORE_URL": self.redis.url, "OMNIVOX_ADVERTISE_URL": gateway.url}
+        store = {"OMNIVOX_STORE_URL": self.store_url or self.redis.url, "OMNIVOX_ADVERTISE_URL": gateway.url}
         args = ["gateway", "--port", str(gateway.port)]
         gateway.proc = spawn(args, {**store, **self.env, **env}, self._log(gateway.name))
         self.wait(gateway, lambda h: h["status"] in ("ok", "degraded"))

@@ -11,16 +11,20 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from omnivox.testing.cluster import free_port
 
 
 class RedisServer:
-    def __init__(self, directory: Path, port: int | None = None) -> None:
+    def __init__(
+        self, directory: Path, port: int | None = None, config: Path | None = None, extra: Sequence[str] = ()
+    ) -> None:
         self.dir = directory
         self.port = port or free_port()
+        self.config = config  # a configuration file (a sentinel's: it writes what it learns there)
+        self.extra = list(extra)  # more arguments (``--replicaof host port``, ``--sentinel``)
         self.socket = directory / "redis.sock"
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -36,9 +40,11 @@ class RedisServer:
         binary = shutil.which("redis-server")
         if binary is None:
             raise RuntimeError("redis-server is not installed (apt-get install redis-server)")
+        config = [str(self.config)] if self.config is not None else []
         self.proc = subprocess.Popen(
             [
                 binary,
+                *config,
                 "--port", str(self.port),
                 "--bind", "127.0.0.1",
                 "--unixsocket", str(self.socket),
@@ -46,6 +52,7 @@ class RedisServer:
                 "--save", "",
                 "--appendonly", "no",
                 "--dir", str(self.dir),
+                *self.extra,
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

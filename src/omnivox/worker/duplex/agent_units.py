@@ -37,6 +37,7 @@ from omnivox.agent.events import (
     Failure,
     ReplyAudio,
     ReplyEnded,
+    ReplyReport,
     ReplyResumed,
     ReplySentence,
     ReplyState,
@@ -94,11 +95,13 @@ class AgentUnits:
         units: WorkUnits,
         settings: Settings,
         report: Callable[[OmnivoxError], None] = lambda err: None,
+        figures: Callable[[ReplyReport], None] = lambda report: None,
     ) -> None:
         self.voice = voice
         self.units = units  # the session's work units (the agent's loop, its replies)
         self.settings = settings
         self.report = report  # a failure the agent survived (a lost ASR stage): said to the client
+        self.figures = figures  # a heard reply's figures (its breakdown): for the gateway's metrics
         self.clock = StreamClock()
         self.pacing = UnitPacing()
         self.agent: VoiceAgent | None = None
@@ -276,5 +279,7 @@ class AgentUnits:
                 self.history.append(ChatMessage(role="assistant", content=event.heard))
             if event.state is ReplyState.FAILED and event.figures.error is not None:
                 log.warning("duplex reply failed: %s", event.figures.error.message)
+        elif isinstance(event, ReplyReport):
+            self.figures(event)
         elif isinstance(event, Failure):
             self.report(event.error)

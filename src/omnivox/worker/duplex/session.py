@@ -25,6 +25,7 @@ from omnivox.worker.duplex.agent_units import AgentUnits
 from omnivox.worker.duplex.inputs import Chunk, InputDecoder, InputLimits, decode_ref_audio
 from omnivox.worker.duplex.units import ModelUnits, UnitLoop, UnitSettings, UnitSource
 from omnivox.worker.handler import SessionHandler
+from omnivox.worker.reply_metrics import reply_metrics
 
 log = logging.getLogger(__name__)
 
@@ -158,7 +159,13 @@ class DuplexSession(SessionHandler):
         """A model that decides each unit itself, else the voice agent over the voice models."""
         engine = self.host.engine
         if engine.duplex is None and engine.voice is not None:
-            return AgentUnits(engine.voice, self.conn.units, self.settings, lambda err: self.conn.error(err))
+            return AgentUnits(
+                engine.voice,
+                self.conn.units,
+                self.settings,
+                report=lambda err: self.conn.error(err),
+                figures=lambda report: self.internal(reply_metrics(report)),
+            )
         return ModelUnits(self.host)
 
     def _send_result(self, result: dp.Result) -> None:

@@ -31,7 +31,6 @@ from omnivox.agent.events import (
     IdleTimeout,
     InputCleared,
     ReplyReport,
-    ReplyState,
     SpeechJudged,
     SpeechStarted,
     SpeechStopped,
@@ -46,7 +45,6 @@ from omnivox.agent.turns import TurnSettings
 from omnivox.audio.clips import decode_clip_at
 from omnivox.core.errors import InvalidMessage, OmnivoxError, WorkerUnavailable
 from omnivox.core.ids import new_id
-from omnivox.protocol.control.internal import Metrics
 from omnivox.protocol.realtime import events as ev
 from omnivox.protocol.realtime import wire as rt
 from omnivox.protocol.realtime.session_config import (
@@ -68,6 +66,7 @@ from omnivox.worker.realtime.events import Events
 from omnivox.worker.realtime.mcp import SessionMcp
 from omnivox.worker.realtime.responses import Responses
 from omnivox.worker.realtime.warnings import SettingWarnings, own_recogniser
+from omnivox.worker.reply_metrics import reply_metrics, stages_ms
 
 log = logging.getLogger(__name__)
 
@@ -370,23 +369,7 @@ class RealtimeSession(SessionHandler):
     def _report(self, report: ReplyReport) -> None:
         """A heard reply's figures, for the gateway. A failed reply is told in its response.done
         alone (stock clients take an error event as the session's end); the gateway counts it."""
-        figures = report.figures
-        stages = figures.times.marks()
+        stages = stages_ms(report)
         if stages:
-            stages_ms = {stage: round(s * 1000, 1) for stage, s in stages.items()}
-            self.events.put(ev.TurnBreakdownReport(response_id=report.reply_id, stages_ms=stages_ms))
-        self.internal(
-            Metrics(
-                error_code=figures.error.wire_code if figures.error is not None else None,
-                voice_to_voice_s=figures.voice_to_voice_s,
-                llm_ttft_s=figures.llm_ttft_s,
-                tts_ttfa_s=figures.tts_ttfa_s,
-                stages_s=stages or None,
-                interrupted=report.state is ReplyState.CANCELLED,
-                response_done=True,
-                asr_busy_s=report.asr_busy_s,
-                asr_audio_s=report.asr_audio_s,
-                tts_busy_s=figures.tts_busy_s,
-                tts_audio_s=figures.tts_audio_s,
-            )
-        )
+            self.events.put(ev.TurnBreakdownReport(response_id=report.reply_id, stages_ms=stages))
+        self.internal(reply_metrics(report))

@@ -9,6 +9,7 @@ import asyncio
 import numpy as np
 import pytest
 
+from omnivox.agent.events import ReplyReport
 from omnivox.audio.resample import resample
 from omnivox.core.config import Settings
 from omnivox.core.errors import PrepareRequired
@@ -17,6 +18,7 @@ from omnivox.engines.registry import build_engine
 from omnivox.voice.asr.base import word_error_rate
 from omnivox.worker.duplex.agent_units import AgentUnits
 from omnivox.worker.duplex.inputs import Chunk
+from omnivox.worker.reply_metrics import reply_metrics
 
 WEATHER = "what is the weather like in paris today"
 SILENCE = np.zeros(16000, np.float32)
@@ -77,6 +79,23 @@ async def test_the_user_is_heard_then_answered_in_unit_sized_pieces(source, weat
     # the reply starts in the unit that heard the turn end (the settle wait), not a unit later
     first = heard.index(spoken[0])
     assert first <= len(seconds(weather)) + 1
+
+
+async def test_a_heard_reply_reports_its_figures_and_breakdown_for_the_gateway(source, weather) -> None:
+    reports: list[ReplyReport] = []
+    source.figures = reports.append
+    await source.prepare(DuplexParams())
+    heard = await units(source, [*seconds(weather), *[SILENCE] * 8], force_first=3)
+    assert any(not u.is_listen for u in heard), "never answered"
+    for _ in range(10):  # the report follows the reply's last unit once its thread has ended
+        if reports:
+            break
+        heard += await units(source, [SILENCE])
+    assert len(reports) == 1
+    metrics = reply_metrics(reports[0])
+    assert metrics.response_done and not metrics.interrupted and metrics.error_code is None
+    assert metrics.voice_to_voice_s is not None and metrics.voice_to_voice_s > 0
+    assert metrics.stages_s is not None and {"decided", "first_audio_sent"} <= set(metrics.stages_s)
 
 
 async def test_speech_over_the_reply_cuts_it_at_the_next_unit(source, weather) -> None:
