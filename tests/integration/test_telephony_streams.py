@@ -269,18 +269,21 @@ async def test_telnyx_and_plivo_streams_carry_a_conversation(phone_cluster, carr
 
 
 async def test_the_carriers_marks_say_when_the_reply_has_played_not_the_servers_model(phone_cluster):
-    """A carrier that plays what it is sent 2 s late (its buffer): when omnivox has sent the whole
-    reply and its own model of the player has it over, the caller is still hearing it, by the marks.
-    Speech then is speech over the reply (the carrier is told to stop it), not a new turn under a
-    reply that plays on; once the marks say it has all played, the caller's words are a new turn."""
+    """A carrier that plays what it is sent 2 s late (its buffer): the reply starts when the carrier
+    echoes the marker sent before its first audio, not when omnivox sent it, so the session's model
+    of the reply runs 2 s late with it. Speech while the caller hears it is speech over the reply
+    (the carrier is told to stop it), not a new turn under a reply that plays on; once the marks
+    say it has all played, the caller's words are a new turn."""
     call = CarrierStream("twilio", buffer_s=2.0)
     await call.open(stream_url(phone_cluster), signed(phone_cluster))
     side = await attach(phone_cluster)
     try:
+        spoke_at = time.monotonic()
         await call.speak(np.concatenate([speech(WEATHER), silence(0.8)]), RATE)
-        done = await side.wait_for("response.done", timeout=30)  # all of it sent (300 ms ahead)
-        rid = done["response"]["id"]
-        await asyncio.sleep(0.5)  # the server's model has it played; the carrier has ~1.5 s to go
+        started = await side.wait_for("output_audio_buffer.started", timeout=30)
+        started_at = time.monotonic()
+        rid = started["response_id"]
+        await asyncio.sleep(0.5)  # the caller is hearing it
         assert not side.of("output_audio_buffer.stopped")
         await call.speak(np.concatenate([speech(STORY), silence(1.0)]), RATE)
         cleared = await side.wait_for("output_audio_buffer.cleared", timeout=10)
@@ -292,6 +295,9 @@ async def test_the_carriers_marks_say_when_the_reply_has_played_not_the_servers_
         await call.stop()
         await call.close()
     assert cleared["response_id"] == rid
+    # "started" is the carrier reaching the reply: not before its first sample played
+    first_played = min(t for t, _ in call.play_log if t > spoke_at)
+    assert started_at >= first_played - 0.1
     assert call.clears, "the carrier was never told to stop the reply the caller was still hearing"
     assert not [e for e in side.of("output_audio_buffer.stopped") if e["response_id"] == rid]
     # the words after the reply had all played were a new turn: no reply was cut for them

@@ -19,8 +19,10 @@ per user turn (``Phase``):
   back." on a cough, and gives it a high no-speech probability and a low log-probability), when its
   words are only backchannels within ``backchannel_max_ms``, when they are the assistant's own, or
   when it is short, of few words, and unclear: the recogniser unsure of them, or too quiet against
-  the reply playing meanwhile (a misheard "okay": "I'm Kay."). Words that ask the assistant to stop
-  ("wait", "stop", "hold on", "no", "sorry") cut it whatever the scores. A partial transcript can only cut (a
+  the reply playing meanwhile (a misheard "okay": "I'm Kay."; a lone word at a surer score than two
+  or three: "door" for "sure"), or when it is one word looping (Whisper's hallucination on a
+  cough: "Duh, duh, duh, duh"). Words that ask the assistant to stop ("wait", "stop", "hold on",
+  "no", "sorry", "hey") cut it whatever the scores. A partial transcript can only cut (a
   backchannel is judged once it is over).
 - The thresholds are measured, not guessed: ``omnivox bench interruptions`` plays the bench's
   interjections over a reply's echo through the real hearing, prints each case's evidence and
@@ -36,6 +38,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+from itertools import pairwise
 
 from omnivox.core.config import BACKCHANNELS
 from omnivox.core.transitions import Machine
@@ -77,15 +80,25 @@ class InterruptionPolicy:
     backchannel_max_ms: int = 1500  # longer utterances (to their first pause) are never backchannels
     echo_words: bool = True  # words the assistant has just said do not interrupt it
     evidence: bool = True  # weigh the recogniser's scores and the levels, not only the words
-    no_speech_min: float = 0.4  # no_speech_prob at least this, with
+    no_speech_min: float = 0.3  # no_speech_prob at least this, with
     no_speech_logprob_max: float = -1.0  # avg_logprob at most this: no speech, whatever the words
     unclear_max_words: int = 3  # an unclear utterance has at most this many words,
-    unclear_logprob_max: float = -1.0  # and the recogniser is this unsure of them,
-    unclear_over_echo_db_max: float = -99.0  # or it was this quiet against the reply
+    unclear_logprob_max: float = -1.1  # and the recogniser is this unsure of them,
+    unclear_over_echo_db_max: float = -4.0  # or it was this quiet against the reply
+    # a lone word is unclear at a surer log-probability than two or three: Whisper turns a short
+    # backchannel into one confident wrong word ("door" for "sure", "Yo" for "yeah", "MHCAB." for
+    # "mhm": -0.86 to -0.99) where a real barge-in of one word is a stop word or is followed by more
+    # (the nearest, "actually", -0.80: cut at once)
+    unclear_single_logprob_max: float = -0.84
+    # one word said over and over ("Duh, duh, duh, duh"): Whisper's decoding loop on a noise, the
+    # failure its own long-form decoding retries on (its compression-ratio test); this many or more
+    loop_min_repeats: int = 3
     # words that interrupt however unsure the recogniser is of them (Whisper hears a lone "wait"
     # over a reply with a log-probability of -1.2; a hallucination on a cough is never one of these)
+    # "hey" calls for attention as "excuse" does (and is what Whisper writes for espeak-ng's lone
+    # "wait" over the echo: the bench's only word for two real barge-ins)
     stop_words: frozenset[str] = frozenset(
-        {"wait", "stop", "hold", "hang", "no", "sorry", "pardon", "excuse"}
+        {"wait", "stop", "hold", "hang", "no", "sorry", "pardon", "excuse", "hey"}
     )
 
     def __post_init__(self) -> None:
@@ -112,16 +125,24 @@ class InterruptionPolicy:
             and e.avg_logprob is not None
             and e.no_speech_prob >= self.no_speech_min
             and e.avg_logprob <= self.no_speech_logprob_max
-        ):
+        ) or (self.evidence and short and self._looping(heard, e)):
             return Verdict.NO_SPEECH
         if self.echo_words and is_echo(heard, words(spoken)):
             return Verdict.ECHO
-        if short and len(heard) <= self.unclear_max_words and self._unclear(e):
+        if short and len(heard) <= self.unclear_max_words and self._unclear(e, len(heard)):
             return Verdict.UNCLEAR
         return Verdict.WORDS
 
-    def _unclear(self, e: Evidence) -> bool:
-        unsure = e.avg_logprob is not None and e.avg_logprob <= self.unclear_logprob_max
+    def _looping(self, heard: list[str], e: Evidence) -> bool:
+        """One word over and over, on a sound the recogniser thinks more likely no speech than
+        speech (it loops on real words too: "waiting waiting ..." for "wait", P(no speech) 0.38)."""
+        return (
+            e.no_speech_prob is not None and e.no_speech_prob >= 0.5 and loops(heard, self.loop_min_repeats)
+        )
+
+    def _unclear(self, e: Evidence, n_words: int) -> bool:
+        most = self.unclear_single_logprob_max if n_words == 1 else self.unclear_logprob_max
+        unsure = e.avg_logprob is not None and e.avg_logprob <= max(most, self.unclear_logprob_max)
         quiet = e.over_echo_db is not None and e.over_echo_db <= self.unclear_over_echo_db_max
         return unsure or quiet
 
@@ -135,6 +156,16 @@ class InterruptionPolicy:
                     if tuple(heard[i : i + len(p)]) == p:
                         ok[i + len(p)] = True
         return ok[-1]
+
+
+def loops(heard: list[str], repeats: int) -> bool:
+    """Whether one word comes ``repeats`` or more times in a row ("duh duh duh duh du")."""
+    run = 1
+    for before, word in pairwise(heard):
+        run = run + 1 if word == before else 1
+        if run >= repeats:
+            return True
+    return False
 
 
 def is_echo(heard: list[str], spoken: list[str]) -> bool:

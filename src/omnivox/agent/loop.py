@@ -40,7 +40,7 @@ from functools import partial
 import numpy as np
 
 from omnivox.agent.events import AgentEvent, Failure, IdleTimeout, InputCleared, ReplyReport, UserTurn
-from omnivox.agent.hearing import Clear, Commit, Configure, Denoise, Echo, Feed, Hearing
+from omnivox.agent.hearing import ChunkHeard, Clear, Commit, Configure, Denoise, Echo, Feed, Hearing
 from omnivox.agent.interruption import InterruptionPolicy
 from omnivox.agent.pacing import Pacing
 from omnivox.agent.playout import Playback, Playout
@@ -65,7 +65,7 @@ from omnivox.agent.turns import (
     turn_id,
 )
 from omnivox.connection.units import WorkUnits
-from omnivox.core.errors import InputAudioBufferCommitEmpty, OmnivoxError
+from omnivox.core.errors import InputAudioBufferCommitEmpty
 from omnivox.protocol.chat import ChatMessage
 from omnivox.voice.models import VoiceModels
 from omnivox.voice.reply import ReplyRequest
@@ -253,6 +253,11 @@ class VoiceAgent:
         playback stops there; what was heard of it is the adapter's to keep)."""
         return self.replies.truncate(playback, heard_ms)
 
+    def reports_playback(self) -> None:
+        """The listener will report when its player starts and stops each reply (a carrier has
+        the audio queued): the ledger waits for those reports rather than its own model's end."""
+        self.playout.expect_reports()
+
     def played(self, reply_id: str, started: bool, at: float) -> None:
         """The listener's player reports it ``started`` the reply ``reply_id`` at ``at`` (on the
         agent's clock), or (not ``started``) that it has played all of it: the playout ledger counts
@@ -288,11 +293,7 @@ class VoiceAgent:
         while True:
             job = await hearing.next_job()
             if isinstance(job, Feed):
-                try:
-                    await self._hear(job)
-                finally:
-                    self._heard += 1
-                    self._progress.set()
+                await self._hear(hearing.take_feeds(job))
             elif isinstance(job, Commit):
                 await self._commit(job.tag)
             elif isinstance(job, Clear):
@@ -305,21 +306,37 @@ class VoiceAgent:
             else:
                 await hearing.run(hearing.listener.configure, job.params)
 
-    async def _hear(self, job: Feed) -> None:
+    async def _hear(self, feeds: list[Feed]) -> None:
+        """Hear the chunks (one trip to the input thread) and act on each in order, as if each had
+        gone alone (``agent.hearing``)."""
         hearing = self.hearing
-        try:
-            heard_now = await hearing.feed(job)
-        except OmnivoxError as err:
-            if err.fatal:
-                raise
-            self.emit(Failure(err))  # e.g. stage_lost: the next turn is heard again
-            return
-        self.turn_timer.chunk(hearing.listener.pause_started_ms)
-        for heard in heard_now:
-            actions = self.turns.heard(heard, job.arrival, self._floor())
+        trip = await hearing.feed(feeds)
+        for chunk in trip.chunks:
+            hearing.done(chunk.feed)  # (not waiting any more: ``backlog_ms`` while it is acted on)
+            try:
+                await self._act(chunk)
+            finally:
+                self._chunk_heard()
+        if trip.error is not None:
+            hearing.done(feeds[len(trip.chunks)])  # the chunk that failed is not heard again
+            self._chunk_heard()
+            if trip.error.fatal:
+                raise trip.error
+            self.emit(Failure(trip.error))  # e.g. stage_lost: the next turn is heard again
+
+    def _chunk_heard(self) -> None:
+        self._heard += 1
+        self._progress.set()
+
+    async def _act(self, chunk: ChunkHeard) -> None:
+        """What turn-taking makes of one chunk heard."""
+        hearing = self.hearing
+        self.turn_timer.chunk(chunk.pause_started_ms)
+        for heard in chunk.heard:
+            actions = self.turns.heard(heard, chunk.feed.arrival, self._floor())
             self.turn_timer.heard(heard, actions)
             await self._execute(actions)
-        if self.turns.interruption.due(hearing.listener.audio_ms):
+        if self.turns.interruption.due(chunk.audio_ms):
             await self._expire()
         if self._owed is not None and hearing.backlog_ms <= BACKLOG_MS and not self.turns.in_turn:
             speech_end_at, self._owed = self._owed, None

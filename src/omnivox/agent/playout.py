@@ -382,6 +382,11 @@ class Playout:
         if self.current is playback:
             self.current = None
 
+    def expect_reports(self) -> None:
+        """The listener says it reports its playback before its first report (it has the audio
+        queued and will say when it starts): from now on the ledger waits for its reports."""
+        self.reported = True
+
     def heard(self, playback: Playback, started: bool, at: float) -> float:
         """The listener reports that its player ``started`` ``playback`` at ``at`` (else: it has
         played it all); from now on the ledger waits for such reports. Returns the model's error

@@ -12,10 +12,12 @@ evidence. A policy's outcome on a case: cut at the first point it judges ``words
 point's verdict; a barge-in that never paused the reply (silero heard nothing) counts as missed.
 
 Then the thresholds of ``InterruptionPolicy`` (no speech: ``no_speech_min`` and
-``no_speech_logprob_max``; unclear: ``unclear_logprob_max`` and ``unclear_over_echo_db_max``) are
-fitted on those cases: the least errors, a missed barge-in counting ``--miss-weight`` times a false
-one; of the thresholds that make the least, those that resume fewest cases on the evidence (a lost
-barge-in is the worse mistake), then the middle of their range (the median of each). The table gives the
+``no_speech_logprob_max``; unclear: ``unclear_logprob_max`` and ``unclear_over_echo_db_max``, then
+``unclear_single_logprob_max`` for a lone word) are fitted on those cases: the least errors, a
+missed barge-in counting ``--miss-weight`` times a false one; of the thresholds that make the least,
+those that cut fewest barge-ins late (a first word resumed, the cut only at the next point), then
+those that resume fewest cases on the evidence (a lost barge-in is the worse mistake), then the
+middle of their range (the median of each). The table gives the
 verdicts of the words alone (``evidence`` off), of the policy's defaults and of the fitted one.
 Model work only: the figures do not depend on the machine's speed.
 """
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, replace
@@ -81,14 +84,22 @@ class Observation:
     def judged_by(self, policy: InterruptionPolicy) -> str:
         """The verdict ``policy`` comes to: the first point judged ``words`` cuts the reply, else the
         last point's verdict stands ("unheard": never paused; "unjudged": paused, never settled)."""
+        return self._judged(policy)[0]
+
+    def cut_at(self, policy: InterruptionPolicy) -> int | None:
+        """The point at which ``policy`` cuts the reply (None: it does not)."""
+        verdict, at = self._judged(policy)
+        return at if verdict == Verdict.WORDS.value else None
+
+    def _judged(self, policy: InterruptionPolicy) -> tuple[str, int]:
         if not self.paused:
-            return "unheard"
+            return "unheard", -1
         verdict = "unjudged"
-        for p in self.points:
+        for at, p in enumerate(self.points):
             verdict = policy.judge(p.text, p.speech_ms, REPLY, Evidence(**p.evidence)).value
             if verdict == Verdict.WORDS.value:
-                break
-        return verdict
+                return verdict, at
+        return verdict, len(self.points) - 1
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -98,6 +109,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--at-s", type=float, default=1.0, help="when the caller speaks into the reply")
     parser.add_argument("--miss-weight", type=float, default=3.0, help="a missed barge-in counts this much")
     parser.add_argument("--kinds", nargs="+", default=list(KINDS), choices=KINDS)
+    parser.add_argument(
+        "--observations", help="fit the cases of an earlier run's --json file instead of hearing them again"
+    )
 
 
 class Hearing:
@@ -188,28 +202,32 @@ def cases(voices: Iterable[str], kinds: Iterable[str]) -> list[tuple[str, str, s
     return out
 
 
-def errors(
-    observations: list[Observation], policy: InterruptionPolicy, miss_weight: float
-) -> tuple[int, int]:
-    """(false barge-ins, missed barge-ins) under ``policy``."""
-    false = missed = 0
+def errors(observations: list[Observation], policy: InterruptionPolicy) -> tuple[int, int, int]:
+    """(false barge-ins, missed barge-ins, late barge-ins) under ``policy``; a late one is cut at a
+    later point than the words alone cut it (the reply resumed on a first word, then was cut)."""
+    words_only = InterruptionPolicy(evidence=False)
+    false = missed = late = 0
     for o in observations:
         verdict = o.judged_by(policy)
         if o.kind in FALSE_IF_CUT and verdict == Verdict.WORDS.value:
             false += 1
         elif o.kind == "barge_in" and verdict != Verdict.WORDS.value:
             missed += 1
-    return false, missed
+        elif o.kind == "barge_in" and (o.cut_at(policy) or 0) > (o.cut_at(words_only) or 0):
+            late += 1
+    return false, missed, late
 
 
 def fit(observations: list[Observation], miss_weight: float = 3.0) -> InterruptionPolicy:
     """The thresholds with the least weighted errors on ``observations`` (see the module doc)."""
 
-    def cost(policy: InterruptionPolicy) -> tuple[float, int]:
-        false, missed = errors(observations, policy, miss_weight)
-        return false + miss_weight * missed, _resumed_on_evidence(observations, policy)
+    def cost(policy: InterruptionPolicy) -> tuple[float, int, int]:
+        false, missed, late = errors(observations, policy)
+        return false + miss_weight * missed, late, _resumed_on_evidence(observations, policy)
 
-    base = InterruptionPolicy(unclear_logprob_max=OFF, unclear_over_echo_db_max=OFF)
+    base = InterruptionPolicy(
+        unclear_logprob_max=OFF, unclear_over_echo_db_max=OFF, unclear_single_logprob_max=OFF
+    )
     best = _centre(
         [
             replace(base, no_speech_min=p, no_speech_logprob_max=lp)
@@ -218,17 +236,31 @@ def fit(observations: list[Observation], miss_weight: float = 3.0) -> Interrupti
         cost,
         ("no_speech_min", "no_speech_logprob_max"),
     )
-    return _centre(
+    # unclear: two or three words, and a lone word (which only a surer score than theirs can add to)
+    best = _centre(
         [
-            replace(best, unclear_logprob_max=lp, unclear_over_echo_db_max=db)
-            for lp, db in itertools.product([OFF, *_steps(-2.0, 0.0, 0.1)], [OFF, *_steps(-30.0, 0.0, 1.0)])
+            replace(best, unclear_logprob_max=lp, unclear_single_logprob_max=one)
+            for lp, one in itertools.product([OFF, *_steps(-2.0, 0.0, 0.1)], [OFF, *_steps(-2.0, 0.0, 0.01)])
+            if one == OFF or one > lp
         ],
         cost,
-        ("unclear_logprob_max", "unclear_over_echo_db_max"),
+        ("unclear_logprob_max", "unclear_single_logprob_max"),
+    )
+    return _centre(
+        [replace(best, unclear_over_echo_db_max=db) for db in [OFF, *_steps(-30.0, 0.0, 1.0)]],
+        cost,
+        ("unclear_over_echo_db_max",),
     )
 
 
 OFF = -99.0  # a threshold no evidence reaches: the rule is off
+FITTED = (
+    "no_speech_min",
+    "no_speech_logprob_max",
+    "unclear_logprob_max",
+    "unclear_over_echo_db_max",
+    "unclear_single_logprob_max",
+)
 
 
 def _resumed_on_evidence(observations: list[Observation], policy: InterruptionPolicy) -> int:
@@ -240,10 +272,11 @@ def _resumed_on_evidence(observations: list[Observation], policy: InterruptionPo
 
 def _centre(
     candidates: list[InterruptionPolicy],
-    cost: Callable[[InterruptionPolicy], tuple[float, int]],
+    cost: Callable[[InterruptionPolicy], tuple[float, int, int]],
     names: tuple[str, ...],
 ) -> InterruptionPolicy:
-    """Of the candidates with the least cost (errors, then resumes on evidence), and of those the
+    """Of the candidates with the least cost (errors, then late cuts, then resumes on evidence),
+    and of those the
     ones with the most rules off (a rule the cases do not need is not guessed), the one nearest the
     median of each threshold."""
     costs = [cost(c) for c in candidates]
@@ -260,29 +293,8 @@ def _steps(lo: float, hi: float, step: float) -> list[float]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from omnivox.bench.turns import synthetic_voices, trim
-
-    hearing = Hearing()
-    voices = synthetic_voices()
-    reply = trim(voices["hibari"](REPLY))
-    speak: dict[str, Callable[[str], np.ndarray]] = {v: voices[v] for v in args.voices}
-    observations: list[Observation] = []
     words_only = InterruptionPolicy(evidence=False)
-    for gain in args.gains_db:
-        for kind, voice, said in cases(args.voices, args.kinds):
-            clip = None
-            if kind != "echo":
-                clip = trim((voices["espeak"] if kind == "noise" else speak[voice])(said))
-            paused, points = hear_case(
-                hearing, reply, clip, gain_db=gain, delay_ms=args.delay_ms, at_s=args.at_s
-            )
-            o = Observation(kind, voice, said, gain, paused, points)
-            observations.append(o)
-            heard = " | ".join(f"{p.text!r} {p.evidence}" for p in points)
-            print(
-                f"{kind:11} {voice:6} {gain:5.0f} dB {said!r:45} -> {o.judged_by(words_only):11} {heard}",
-                flush=True,
-            )
+    observations = load(args.observations) if args.observations else hear(args, words_only)
     fitted = fit(observations, args.miss_weight)
     policies = {"words only": words_only, "defaults": InterruptionPolicy(), "fitted": fitted}
     rows = []
@@ -301,14 +313,47 @@ def run(args: argparse.Namespace) -> int:
         ["judge", "case", "cut", "verdicts"],
         rows,
     )
-    chosen = {
-        k: getattr(fitted, k) for k in ("no_speech_min", "no_speech_logprob_max", "unclear_logprob_max")
-    }
-    chosen["unclear_over_echo_db_max"] = fitted.unclear_over_echo_db_max
-    false, missed = errors(observations, fitted, args.miss_weight)
-    print(f"fitted: {chosen}; false barge-ins {false}, missed barge-ins {missed}")
+    chosen = {k: getattr(fitted, k) for k in FITTED}
+    for name, policy in policies.items():
+        false, missed, late = errors(observations, policy)
+        print(f"{name}: false barge-ins {false}, missed barge-ins {missed}, cut late {late}")
+    print(f"fitted: {chosen}")
     write_json(
         getattr(args, "json", None),
         {"bench": "interruptions", "fitted": chosen, "observations": [asdict(o) for o in observations]},
     )
     return 0
+
+
+def hear(args: argparse.Namespace, words_only: InterruptionPolicy) -> list[Observation]:
+    """Every case heard by the server's hearing, printed with its words and evidence."""
+    from omnivox.bench.turns import synthetic_voices, trim
+
+    hearing = Hearing()
+    voices = synthetic_voices()
+    reply = trim(voices["hibari"](REPLY))
+    speak: dict[str, Callable[[str], np.ndarray]] = {v: voices[v] for v in args.voices}
+    observations: list[Observation] = []
+    for gain in args.gains_db:
+        for kind, voice, said in cases(args.voices, args.kinds):
+            clip = None
+            if kind != "echo":
+                clip = trim((voices["espeak"] if kind == "noise" else speak[voice])(said))
+            paused, points = hear_case(
+                hearing, reply, clip, gain_db=gain, delay_ms=args.delay_ms, at_s=args.at_s
+            )
+            o = Observation(kind, voice, said, gain, paused, points)
+            observations.append(o)
+            heard = " | ".join(f"{p.text!r} {p.evidence}" for p in points)
+            print(
+                f"{kind:11} {voice:6} {gain:5.0f} dB {said!r:45} -> {o.judged_by(words_only):11} {heard}",
+                flush=True,
+            )
+    return observations
+
+
+def load(path: str) -> list[Observation]:
+    """The cases an earlier run wrote with ``--json``."""
+    with open(path) as f:
+        saved = json.load(f)["observations"]
+    return [Observation(**{**o, "points": [Settled(**p) for p in o["points"]]}) for o in saved]

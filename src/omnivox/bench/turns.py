@@ -67,6 +67,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--words", default="on", choices=["on", "off"], help="weigh the transcript's words")
     parser.add_argument("--asr", default="whisper", choices=["whisper", "none"], help="the recogniser")
     parser.add_argument("--voices", nargs="+", default=["hibari", "espeak"], help="hibari, espeak")
+    parser.add_argument(
+        "--transcripts", action="store_true", help="print each clip got wrong: its words, P(finished), tier"
+    )
 
 
 class DeafAsr(StreamingAsr):
@@ -166,21 +169,28 @@ def run(args: argparse.Namespace) -> int:
         for mode in args.modes:
             waits, complete_right, paused_right = [], 0, 0
             judged: list[list[dict[str, Any]]] = []  # each clip's pauses, as the listener judged them
-            for speech in complete:
+            wrong: list[tuple[str, Any, list[dict[str, Any]]]] = []  # (why, what was said, its pauses)
+            for text, speech in zip(COMPLETE, complete, strict=True):
                 listener, longest = _listener(mode, vad, model, asr, words)
                 stop = first_stop_ms(listener, np.concatenate([lead, speech, quiet(longest / 1000 + 1.0)]))
                 end_ms = (len(lead) + len(speech)) * 1000 / RATE
                 wait = (stop - end_ms) if stop is not None else float("nan")
                 waits.append(wait)
-                complete_right += int(mode == "server_vad" or wait < longest - 50)
+                on_time = mode == "server_vad" or wait < longest - 50
+                complete_right += int(on_time)
                 judged.append(_judged(listener))
-            for first, rest in paused:
+                if not on_time:
+                    wrong.append((f"complete, ended {wait:.0f} ms after it", text, judged[-1]))
+            for pair, (first, rest) in zip(PAUSED, paused, strict=True):
                 listener, longest = _listener(mode, vad, model, asr, words)
                 audio = np.concatenate([lead, first, quiet(args.pause_s), rest, quiet(longest / 1000 + 1.0)])
                 stop = first_stop_ms(listener, audio)
                 resumed_ms = (len(lead) + len(first)) * 1000 / RATE + args.pause_s * 1000
-                paused_right += int(stop is not None and stop > resumed_ms)
+                kept = stop is not None and stop > resumed_ms
+                paused_right += int(kept)
                 judged.append(_judged(listener))
+                if not kept:
+                    wrong.append(("paused, ended in the pause", pair, judged[-1]))
             total = len(complete) + len(paused)
             r = {
                 "complete_right": complete_right / len(complete),
@@ -191,6 +201,9 @@ def run(args: argparse.Namespace) -> int:
                 "judged": judged,
             }
             results[f"{voice}/{line}/{mode}"] = r
+            if args.transcripts:
+                for why, said, pauses in wrong:  # why each went wrong: the words and the model at each pause
+                    print(f"{voice}/{line}/{mode} {why}: {said!r} -> {pauses}")
             rows.append(
                 [
                     voice,

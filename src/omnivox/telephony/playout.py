@@ -3,7 +3,12 @@
 - ``PacedPlayout`` (SIP/RTP): omnivox itself sends the caller one 20 ms packet at a time, in real
   time, so what was taken from it is what was heard (less the network's few milliseconds).
 - ``MarkedPlayout`` (carrier media streams): the carrier buffers and plays what it is sent, and
-  echoes a marker once the audio before it has played; only echoed markers count as heard.
+  echoes a marker once the audio before it has played; only echoed markers count as heard. A
+  response's ``started`` is the echo of a marker sent just before its first audio (the carrier
+  echoes it once what it was playing before is over), not the moment omnivox sent the audio: a
+  carrier with seconds buffered starts the reply that much later. When the audio is sent it reports
+  ``queued``: the listener will say when it starts and stops (the session waits for that rather
+  than end the reply by its own model while the carrier has not even begun it).
 
 Both report ``started`` when a response's audio begins to play and ``stopped`` once all of it
 has played (``on_playback``), keep per response how much was heard (``heard_ms``), hold playback
@@ -23,7 +28,7 @@ FRAME_MS = 20
 FRAME_BYTES = RATE * FRAME_MS // 1000
 SILENCE = {"audio/pcmu": b"\xff", "audio/pcma": b"\xd5"}
 
-OnPlayback = Callable[[str, str], None]  # (started | stopped, response id)
+OnPlayback = Callable[[str, str], None]  # (queued | started | stopped, response id)
 
 
 def ms(n_bytes: int) -> float:
@@ -143,6 +148,9 @@ class MarkedPlayout(_Ledger):
         # its name (names are never reused, resent audio gets a new one): it counts nothing, and no
         # set of cleared names grows for the whole call
         self._n = 0
+        self._starts: dict[str, str] = {}  # markers sent before a response's first audio: its start
+        self._announced: str | None = None  # the response whose start marker went out last
+        self._queued: set[str] = set()  # responses reported ``queued`` (once each)
 
     @property
     def buffered(self) -> int:
@@ -151,34 +159,54 @@ class MarkedPlayout(_Ledger):
     def push(self, response_id: str | None, audio: bytes) -> None:
         if response_id in self._cut or not audio:
             return
-        self._n += 1
-        sent = _Sent(f"omnivox-{self._n}", response_id, audio)
+        sent = _Sent(self._name(), response_id, audio)
         if self.paused:
             self._held.append(sent)
         else:
             self._out(sent)
 
+    def _name(self) -> str:
+        self._n += 1
+        return f"omnivox-{self._n}"
+
     def _out(self, sent: _Sent) -> None:
-        self._begin(sent.response_id)
+        rid = sent.response_id
+        if rid is not None and rid not in (self._announced, self.playing):
+            name = self._name()
+            self._starts[name] = rid
+            self._announced = rid
+            self.send("mark", name)
+            if rid not in self._queued:
+                self._queued.add(rid)
+                self.on_playback("queued", rid)  # the carrier has it: its start will be reported
         self.send("media", sent.audio)
         self.send("mark", sent.name)
         self._pending.append(sent)
 
     def audio_over(self, response_id: str) -> None:
         self._over.add(response_id)
-        if self.playing == response_id and not self._pending and not self._held:
+        if self.playing == response_id and not self._left(response_id):
             self._stop()
+
+    def _left(self, response_id: str | None) -> bool:
+        """Whether some of the response's audio has not played yet (sent, or held by a pause)."""
+        return any(s.response_id == response_id for s in (*self._pending, *self._held))
 
     def marked(self, name: str) -> None:
         """The carrier echoed a marker: the audio before it has played (unless it was cleared)."""
+        if (starting := self._starts.pop(name, None)) is not None:
+            self._begin(starting)  # what played before it is over: this response begins now
+            return
         if all(s.name != name for s in self._pending):
             return  # not ours, already counted, or cleared
         while self._pending:
             sent = self._pending.popleft()
+            if sent.response_id not in self._cut:
+                self._begin(sent.response_id)  # its start marker's echo was lost: it has played
             self._count(sent.response_id, len(sent.audio))
             if sent.name == name:
                 break
-        if not self._pending and not self._held and self.playing in self._over:
+        if self.playing in self._over and not self._left(self.playing):
             self._stop()
 
     def pause(self) -> None:
@@ -190,17 +218,30 @@ class MarkedPlayout(_Ledger):
             self.send("clear", None)
             self._held = [*self._pending, *self._held]
             self._pending.clear()
+        self._forget_starts()
 
     def resume(self) -> None:
         self.paused = False
         held, self._held = self._held, []
         for sent in held:
-            self._n += 1
-            self._out(_Sent(f"omnivox-{self._n}", sent.response_id, sent.audio))
+            self._out(_Sent(self._name(), sent.response_id, sent.audio))
 
     def clear(self, response_id: str | None = None) -> str | None:
+        # a response sent whose start the carrier has not echoed yet is cut (and answered) too
+        sent = next((s.response_id for s in (*self._pending, *self._held) if s.response_id), None)
         if self._pending:
             self.send("clear", None)
         self._pending.clear()
         self._held.clear()
-        return self._cut_now(response_id)
+        self._forget_starts()
+        playing = self._cut_now(response_id)
+        if sent is not None and playing is None:
+            self._cut.add(sent)
+            return sent
+        return playing
+
+    def _forget_starts(self) -> None:
+        """The carrier dropped its buffer: start markers in it never mean a start (Twilio echoes
+        them at the clear); a response not started yet gets a new one with its audio sent again."""
+        self._starts.clear()
+        self._announced = None

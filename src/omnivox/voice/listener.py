@@ -126,7 +126,11 @@ class Listener:
         self.semantic: SemanticTurn | None = None  # semantic_vad's judge of pauses
         self.rate = vad.sample_rate
         self.confirm_ms = confirm_ms
-        self._ring = np.zeros(0, np.float32)
+        # recent audio (``_ring``): the stream from sample ``_ring_start`` on, held in ``_buffer``
+        # (which starts at stream sample ``_buffer_start`` and is filled up to ``_filled``)
+        self._buffer = np.zeros(0, np.float32)
+        self._buffer_start = 0
+        self._filled = 0
         self._ring_start = 0  # stream sample index of _ring[0]
         self.samples = 0  # stream samples received
         self._asr_from: int | None = None  # next sample the ASR should hear; None: not listening
@@ -383,17 +387,31 @@ class Listener:
         if partial is not None and partial.text:
             heard.append(self._transcript("partial", self.audio_ms, partial.text, partial.scores))
 
+    @property
+    def _ring(self) -> np.ndarray:
+        return self._buffer[self._ring_start - self._buffer_start : self._filled]
+
     def _remember(self, audio: np.ndarray) -> None:
+        """Add a chunk to the recent audio, forgetting what is older than ``_KEEP_MS`` (but never
+        audio the ASR still has to hear). The buffer has room for many chunks and is moved only
+        when full (about every ``_KEEP_MS``): a paced 40 ms chunk no longer copies 8.5 s of audio
+        (~180 us a chunk on a busy core). Filled samples are never written again (a full buffer is
+        replaced, not shifted), so the slices handed to the ASR and the end-of-turn model keep
+        their audio."""
         keep = int(_KEEP_MS * self.rate / 1000)
-        ring = np.concatenate([self._ring, audio]) if len(self._ring) else np.asarray(audio, np.float32)
-        if len(ring) > keep:
-            # never drop audio the ASR still has to hear
-            cut = len(ring) - keep
+        n = len(audio)
+        if self._filled + n > len(self._buffer):
+            held = self._ring
+            buffer = np.empty(max(2 * keep, 2 * (len(held) + n)), np.float32)
+            buffer[: len(held)] = held
+            self._buffer, self._buffer_start, self._filled = buffer, self._ring_start, len(held)
+        self._buffer[self._filled : self._filled + n] = audio
+        self._filled += n
+        cut = self._filled - (self._ring_start - self._buffer_start) - keep
+        if cut > 0:
             if self._asr_from is not None:
                 cut = min(cut, self._asr_from - self._ring_start)
-            ring = ring[cut:]
             self._ring_start += cut
-        self._ring = ring
 
     def _sample_at(self, ms: float) -> int:
         return int(ms * self.rate / 1000)

@@ -135,7 +135,7 @@ def test_words_whisper_wrote_on_a_sound_it_scores_as_no_speech_resume_the_reply(
 
 
 def test_a_short_unclear_utterance_of_few_words_resumes_and_a_clear_one_cuts() -> None:
-    unsure = Evidence(no_speech_prob=0.33, avg_logprob=POLICY.unclear_logprob_max - 0.1)
+    unsure = Evidence(no_speech_prob=0.33, avg_logprob=POLICY.unclear_single_logprob_max - 0.1)
     assert POLICY.judge("I'm...", 500, SPOKEN, unsure) is Verdict.UNCLEAR  # "uh huh", misheard
     sure = Evidence(no_speech_prob=0.34, avg_logprob=-0.24)
     assert POLICY.judge("Hold on.", 500, SPOKEN, sure) is Verdict.WORDS
@@ -143,6 +143,32 @@ def test_a_short_unclear_utterance_of_few_words_resumes_and_a_clear_one_cuts() -
     assert POLICY.judge("I'm...", POLICY.backchannel_max_ms + 1, SPOKEN, unsure) is Verdict.WORDS
     many = " ".join(["stop"] * (POLICY.unclear_max_words + 1))
     assert POLICY.judge(many, 500, SPOKEN, unsure) is Verdict.WORDS
+
+
+def test_a_lone_word_is_unclear_at_a_surer_score_than_two() -> None:
+    # as fitted: Whisper's one confident wrong word for a backchannel ("door" for "sure", -0.86)
+    # resumes; "actually" at -0.80, the first word of a real barge-in, cuts at once
+    door = Evidence(no_speech_prob=0.25, avg_logprob=-0.86)
+    assert POLICY.judge("door", 480, SPOKEN, door) is Verdict.UNCLEAR
+    assert POLICY.judge("actually", 800, SPOKEN, Evidence(0.24, -0.80)) is Verdict.WORDS
+    # two words as unsure are not one: the two- and three-word rule wants a less sure recogniser
+    assert POLICY.judge("I say...", 450, SPOKEN, door) is Verdict.WORDS
+    two = InterruptionPolicy(unclear_logprob_max=-0.5)
+    assert two.judge("I say...", 450, SPOKEN, door) is Verdict.UNCLEAR
+
+
+def test_one_word_looping_is_no_speech_and_a_call_for_attention_cuts() -> None:
+    # Whisper on espeak-ng's breathy cough, 20 dB over the echo: sure of it, and looping
+    cough = Evidence(no_speech_prob=0.81, avg_logprob=-0.73)
+    assert POLICY.judge("Duh, duh, duh, duh, du", 700, SPOKEN, cough) is Verdict.NO_SPEECH
+    assert POLICY.judge("Duh, duh, du", 700, SPOKEN, cough) is Verdict.WORDS  # twice is not a loop
+    assert POLICY.judge("wait wait wait", 700, SPOKEN, cough) is Verdict.WORDS  # a stop word first
+    # Whisper loops on a real "wait" too, sure there was speech: a barge-in
+    waiting = "waiting waiting waiting waiting waiting"
+    assert POLICY.judge(waiting, 480, SPOKEN, Evidence(0.38, -0.12)) is Verdict.WORDS
+    assert InterruptionPolicy(evidence=False).judge("Duh, duh, duh", 700, SPOKEN) is Verdict.WORDS
+    # "Hey." is what Whisper wrote for espeak-ng's lone "wait" over the echo: a stop word
+    assert POLICY.judge("Hey.", 420, SPOKEN, Evidence(0.75, -0.93)) is Verdict.WORDS
 
 
 def test_without_evidence_or_with_it_off_only_the_words_judge() -> None:
@@ -196,8 +222,12 @@ RECORDED = [
     ("espeak", "okay", -10.0, False, "backchannel", "Okay"),
     ("hibari", "mostly sunny with a light breeze", -10.0, False, "echo", ""),
     ("espeak", "a chance of rain later in the evening", -10.0, False, "echo", ""),
-    ("hibari", "uh huh", -10.0, False, "unclear", "I'm..."),  # log-probability -1.1
+    ("hibari", "uh huh", -10.0, False, "no_speech", "I'm..."),  # P(no speech) 0.33, log-prob. -1.1
     ("espeak", "mhm", -6.0, False, "unclear", "MHCAB."),
+    ("hibari", "sure", -10.0, False, "unclear", "door"),  # one word, -0.86
+    ("espeak", "mhm", -10.0, False, "unclear", "MHCAB."),  # one word, -0.93
+    ("hibari", "[[h@@ h@@ h@@]]", -20.0, True, "no_speech", "Duh, duh, duh, duh, du"),  # a loop
+    ("espeak", "wait", -6.0, False, "words", "Hey."),  # a call for attention
     ("hibari", "what about tomorrow", -10.0, False, "words", "What about tomorrow?"),
     ("espeak", "sorry, what was that", -10.0, False, "words", "Sorry, what was that?"),
 ]

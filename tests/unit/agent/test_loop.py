@@ -594,3 +594,59 @@ async def test_a_reply_prepared_on_a_partial_is_dropped_unheard_when_the_user_go
         assert {a.reply_id for a in h.of(ReplyAudio)} == {said.reply_id}  # none of the dropped one's
     finally:
         await closed(h)
+
+
+SPOKEN_WITH_QUIET = [
+    [],
+    [Heard("speech_started", 100.0)],
+    [],
+    [Heard("speech_confirmed", 250.0), Heard("partial", 300.0, "what")],
+    [],
+    [],
+    [Heard("partial", 400.0, "what time")],
+    [],
+    [Heard("speech_stopped", 900.0), Heard("final", 1400.0, "what time is it")],
+    [],
+]
+
+
+@pytest.mark.parametrize("paced", [True, False])
+async def test_chunks_that_arrive_at_once_are_heard_once_each_in_order_as_if_they_came_one_by_one(
+    paced: bool,
+) -> None:
+    """A worker that fell behind hears the queued chunks in trips of several (agent.hearing); what
+    turn-taking makes of them, and in which order, is what it makes of them heard one by one."""
+    h = Harness([list(c) for c in SPOKEN_WITH_QUIET])
+    running = asyncio.create_task(h.agent.run())
+    try:
+        for _ in SPOKEN_WITH_QUIET:
+            h.feed(1)
+            if paced:
+                assert await h.agent.caught_up(2.0)
+        assert await h.agent.caught_up(2.0)
+        await h.until(ReplyReport)
+        listener = h.engine.listener
+        assert listener.samples == len(SPOKEN_WITH_QUIET) * len(CHUNK)  # each heard once
+        assert h.agent.hearing.backlog_ms == 0.0 and not h.agent.hearing.jobs
+        kinds = h.kinds()
+        assert kinds[:5] == ["SpeechStarted", "TranscriptDelta", "SpeechStopped", "UserTurn", "ReplyStarted"]
+        assert h.of(UserTurn)[0].text == "what time is it" and h.engine.asked == ["what time is it"]
+    finally:
+        running.cancel()
+        await asyncio.gather(running, return_exceptions=True)
+        await h.agent.close()
+        await h.units.close()
+
+
+async def test_closing_with_chunks_still_queued_ends_the_threads_and_leaves_nothing_running() -> None:
+    h = Harness([])
+    running = asyncio.create_task(h.agent.run())
+    h.feed(30)  # 3 s of audio at once: several trips
+    await asyncio.sleep(0)
+    running.cancel()
+    await asyncio.gather(running, return_exceptions=True)
+    await h.agent.close()
+    await h.units.close()
+    assert h.agent.input_thread._shutdown and h.agent.output_thread._shutdown
+    assert not any(t.is_alive() for t in h.agent.input_thread._threads)
+    assert h.failures == []

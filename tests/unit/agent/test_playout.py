@@ -202,6 +202,20 @@ def test_with_reports_a_reply_plays_until_the_listener_says_it_stopped() -> None
     assert not playout.playing()  # the caller's next words are a new turn
 
 
+def test_a_listener_that_has_the_audio_queued_is_waited_for_before_its_first_report() -> None:
+    # a carrier 2 s behind: the call's first reply (1 s) is over by the model before it starts
+    clock, playout, playback = on_the_floor(1.0)
+    playout.expect_reports()  # the carrier has the audio queued: its marks will say
+    clock.now += 1.5
+    assert playout.playing()
+    clock.now += 0.5
+    playout.heard(playback, started=True, at=clock.now)  # the carrier reached it, 2 s late
+    clock.now += 0.9
+    assert playout.playing() and playout.left_s() > 0  # its clock runs from the carrier's start
+    playout.heard(playback, started=False, at=clock.now)
+    assert not playout.playing()
+
+
 def test_a_stop_report_ends_a_reply_the_model_still_had_playing() -> None:
     clock, playout, playback = on_the_floor(2.0)
     clock.now += 1.6

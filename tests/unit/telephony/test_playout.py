@@ -30,8 +30,10 @@ def test_marked_playout_counts_only_echoed_markers():
     p.push("r1", b"\x01" * 800)
     p.push("r1", b"\x02" * 800)
     p.audio_over("r1")
-    marks = [d for a, d in sent if a == "mark"]
-    assert [a for a, _ in sent] == ["media", "mark", "media", "mark"] and said == [("started", "r1")]
+    start, *marks = [d for a, d in sent if a == "mark"]
+    assert [a for a, _ in sent] == ["mark", "media", "mark", "media", "mark"] and said == [("queued", "r1")]
+    p.marked(start)  # the carrier reached the reply's first audio
+    assert said[1:] == [("started", "r1")] and p.heard_ms("r1") == 0
     p.marked(marks[0])
     assert p.heard_ms("r1") == 100
     p.marked(marks[1])
@@ -43,7 +45,7 @@ def test_a_pause_clears_the_carrier_and_resume_sends_the_unheard_audio_again():
     p = MarkedPlayout(lambda kind, rid: None, lambda a, d: sent.append((a, d)))
     p.push("r1", b"\x01" * 800)
     p.push("r1", b"\x02" * 800)
-    first, second = [d for a, d in sent if a == "mark"]
+    _, first, second = [d for a, d in sent if a == "mark"]
     p.marked(first)
     p.pause()
     assert sent[-1] == ("clear", None)
@@ -141,6 +143,11 @@ def test_a_pause_holds_the_reply_where_it_was_and_clear_ends_the_pause() -> None
     assert not p.paused and p.take() == b"\xff" * FRAME_BYTES
 
 
+def played(said: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The reports of playing (``queued``, the carrier having the audio, left out)."""
+    return [s for s in said if s[0] != "queued"]
+
+
 def marked() -> tuple[MarkedPlayout, list[tuple[str, object]], list[tuple[str, str]]]:
     sent: list[tuple[str, object]] = []
     said, on = recorder()
@@ -162,8 +169,8 @@ def test_a_later_marker_counts_the_chunks_before_it() -> None:
     p, sent, _ = marked()
     for n in range(3):
         p.push("r1", bytes([n]) * 80)
-    marks = [d for a, d in sent if a == "mark"]
-    p.marked(str(marks[2]))  # the carrier's echoes of the first two were lost
+    _, *marks = [d for a, d in sent if a == "mark"]
+    p.marked(str(marks[2]))  # the carrier's echoes of the start and the first two were lost
     assert p.heard_ms("r1") == 30 and p.buffered == 0
     p.marked(str(marks[0]))
     assert p.heard_ms("r1") == 30
@@ -176,7 +183,9 @@ def test_audio_pushed_while_paused_waits_for_resume() -> None:
     p.push("r1", b"\x01" * 80)
     assert sent == [] and p.buffered == 80 and said == []
     p.resume()
-    assert [a for a, _ in sent] == ["media", "mark"] and said == [("started", "r1")]
+    assert [a for a, _ in sent] == ["mark", "media", "mark"] and said == [("queued", "r1")]
+    p.marked(str(sent[0][1]))
+    assert said[1:] == [("started", "r1")]
 
 
 def test_clear_drops_everything_and_its_echoes_mean_nothing() -> None:
@@ -189,7 +198,7 @@ def test_clear_drops_everything_and_its_echoes_mean_nothing() -> None:
         p.marked(str(name))
     assert p.heard_ms("r1") == 0
     p.push("r1", b"\x01" * 80)  # the cut reply's late audio is not sent
-    assert sent[-1] == ("clear", None) and said == [("started", "r1")]
+    assert sent[-1] == ("clear", None) and said == [("queued", "r1")]  # never started: never played
     sent.clear()
     assert p.clear() is None and sent == []  # nothing pending: no clear to send
 
@@ -198,9 +207,9 @@ def test_a_reply_with_nothing_pending_stops_when_over() -> None:
     p, sent, said = marked()
     p.push("r1", b"\x01" * 80)
     p.marked(str(sent[-1][1]))
-    assert said == [("started", "r1")]
+    assert played(said) == [("started", "r1")]
     p.audio_over("r1")
-    assert said == [("started", "r1"), ("stopped", "r1")]
+    assert played(said) == [("started", "r1"), ("stopped", "r1")]
 
 
 def test_markers_a_carrier_never_echoes_after_a_clear_leave_the_next_reply_counted_right() -> None:
@@ -213,3 +222,57 @@ def test_markers_a_carrier_never_echoes_after_a_clear_leave_the_next_reply_count
     p.marked(str(sent[-1][1]))
     assert p.heard_ms("last") == 20 and p.buffered == 0
     assert all(p.heard_ms(f"r{n}") == 0 for n in range(50))
+
+
+def test_started_is_when_the_carrier_reaches_the_reply_not_when_it_was_sent() -> None:
+    # a carrier with a reply buffered: the next reply starts when the first has played out
+    p, sent, said = marked()
+    p.push("r1", b"\x01" * 800)
+    p.audio_over("r1")
+    p.push("r2", b"\x02" * 800)
+    r1_start, r1_end, r2_start, r2_end = [d for a, d in sent if a == "mark"]
+    assert played(said) == []
+    p.marked(str(r1_start))
+    assert played(said) == [("started", "r1")]
+    p.marked(str(r1_end))
+    assert played(said) == [("started", "r1"), ("stopped", "r1")]
+    p.marked(str(r2_start))
+    assert played(said)[-1] == ("started", "r2") and p.heard_ms("r2") == 0
+    p.marked(str(r2_end))
+    assert p.heard_ms("r2") == 100 and played(said).count(("started", "r2")) == 1
+
+
+def test_a_lost_start_echo_starts_the_reply_at_its_first_heard_audio() -> None:
+    p, sent, said = marked()
+    p.push("r1", b"\x01" * 80)
+    p.marked(str(sent[-1][1]))  # the start marker's echo never came
+    assert played(said) == [("started", "r1")] and p.heard_ms("r1") == 10
+
+
+def test_a_start_marker_echoed_by_a_clear_means_nothing_and_resume_sends_another() -> None:
+    p, sent, said = marked()
+    p.push("r1", b"\x01" * 80)
+    start = sent[0][1]
+    p.pause()  # speech over the reply before the carrier reached it
+    p.marked(str(start))  # Twilio echoes the cleared marker
+    assert played(said) == []
+    sent.clear()
+    p.resume()
+    assert [a for a, _ in sent] == ["mark", "media", "mark"] and sent[0][1] != start
+    p.marked(str(sent[0][1]))
+    assert played(said) == [("started", "r1")]
+    # a reply already playing when paused gets no second start on resume
+    p.pause()
+    sent.clear()
+    p.resume()
+    assert [a for a, _ in sent] == ["media", "mark"]
+
+
+def test_a_reply_is_reported_queued_once_when_its_first_audio_goes_to_the_carrier() -> None:
+    p, _, said = marked()
+    p.push("r1", b"\x01" * 80)
+    p.push("r1", b"\x01" * 80)
+    assert said == [("queued", "r1")]
+    p.pause()
+    p.resume()  # sent again with a new start marker: queued already
+    assert said == [("queued", "r1")]

@@ -283,3 +283,42 @@ def test_the_flush_at_the_pause_names_where_the_speech_fell_under_the_threshold(
     # began decoding); the pause (under threshold - hysteresis) began only at 1088 ms
     assert asr.ahead == [1056 * 16]
     assert asr.flushed == [1024.0]  # the speech: the utterance's first 1024 ms
+
+
+class _KeepingAsr:
+    """A recogniser that keeps the very arrays it is fed (no copy), to check they never change."""
+
+    streaming = True
+    background_s = 0.0
+
+    def __init__(self) -> None:
+        self.fed: list[np.ndarray] = []
+        self.in_utterance = False
+
+    def feed(self, audio: np.ndarray) -> None:
+        self.fed.append(audio)
+        self.in_utterance = True
+
+
+class _NoVad:
+    sample_rate = 16000
+    window_ms = 32.0
+    audio_ms = 0.0
+
+
+def test_the_recent_audio_keeps_every_sample_the_asr_hears_in_order_across_many_seconds() -> None:
+    """Manual turns: every sample goes to the ASR. 30 s of a numbered stream in 40 ms chunks (the
+    recent-audio buffer is replaced several times) reaches it once, in order, and the slices it got
+    are never written again; the buffer keeps about ``_KEEP_MS`` of audio, not the whole stream."""
+    from omnivox.voice.listener import _KEEP_MS
+
+    asr = _KeepingAsr()
+    listener = Listener(_NoVad(), asr, None, confirm_ms=150)  # type: ignore[arg-type]
+    stream = np.arange(30 * 16000, dtype=np.float32)
+    for i in range(0, len(stream), 640):
+        listener.feed(stream[i : i + 640])
+        # (the ASR has heard it all: the recent audio is the last _KEEP_MS)
+        assert len(listener._ring) <= _KEEP_MS * 16
+        assert listener._ring[-1] == stream[min(i + 640, len(stream)) - 1]
+    assert np.array_equal(np.concatenate(asr.fed), stream)
+    assert len(listener._buffer) <= 4 * _KEEP_MS * 16

@@ -212,9 +212,11 @@ class PhoneCall:
         self.sidebands.publish(event)
 
     def on_playback(self, kind: str, response_id: str) -> None:
-        """The playout's report: a response's audio ``started`` or ``stopped`` playing."""
+        """The playout's report: a response's audio ``queued`` at the carrier, ``started`` or
+        ``stopped`` playing."""
         self.heard_at = self.clock()
-        self.sidebands.publish(self.bridge.playback(kind, response_id))
+        if kind != "queued":  # OpenAI's output_audio_buffer events are started and stopped
+            self.sidebands.publish(self.bridge.playback(kind, response_id))
         # the session counts its reply as playing by what the caller heard, not by its own model
         if (report := self.bridge.playback_report(kind, response_id)) is not None:
             self._deliver(report)

@@ -69,10 +69,10 @@ def delta_audio(event: dict[str, Any]) -> bytes:
 
 
 def playback_report(kind: str, response_id: str) -> str | None:
-    """The client frame telling the session its caller's player ``started`` or ``stopped`` the
-    audio of ``response_id`` (``omnivox.output_audio_buffer.report``; None for ``cleared``: the
-    session cut that audio itself, or was told to)."""
-    if kind not in ("started", "stopped"):
+    """The client frame telling the session its caller's player has ``queued``, ``started`` or
+    ``stopped`` the audio of ``response_id`` (``omnivox.output_audio_buffer.report``; None for
+    ``cleared``: the session cut that audio itself, or was told to)."""
+    if kind not in ("queued", "started", "stopped"):
         return None
     report = {"type": "omnivox.output_audio_buffer.report", "response_id": response_id, "state": kind}
     return json.dumps(report)

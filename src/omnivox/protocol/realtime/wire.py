@@ -100,11 +100,13 @@ class OutputAudioBufferReport(_ClientEvent):
     ``stopped`` (all of it has played), as a WebRTC call says ``output_audio_buffer.started`` /
     ``.stopped``. The gateway sends it for WebRTC and phone callers (their track's and carrier's
     reports); any client with a player may: the session then counts a reply as playing by these
-    reports rather than by its own model of the client's player."""
+    reports rather than by its own model of the client's player. ``queued``: the player has the
+    audio and will report when it starts (a carrier that buffers what it is sent): the session
+    waits for those reports from then on."""
 
     type: Literal["omnivox.output_audio_buffer.report"] = "omnivox.output_audio_buffer.report"
     response_id: str = Field(min_length=1, max_length=128)
-    state: Literal["started", "stopped"]
+    state: Literal["queued", "started", "stopped"]
 
 
 class ConversationItemCreate(_ClientEvent):

@@ -234,7 +234,10 @@ class RealtimeSession(SessionHandler):
             if (stopped := agent.stop_speaking()) is not None:
                 self.events.put(ev.OutputAudioCleared(response_id=stopped))
         elif isinstance(event, rt.OutputAudioBufferReport):
-            agent.played(event.response_id, event.state == "started", arrival)
+            if event.state == "queued":
+                agent.reports_playback()
+            else:
+                agent.played(event.response_id, event.state == "started", arrival)
         elif isinstance(event, rt.ConversationItemCreate):
             await self._create_item(event)
         elif isinstance(event, rt.ConversationItemRetrieve):
