@@ -13,6 +13,9 @@ a machine under N callers carries the load N people put on it, and the tables sa
   plays from its first audio on, each chunk after the one before or, when a chunk arrives after the
   one before has finished playing, on arrival (a player that ran dry waits for it); so a server
   that sends audio faster than real time and one that paces it are heard the same way.
+- "dry": how long the player ran dry inside a reply, after its first audio (a chunk that arrived
+  more than ``DRY_SLACK_S`` after the one before had finished playing): the gaps the listener
+  hears when the rest of a reply is written or spoken slower than its start plays.
 
 ``bench realtime`` (the Realtime API's events), ``bench peer`` (those and pipecat's frames) and
 ``bench telephony`` feed the same clock and timer, so their figures compare.
@@ -31,6 +34,7 @@ import numpy as np
 RATE = 24000  # hibari's rate, and the Realtime API's PCM16
 LOUD = 300  # PCM16: a sample past this is sound, not silence (about -40 dBFS)
 PAUSE_S = 0.5  # the pause before the next sentence once a reply has been heard (the benches' default)
+DRY_SLACK_S = 0.02  # a chunk this late is jitter, not a gap the listener hears
 REPLY_TIMEOUT_S = 20.0  # from the end of a turn's clip to the reply's first audio
 PLAY_TIMEOUT_S = 120.0  # from the end of a turn's clip until the reply has been heard
 SENTENCES = (
@@ -49,6 +53,7 @@ class CallerStats:
 
     v2v_s: list[float] = field(default_factory=list)  # to the reply's first audio
     heard_s: list[float] = field(default_factory=list)  # to the reply's first sound
+    dry_s: list[float] = field(default_factory=list)  # each reply's gaps after its first audio
     errors: list[str] = field(default_factory=list)
     turn_marks: list[dict[str, float]] = field(default_factory=list)  # each reply's breakdown (ms)
 
@@ -112,6 +117,7 @@ class ReplyTimer:
         self._first_audio: float | None = None  # arrival of this reply's first audio
         self._heard_from: float | None = None  # the speech end its first sound is still to be timed from
         self._play_end = 0.0  # when the audio received so far finishes playing
+        self._dry = 0.0  # this reply's gaps so far
 
     def expect_reply(self, speech_end: float) -> None:
         """A turn whose speech ends at ``speech_end`` (monotonic) is being said; known before its
@@ -127,9 +133,12 @@ class ReplyTimer:
         """A chunk of reply audio (PCM16 samples at ``rate``) arrived at ``now``."""
         if self._first_audio is None:
             self._first_audio = self._play_end = now
+            self._dry = 0.0
             if self.speech_end is not None:
                 self.stats.v2v_s.append(now - self.speech_end)
                 self._heard_from, self.speech_end = self.speech_end, None
+        elif now > self._play_end + DRY_SLACK_S:
+            self._dry += now - self._play_end
         plays_at = max(now, self._play_end)
         loud = np.nonzero(np.abs(pcm) > LOUD)[0]
         if self._heard_from is not None and len(loud):
@@ -140,6 +149,8 @@ class ReplyTimer:
     def reply_finished(self, now: float) -> None:
         """The server says the reply is over; it has been heard once it has played out."""
         self.playing_until = self._play_end if self._first_audio is not None else now
+        if self._first_audio is not None:
+            self.stats.dry_s.append(self._dry)
         self.reply_done.set()
         self.reply_started()
 

@@ -290,6 +290,12 @@ def run(args: argparse.Namespace) -> int:
         rec = r.get("recorded")
         if rec and (rec["dropped_frames"] or rec["complete"] != rec["sessions"]):
             print(f"  {key}: recorder {rec}")
+        if r.get("dry_ms"):
+            dry = r["dry_ms"]
+            print(
+                f"  {key}: reply audio ran dry in {sum(d > 0 for d in dry)} of {len(dry)} replies, "
+                f"p50 {percentile(dry, 50):.0f} ms / max {max(dry):.0f} ms a reply"
+            )
         if r["errors"]:
             print(f"  {key}: errors {statistics.multimode(r['errors'])} ({len(r['errors'])} in all)")
     print_breakdown(args, results, clips)
@@ -394,6 +400,7 @@ def measure(args: argparse.Namespace, users: int, clips: list, extra_env: dict[s
         "v2v_max_ms": max(v2v) * 1000 if v2v else float("nan"),
         "heard_p50_ms": percentile(heard, 50) * 1000,
         "heard_p95_ms": percentile(heard, 95) * 1000,
+        "dry_ms": [d * 1000 for st in stats for d in st.dry_s],
         "asr_rtf": rtf.get("asr", float("nan")),
         "tts_rtf": rtf.get("tts", float("nan")),
         "worker_rss_mb": statistics.fmean(rss) if rss else float("nan"),

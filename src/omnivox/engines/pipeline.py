@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from omnivox.core.config import Settings
 from omnivox.core.errors import EngineFailure
 from omnivox.engines.cascade import StackEngine
-from omnivox.engines.pipeline_voice import RemoteAsr, RemoteLlm, RemoteTts, pipeline_reply
+from omnivox.engines.pipeline_voice import RemoteAsr, RemoteLlm, RemoteTts, pipeline_prefill, pipeline_reply
 from omnivox.pipeline.client import PipelineClient
 from omnivox.pipeline.relay import relay_from
 from omnivox.voice.listener import Listener
@@ -57,8 +57,9 @@ class PipelineVoice:
         return with_apology(pieces, self.stack.tts, request, stop)
 
     def prefill(self, request: ReplyRequest) -> None:
-        """Nothing: the LLM stage's slots serve every session (a prefill request through the
-        pipeline is not there yet)."""
+        """The LLM stage computes the user's words so far into this session's KV slot (the one its
+        replies go back to), so the reply computes only the rest (``pipeline_prefill``)."""
+        pipeline_prefill(self.client, request, session=self.client.name)
 
 
 class PipelineEngine(StackEngine):

@@ -55,6 +55,9 @@ FINAL_TIMEOUT_S = 30.0
 # time): a third of the messages, ~5% less of a light worker's CPU at 8 sessions (docs/benchmarks.md);
 # a flush sends what is held first, so a final transcript waits for nothing, a partial at most 80 ms
 STREAM_MS = 120
+# a prefill runs on the session's output thread, ahead of its reply: one still waiting behind other
+# sessions' replies in the LLM stage after this long is given up (the reply computes it all)
+PREFILL_WAIT_S = 1.0
 
 
 class RemoteAsr(StreamingAsr):
@@ -219,6 +222,23 @@ def pipeline_reply(
     finally:
         if not pending.finished:
             pending.abort("stopped")
+
+
+def pipeline_prefill(client: PipelineClient, request: ReplyRequest, session: str) -> None:
+    """Have the LLM stage compute ``request``'s prompt (the user's words so far) into the KV slot
+    of ``session``'s conversation, so its reply computes only what came after (``VoiceModels.prefill``
+    through the stages); returns once the stage has, or after ``PREFILL_WAIT_S`` (given up)."""
+    prompt = ReplyPrompt(
+        messages=[m.model_dump(mode="json") for m in request.messages], session=session, prefill=True
+    )
+    pending = client.submit(
+        to_values(prompt), entries=["llm"], exits=["llm"], traceparent=request.traceparent
+    )
+    deadline = time.monotonic() + PREFILL_WAIT_S
+    while not pending.finished and (left := deadline - time.monotonic()) > 0:
+        pending.next(left)
+    if not pending.finished:
+        pending.abort("prefill waited too long")
 
 
 class RemoteLlm(ChatLlm):

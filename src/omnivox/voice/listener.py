@@ -15,9 +15,11 @@ The ``Listener`` runs in the session's input thread (model work blocks) and turn
   the LLM's first words, their speech) takes about 350 ms on one core, so the earlier the better: at
   0.3 of a 500 ms ``silence_duration_ms`` it was ready about when the turn ended, at 0.6 150 ms late
   (docs/benchmarks.md, "Voice to voice with the embedded models"); the agent asks for 0.1, the
-  first VAD windows of silence (issue 23: the reply starts when the speech stops). If the user speaks
-  again, ``resumed`` says so, the ASR hears the rest as a new utterance, and the final transcript
-  joins both.
+  first VAD windows of silence (issue 23: the reply starts when the speech stops). The flush names
+  where the speech ended (the pause's start): a Whisper partial that already heard that far is the
+  transcript, so no second decode of the utterance stands between the pause and the reply
+  (``StreamingAsr.flush``). If the user speaks again, ``resumed`` says so, the ASR hears the rest as
+  a new utterance, and the final transcript joins both.
 - with ``semantic_vad`` (``TurnParams.eagerness``), as with server VAD, but an end-of-turn model
   judges each pause once it is due (``voice.turn.semantic``): the ASR has been flushed and ``pause``
   reported before (the reply is prepared while the model listens; at the latest when the judgement
@@ -132,6 +134,9 @@ class Listener:
         self._ring_start = 0  # stream sample index of _ring[0]
         self.samples = 0  # stream samples received
         self._asr_from: int | None = None  # next sample the ASR should hear; None: not listening
+        self._utterance_from = 0  # stream sample where the ASR's current utterance began
+        self._quiet_from: float | None = None  # while speaking: where the VAD's probability fell under
+        # its threshold and has stayed (the speech ended there, if this becomes the pause)
         self._voiced_ms = 0.0
         self._confirmed = False
         self.pending_samples = 0  # audio since the last turn end / commit / clear
@@ -204,7 +209,10 @@ class Listener:
                 self._turn_from = self._asr_from
                 self._voiced_ms, self._confirmed = 0.0, False
                 self._levels = _Levels()
+            if self.detector.state is TurnState.SPEECH and prob < threshold and self._quiet_from is None:
+                self._fell_quiet(heard)
             if self.detector.state is TurnState.SPEECH and prob >= threshold:
+                self._quiet_from = None
                 self._voiced_ms += window_ms
                 if not self._confirmed and self._voiced_ms >= self.confirm_ms:
                     self._confirmed = True
@@ -216,7 +224,7 @@ class Listener:
             if event is not None and event.type is TurnEventType.SPEECH_STOPPED:
                 self._hear(heard, until=self._sample_at(self.detector.audio_ms))
                 heard.append(Heard("speech_stopped", event.audio_ms))
-                heard.append(self._final())
+                heard.append(self._final(speech_end_ms=self._speech_end(event.audio_ms)))
             elif self.semantic is not None and self.semantic.due(
                 self.detector.pause_started_ms, self.detector.pause_ms
             ):
@@ -234,7 +242,7 @@ class Listener:
         """Flush the ASR at a pause and report the words so far, for a reply prepared in the pause."""
         assert self.detector is not None
         self._hear(heard, until=self._sample_at(self.detector.audio_ms))
-        flushed = self.asr.flush() if self.asr.in_utterance else None
+        flushed = self._flush(self._speech_end(self.detector.pause_started_ms))
         text = flushed.text if flushed is not None else ""
         if flushed is not None and flushed.scores is not None:
             self._early_scores = flushed.scores
@@ -317,8 +325,35 @@ class Listener:
 
     # ---- internals
 
-    def _final(self) -> Heard:
-        flushed = self.asr.flush() if self.asr.in_utterance else None
+    def _fell_quiet(self, heard: list[Heard]) -> None:
+        """The VAD's probability fell under its threshold while the user speaks: the speech may have
+        ended here. The ASR starts decoding what it heard now (``StreamingAsr.decode_now``), so if
+        this is the pause that ends the turn its words are ready sooner after it."""
+        assert self.detector is not None
+        self._quiet_from = self.detector.audio_ms - self.vad.window_ms
+        if self._asr_from is not None:
+            self._hear(heard, until=self._sample_at(self.detector.audio_ms))
+            self.asr.decode_now()
+
+    def _speech_end(self, pause_started_ms: float | None) -> float | None:
+        """Where the speech of the pause that began at ``pause_started_ms`` ended: where the VAD's
+        probability fell under its threshold (its pause starts lower, with the hysteresis)."""
+        if pause_started_ms is None or self._quiet_from is None:
+            return pause_started_ms
+        return min(self._quiet_from, pause_started_ms)
+
+    def _flush(self, speech_end_ms: float | None) -> Transcript | None:
+        """End the ASR's utterance (None: it heard none). With ``speech_end_ms`` (where the speech
+        ended), a partial that already heard that far serves as the final transcript: no decode of
+        the utterance again on the way to the reply."""
+        if not self.asr.in_utterance:
+            return None
+        if speech_end_ms is None:
+            return self.asr.flush()
+        return self.asr.flush(max(0.0, speech_end_ms - self._utterance_from * 1000 / self.rate))
+
+    def _final(self, speech_end_ms: float | None = None) -> Heard:
+        flushed = self._flush(speech_end_ms)
         rest = flushed.text if flushed is not None else ""
         scores = flushed.scores if flushed is not None and rest else self._early_scores
         text = " ".join(t for t in (self._early, rest) if t)
@@ -344,6 +379,8 @@ class Listener:
         end = self.samples if until is None else min(until, self.samples)
         if end <= self._asr_from:
             return
+        if not self.asr.in_utterance:
+            self._utterance_from = self._asr_from
         lo = self._asr_from - self._ring_start
         partial: Transcript | None = self.asr.feed(self._ring[lo : end - self._ring_start])
         self._asr_from = end

@@ -35,8 +35,13 @@ from omnivox.voice.tool_calls import ServerTools, ToolResult, ToolRunning
 from omnivox.voice.tts.base import SentenceChunker, StreamingTts
 
 # The first audio of a reply speaks at most this many words: a 135M model on one core writes a
-# 20-word first sentence in about half a second, which the listener would otherwise wait through.
-FIRST_WORDS = 6
+# 20-word first sentence in about half a second, which the listener would otherwise wait through;
+# on a shared core it writes ~20 tokens a second, so each first word cut is ~50-70 ms of
+# voice-to-voice (issue 23: 3 against 6, docs/benchmarks.md). The next piece ends after at most
+# ``THEN_WORDS`` (or at a clause break), so it is written and spoken while those three words play
+# (about a second of hibari's speech): with the rest of a long sentence there, the audio ran dry.
+FIRST_WORDS = 3
+THEN_WORDS = 8
 
 
 @dataclass(frozen=True)
@@ -87,7 +92,11 @@ def produce_reply(
     """Stream the reply to ``request.messages`` as words and, when ``request.speak``, speech."""
     began = clock()
     words = WordChunker()
-    sentences = SentenceChunker(first_max_words=FIRST_WORDS) if request.speak and tts is not None else None
+    sentences = (
+        SentenceChunker(first_max_words=FIRST_WORDS, then_max_words=THEN_WORDS)
+        if request.speak and tts is not None
+        else None
+    )
 
     def on_words(batch: list[str]) -> Iterator[ReplyPiece]:
         for word in batch:

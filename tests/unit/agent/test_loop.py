@@ -34,9 +34,12 @@ from omnivox.agent.turns import TurnSettings
 from omnivox.connection.units import WorkUnits
 from omnivox.core.errors import EngineFailure
 from omnivox.protocol.chat import ChatMessage
-from omnivox.voice.listener import Heard
+from omnivox.voice.asr.base import Hypothesis, StreamingAsr
+from omnivox.voice.listener import Heard, Listener
 from omnivox.voice.llm.base import LlmParams
 from omnivox.voice.reply import ReplyRequest
+from omnivox.voice.vad.base import VoiceActivityDetector
+from omnivox.voice.vad.turn import TurnParams
 
 S = ReplyState
 CHUNK = np.zeros(1600, np.float32)  # 100 ms at 16 kHz
@@ -53,8 +56,16 @@ class Clock:
 class Harness:
     """The agent, its fake models, and an adapter that keeps the conversation and every event."""
 
-    def __init__(self, script: list[list[Heard]], hold: bool = False, settings: AgentSettings | None = None):
+    def __init__(
+        self,
+        script: list[list[Heard]],
+        hold: bool = False,
+        settings: AgentSettings | None = None,
+        listener: Listener | None = None,  # a real listener instead of the scripted one
+    ):
         self.engine = FakeVoiceEngine(script, hold=hold)
+        if listener is not None:
+            self.engine.listener = listener  # type: ignore[assignment]
         self.clock = Clock()
         self.events: list = []
         self.history: list[ChatMessage] = []
@@ -479,6 +490,110 @@ async def test_a_stop_report_for_a_reply_still_being_said_is_not_taken(harness) 
     assert isinstance(started, ReplyStarted)
     harness.agent.played(started.reply_id, False, harness.clock.now)  # its player ran dry mid-reply
     assert harness.agent.replies.speaking() and not started.playback.clock.stopped
+
+
+# ---- the preemptive path over a real listener: a fake VAD (loud is speech) and a fake recogniser
+# whose partials hear every chunk, so the one at the pause heard the speech to its end
+
+
+class LoudVad(VoiceActivityDetector):
+    sample_rate = 16000
+    window_samples = 512  # 32 ms, as silero's
+
+    def _score(self, window: np.ndarray) -> float:
+        return 0.9 if float(np.abs(window).max()) > 0.01 else 0.05
+
+    def _reset_state(self) -> None:
+        pass
+
+
+class WordsAsr(StreamingAsr):
+    """Utterance ``i`` says ``utterances[i]``, a word per 200 ms heard (at least one); each chunk
+    gives a partial, kept with the samples it heard; ``decodes`` counts the finals decoded."""
+
+    def __init__(self, utterances: list[list[str]]) -> None:
+        super().__init__()
+        self.utterances = utterances
+        self.index = -1
+        self.heard = 0
+        self.partial: tuple[int, Hypothesis] | None = None
+        self.decodes = 0
+
+    def _text(self) -> str:
+        words = self.utterances[self.index]
+        return " ".join(words[: 1 + self.heard // 3200])
+
+    def _begin(self) -> None:
+        self.index, self.heard, self.partial = self.index + 1, 0, None
+
+    def _process(self, audio: np.ndarray) -> Hypothesis | None:
+        self.heard += len(audio)
+        self.partial = (self.heard, (self._text(), ()))
+        return self.partial[1]
+
+    def _end_covered(self, samples: int) -> Hypothesis | None:
+        return self.partial[1] if self.partial is not None and self.partial[0] >= samples else None
+
+    def _end(self) -> Hypothesis:
+        self.decodes += 1
+        return (self._text(), ())
+
+
+def tone(ms: int) -> np.ndarray:
+    return (0.3 * np.sin(np.arange(ms * 16) / 4)).astype(np.float32)
+
+
+async def heard_live(asr: WordsAsr, audio: np.ndarray) -> Harness:
+    """The agent hearing ``audio`` in 100 ms chunks through a real listener over ``asr``."""
+    listener = Listener(LoudVad(), asr, TurnParams(silence_duration_ms=500), confirm_ms=150, speculate_at=0.1)
+    h = Harness([], listener=listener)
+    h.running = asyncio.create_task(h.agent.run())  # type: ignore[attr-defined]
+    for i in range(0, len(audio), 1600):  # each heard before the next comes, as in real time
+        h.clock.now += 0.1
+        h.agent.feed(audio[i : i + 1600], h.clock.now)
+        assert await h.agent.caught_up(5.0)
+    return h
+
+
+async def closed(h: Harness) -> None:
+    h.running.cancel()  # type: ignore[attr-defined]
+    await asyncio.gather(h.running, return_exceptions=True)  # type: ignore[attr-defined]
+    await h.agent.close()
+    await h.units.close()
+    assert h.failures == []
+
+
+async def test_a_reply_prepared_on_the_partial_that_heard_the_speech_is_released_unchanged() -> None:
+    asr = WordsAsr([["good", "morning", "to", "you"]])
+    quiet = np.zeros(1600, np.float32)
+    h = await heard_live(asr, np.concatenate([quiet, quiet, tone(800), *[quiet] * 10]))
+    try:
+        report = await h.until(ReplyReport)
+        assert asr.decodes == 0  # the pause's words were the last partial's: no final decode
+        assert [e.text for e in h.of(UserTurn)] == ["good morning to you"]
+        assert h.engine.asked == ["good morning to you"]  # prepared once at the pause, released
+        assert [e.state for e in h.of(ReplyEnded)] == [S.DONE]
+        assert report.figures.voice_to_voice_s is not None
+    finally:
+        await closed(h)
+
+
+async def test_a_reply_prepared_on_a_partial_is_dropped_unheard_when_the_user_goes_on() -> None:
+    asr = WordsAsr([["call", "my"], ["sister", "anne"]])
+    quiet = np.zeros(1600, np.float32)
+    audio = np.concatenate([quiet, quiet, tone(500), quiet, quiet, tone(400), *[quiet] * 10])
+    h = await heard_live(asr, audio)
+    try:
+        await h.until(ReplyEnded, 2)
+        discarded, said = h.of(ReplyEnded)
+        assert (discarded.state, said.state) == (S.DISCARDED, S.DONE)
+        assert asr.decodes == 0  # both utterances' words were their partials'
+        assert h.engine.asked == ["call my", "call my sister anne"]
+        assert [e.text for e in h.of(UserTurn)] == ["call my sister anne"]
+        assert [e.reply_id for e in h.of(ReplyStarted)] == [said.reply_id]
+        assert {a.reply_id for a in h.of(ReplyAudio)} == {said.reply_id}  # none of the dropped one's
+    finally:
+        await closed(h)
 
 
 SPOKEN_WITH_QUIET = [

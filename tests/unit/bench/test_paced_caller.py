@@ -41,6 +41,21 @@ def test_audio_after_the_player_ran_dry_plays_on_arrival():
     assert stats.heard_s == [pytest.approx(3.0)]
 
 
+def test_the_gaps_a_reply_leaves_once_it_began_to_play_are_counted_per_reply():
+    stats = CallerStats()
+    timer = ReplyTimer(stats, RATE)
+    timer.expect_reply(0.0)
+    timer.audio(pcm(100), now=1.0)  # plays 1.0-1.1
+    timer.audio(pcm(100), now=1.11)  # 10 ms late: jitter, not a gap
+    timer.audio(pcm(100), now=1.5)  # the player ran dry 1.21-1.5
+    timer.reply_finished(now=1.6)
+    timer.expect_reply(2.0)
+    timer.audio(pcm(100), now=2.5)  # the next reply's wait for its first audio is not a gap
+    timer.audio(pcm(100), now=2.55)
+    timer.reply_finished(now=2.6)
+    assert stats.dry_s == [pytest.approx(0.29), 0.0]
+
+
 def test_only_the_first_reply_after_a_turn_is_timed():
     stats = CallerStats()
     timer = ReplyTimer(stats, RATE)

@@ -5,13 +5,15 @@ hears, what ``pipeline_reply`` yields (``voice.reply``'s pieces), and ``RemoteTt
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 
 import numpy as np
 import pytest
 
 from inprocess_pipeline import Running, spec_of, start_pipeline
-from omnivox.engines.pipeline_voice import RemoteAsr, RemoteLlm, RemoteTts, pipeline_reply
+from omnivox.engines import pipeline_voice
+from omnivox.engines.pipeline_voice import RemoteAsr, RemoteLlm, RemoteTts, pipeline_prefill, pipeline_reply
 from omnivox.pipeline.models.asr import WhisperSlots
 from omnivox.pipeline.models.llm import reply_runner
 from omnivox.pipeline.models.tts import TtsSlots
@@ -36,6 +38,14 @@ class FakeWhisper:
 
 class ScriptedLlm(ChatLlm):
     name = "scripted"
+
+    def __init__(self) -> None:
+        self.prefilled: list[str] = []
+
+    def prefill_turn(self, messages, params=None):
+        self.prefilled.append(messages[-1].content)
+        if messages[-1].content == "slow":
+            time.sleep(1.0)  # as behind other sessions' replies
 
     def stream(self, messages, params=None, stop=None):
         for i in range(0, len(REPLY), 5):  # deltas that split words
@@ -67,15 +77,17 @@ CASCADE = spec_of(
 @pytest.fixture
 def stages() -> Iterator[tuple[Running, FakeTts]]:
     tts = FakeTts()
+    llm = ScriptedLlm()
 
     def build(spec: StageSpec) -> Scheduler:
         if spec.name == "asr":
             return StreamingScheduler(WhisperSlots(FakeWhisper(), partial_ms=0, batch=2), spec.slots)  # type: ignore[arg-type]  # a fake Whisper
         if spec.name == "llm":
-            return ParallelScheduler(reply_runner(ScriptedLlm()), slots=spec.slots)
+            return ParallelScheduler(reply_runner(llm), slots=spec.slots)
         return StreamingScheduler(TtsSlots(tts), spec.slots)
 
     running = start_pipeline(CASCADE, build)
+    running.llm = llm  # type: ignore[attr-defined]
     yield running, tts
     running.stop()
 
@@ -104,6 +116,24 @@ def test_a_text_reply_speaks_nothing(stages) -> None:
     pieces = reply(running, speak=False)
     assert "".join(p.text for p in pieces if isinstance(p, Word)) == REPLY
     assert not [p for p in pieces if isinstance(p, Spoken)] and tts.spoken == []
+
+
+def test_a_prefill_reaches_the_llm_stage_and_comes_back_with_nothing_said(stages) -> None:
+    running, tts = stages
+    request = ReplyRequest([ChatMessage(role="user", content="call my")], LlmParams())
+    pipeline_prefill(running.client(), request, session="s1")  # returns once the stage computed it
+    assert running.llm.prefilled == ["call my"] and tts.spoken == []
+
+
+def test_a_prefill_waiting_too_long_is_given_up_and_the_reply_goes_on(stages, monkeypatch) -> None:
+    running, _ = stages
+    monkeypatch.setattr(pipeline_voice, "PREFILL_WAIT_S", 0.1)
+    began = time.monotonic()
+    pipeline_prefill(
+        running.client(), ReplyRequest([ChatMessage(role="user", content="slow")], LlmParams()), "s1"
+    )
+    assert time.monotonic() - began < 0.9  # the output thread is free for the reply
+    assert "".join(p.text for p in reply(running, speak=False) if isinstance(p, Word)) == REPLY
 
 
 def test_the_llm_alone_streams_the_reply_text(stages) -> None:

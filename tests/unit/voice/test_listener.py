@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from omnivox.audio.resample import resample
-from omnivox.voice.asr.base import word_error_rate
+from omnivox.voice.asr.base import Hypothesis, StreamingAsr, Transcript, word_error_rate
 from omnivox.voice.listener import Listener
+from omnivox.voice.vad.base import VoiceActivityDetector
 from omnivox.voice.vad.turn import TurnParams
 from speech import WEATHER
 
@@ -222,6 +223,66 @@ def test_a_fragment_with_a_final_cadence_waits_for_the_rest(models, smart_turn, 
     (score,) = listener.semantic.scores
     assert score.probability >= 0.5 and score.words_complete is False and score.tier == "max_pause"
     assert "speech_stopped" not in [h.kind for h in heard] and listener.speaking
+
+
+# ---- the speech's end, named to the recogniser (a fake VAD and a recording recogniser)
+
+
+class LevelVad(VoiceActivityDetector):
+    """A window's loudness is its speech probability: loud 0.9, faint 0.45 (under the threshold,
+    over the silence's), quiet 0.05."""
+
+    sample_rate = 16000
+    window_samples = 512  # 32 ms
+
+    def _score(self, window: np.ndarray) -> float:
+        peak = float(np.abs(window).max())
+        return 0.9 if peak > 0.1 else 0.45 if peak > 0.001 else 0.05
+
+    def _reset_state(self) -> None:
+        pass
+
+
+class RecordingAsr(StreamingAsr):
+    def __init__(self) -> None:
+        super().__init__()
+        self.heard = 0
+        self.ahead: list[int] = []  # samples heard at each decode_now
+        self.flushed: list[float | None] = []
+
+    def _process(self, audio: np.ndarray) -> Hypothesis | None:
+        self.heard += len(audio)
+        return None
+
+    def _end(self) -> Hypothesis:
+        return ("words", ())
+
+    def decode_now(self) -> None:
+        self.ahead.append(self.heard)
+
+    def flush(self, speech_ms: float | None = None) -> Transcript:
+        self.flushed.append(speech_ms)
+        return super().flush(speech_ms)
+
+
+def level(ms: int, amplitude: float) -> np.ndarray:
+    return np.full(ms * 16, amplitude, np.float32) * np.where(np.arange(ms * 16) % 2, 1, -1)
+
+
+def test_the_flush_at_the_pause_names_where_the_speech_fell_under_the_threshold() -> None:
+    asr = RecordingAsr()
+    listener = Listener(
+        LevelVad(), asr, TurnParams(silence_duration_ms=500), confirm_ms=150, speculate_at=0.1
+    )
+    # speech from 192 ms (its window), padded back to 0; loud to 1000 ms, faint 1024-1088, quiet after
+    audio = np.concatenate([level(200, 0), level(800, 0.3), level(24, 0), level(64, 0.01), level(900, 0)])
+    heard = hear(listener, audio, frame=640)
+    kinds = [h.kind for h in heard]
+    assert kinds.count("pause") == 1 and kinds[-2:] == ["speech_stopped", "final"]
+    # it fell under the threshold at the window from 1024 ms (the ASR had heard to its end then, and
+    # began decoding); the pause (under threshold - hysteresis) began only at 1088 ms
+    assert asr.ahead == [1056 * 16]
+    assert asr.flushed == [1024.0]  # the speech: the utterance's first 1024 ms
 
 
 class _KeepingAsr:

@@ -8,6 +8,9 @@ speed for the TTS stage that reads the stream, then one ``WordChunk`` per whole 
 slots in one llama.cpp server (its own continuous batching), and a conversation (``session``) goes
 back to the slot that holds its keys and values, as an in-process worker keeps its own; a remote
 OpenAI-compatible server (vLLM, SGLang) batches on its own, so the stage is a thin client of it.
+A prompt marked ``prefill`` (the user's words so far, while they speak) is computed into the
+conversation's own slot (``ChatLlm.prefill_turn``) and answered with an empty ``ReplyWritten``, so
+the reply that follows computes only the rest; it never takes a slot holding another conversation.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import Any
 from omnivox.core.config import Settings
 from omnivox.pipeline.models.voice_chunks import (
     FirstTokenChunk,
+    ReplyPrompt,
     ReplyWritten,
     VoiceChunk,
     WordChunk,
@@ -51,15 +55,20 @@ class SlotAffinity:
         self.hits = 0
         self.misses = 0
 
-    def take(self, session: str | None) -> int | None:
+    def take(self, session: str | None, own: bool = False) -> int | None:
+        """A slot for ``session``'s request (None: the runtime picks). ``own``: only its own slot or
+        one no conversation holds (a prefill does not evict another conversation for a guess)."""
         with self._lock:
             free = [i for i, busy in enumerate(self._busy) if not busy]
+            if own:
+                free = [i for i in free if self._owner[i] in (session, None)]
             if not free or session is None:
                 return None  # the runtime picks (it queues the request until a slot frees)
             mine = [i for i in free if self._owner[i] == session]
             slot = mine[0] if mine else min(free, key=lambda i: self._used[i])
-            self.hits += bool(mine)
-            self.misses += not mine
+            if not own:  # (a prefill's slot is counted with its reply's)
+                self.hits += bool(mine)
+                self.misses += not mine
             self._owner[slot], self._busy[slot] = session, True
             return slot
 
@@ -76,6 +85,8 @@ def reply_runner(
 ) -> Callable[[Values, threading.Event, Callable[[Values], None]], Values]:
     def run(data: Values, stop: threading.Event, emit: Callable[[Values], None]) -> Values:
         prompt = reply_prompt(data)
+        if prompt.prefill:
+            return prefill(llm, affinity, prompt)
         slot = affinity.take(prompt.session) if affinity is not None else None
         try:
             params = LlmParams(temperature=prompt.temperature, max_tokens=prompt.max_tokens, cache_slot=slot)
@@ -96,6 +107,21 @@ def reply_runner(
                 affinity.give_back(slot)
 
     return run
+
+
+def prefill(llm: ChatLlm, affinity: SlotAffinity | None, prompt: ReplyPrompt) -> Values:
+    """Compute ``prompt`` into its conversation's slot ahead of the reply (nothing when the slots
+    are shared without affinity, or none of its own is free: the reply then computes it all)."""
+    slot = affinity.take(prompt.session, own=True) if affinity is not None else None
+    if affinity is not None and slot is None:
+        return to_values(ReplyWritten("", 0))
+    try:
+        messages = [ChatMessage.model_validate(m) for m in prompt.messages]
+        llm.prefill_turn(messages, LlmParams(cache_slot=slot))
+    finally:
+        if affinity is not None:
+            affinity.give_back(slot)
+    return to_values(ReplyWritten("", 0))
 
 
 class ServerSlots(ChatLlm):
@@ -122,6 +148,14 @@ class ServerSlots(ChatLlm):
             return self.servers[next(self._next) % n].stream(messages, p, stop)
         local = dataclasses.replace(p, cache_slot=p.cache_slot // n)
         return self.servers[p.cache_slot % n].stream(messages, local, stop)
+
+    def prefill_turn(self, messages: Sequence[ChatMessage], params: LlmParams | None = None) -> None:
+        p = params or LlmParams()
+        if p.cache_slot is None:
+            return  # no slot of its own: nothing to keep computed for it
+        n = len(self.servers)
+        local = dataclasses.replace(p, cache_slot=p.cache_slot // n)
+        self.servers[p.cache_slot % n].prefill_turn(messages, local)
 
     def warm(self, messages: Sequence[ChatMessage]) -> None:
         for server in self.servers:

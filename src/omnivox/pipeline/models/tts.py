@@ -34,7 +34,7 @@ from omnivox.pipeline.models.voice_chunks import (
 from omnivox.pipeline.schedulers.streaming import StreamingScheduler
 from omnivox.pipeline.spec import StageSpec
 from omnivox.voice.llm.base import LlmParams
-from omnivox.voice.reply import FIRST_WORDS, ReplyRequest, say
+from omnivox.voice.reply import FIRST_WORDS, THEN_WORDS, ReplyRequest, say
 from omnivox.voice.stack import build_tts
 from omnivox.voice.tts.base import SentenceChunker, StreamingTts
 
@@ -45,7 +45,9 @@ Out = tuple[Literal["stream", "result"], Values]
 @dataclass
 class Speaking:
     slot: int | None
-    chunker: SentenceChunker = field(default_factory=lambda: SentenceChunker(first_max_words=FIRST_WORDS))
+    chunker: SentenceChunker = field(
+        default_factory=lambda: SentenceChunker(first_max_words=FIRST_WORDS, then_max_words=THEN_WORDS)
+    )
     sentences: deque[str] = field(default_factory=deque)
     voice: str | None = None
     speed: float | None = None

@@ -20,7 +20,8 @@ Who sends what:
   ``StreamTranscribed`` (a stream) or ``ClipTranscript`` (a clip).
 - client -> LLM: ``ReplyPrompt``. LLM -> TTS and client: ``FirstTokenChunk``, then before the first
   word ``VoiceChunk`` (how the TTS speaks this reply), then ``WordChunk`` s; the result is
-  ``ReplyWritten``.
+  ``ReplyWritten``. A ``ReplyPrompt`` with ``prefill`` set (``VoiceModels.prefill`` while the user
+  speaks) sends nothing back but an empty ``ReplyWritten``: the conversation's KV slot now holds it.
 - client -> TTS: ``SpeakText`` (one-shot). TTS -> client: ``SpokenChunk`` s; the result is
   ``ReplySpoken``.
 """
@@ -91,6 +92,7 @@ class ReplyPrompt(msgspec.Struct, tag="reply_prompt", frozen=True):
     session: str | None = None  # the conversation: the LLM computes it in the KV slot holding it
     voice: str | None = None  # for the TTS (None: its default)
     speed: float | None = None
+    prefill: bool = False  # only compute the prompt ahead in the conversation's slot: no reply
 
 
 class FirstTokenChunk(msgspec.Struct, tag="first_token", frozen=True):

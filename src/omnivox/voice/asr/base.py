@@ -95,12 +95,21 @@ class StreamingAsr(ABC):
         self._last_partial = hyp[0]
         return self._transcript(hyp, final=False)
 
-    def flush(self) -> Transcript:
-        """End the utterance and return its final transcript (empty if nothing was fed)."""
+    def flush(self, speech_ms: float | None = None) -> Transcript:
+        """End the utterance and return its final transcript (empty if nothing was fed).
+
+        ``speech_ms``: the speech is the utterance's first ``speech_ms`` of audio (the VAD's pause
+        began there). A partial already decoded (or decoding) over at least that much heard every
+        word, so a backend that keeps one may return its words instead of decoding the utterance
+        again (``_end_covered``): the final transcript is then ready when that partial is."""
         if self._utterance_start is None:
             return Transcript("", (), final=True, start_ms=self.audio_ms)
         try:
-            hyp = self._end()
+            hyp = None
+            if speech_ms is not None:
+                hyp = self._end_covered(int(speech_ms * self.sample_rate / 1000))
+            if hyp is None:
+                hyp = self._end()
             return self._transcript(hyp, final=True)
         finally:
             self._utterance_start = None
@@ -116,6 +125,11 @@ class StreamingAsr(ABC):
 
     def _peek(self) -> Hypothesis:
         return (self._last_partial, ())
+
+    def decode_now(self) -> None:  # noqa: B027 - optional hook
+        """The speech may just have ended: a backend that decodes partials may start one over the
+        utterance so far now, whatever its pace, so that a ``flush`` naming this end takes its words
+        (this one keeps none: nothing to do)."""
 
     def reset(self) -> None:
         """Abandon any utterance in flight and start a new session; the model stays loaded."""
@@ -151,6 +165,11 @@ class StreamingAsr(ABC):
     @abstractmethod
     def _end(self) -> Hypothesis:
         """Finish the utterance and return the final hypothesis."""
+
+    def _end_covered(self, samples: int) -> Hypothesis | None:
+        """Finish the utterance with a partial decoded over at least its first ``samples`` samples
+        (everything said), if there is one; None: there is none (``_end`` decodes it)."""
+        return None
 
     def _abandon(self) -> None:
         """Drop the utterance in flight without a result (defaults to finishing and discarding)."""

@@ -25,7 +25,10 @@ of the utterance so far to it and returns at once, with the newest partial that 
 the last call. So the caller (the listener, which also runs the VAD that decides when the turn
 ends) never waits for a partial decode; decoded inline, partials held the VAD back by a decode's
 length at the end of each sentence, so pauses were noticed late (docs/benchmarks.md).
-A partial still running when the utterance ends is dropped unread.
+A partial still running when the utterance ends is dropped unread, unless it heard the whole
+speech: ``flush(speech_ms)`` takes the words of a partial whose audio reaches the speech's end
+(waiting for one still decoding) instead of decoding the utterance again beside it, so the final
+transcript at a pause is ready when that partial is (``finals_from_partials`` counts them).
 """
 
 from __future__ import annotations
@@ -47,6 +50,12 @@ from omnivox.voice.packaged import WHISPER_TINY_EN_CT2
 WHISPER_RATE = 16000
 _FRAMES_PER_S = 100  # Whisper's log-mel hop is 10 ms
 _TAIL_S = 1.5  # room a short window must leave after the audio (less and tiny.en starts to repeat)
+_AHEAD_S = 0.25  # ``decode_now`` starts a partial only once this much was said since the last one
+# a partial reused as the final transcript must read as speech this surely (its scores decide
+# whether speech over a reply is a backchannel or noise: on a short doubtful clip the pause's
+# trailing silence moves them, so such a clip is decoded again with it, as before)
+_SURE_NO_SPEECH = 0.2
+_SURE_LOGPROB = -0.7
 _NO_SPEECH = 0.6  # faster-whisper's defaults: no_speech_prob above this, with an average log
 _LOW_LOGPROB = -1.0  # probability at or below this, means the window holds no speech
 
@@ -128,6 +137,9 @@ class WhisperAsr(StreamingAsr):
             ThreadPoolExecutor(1, thread_name_prefix="whisper-partials") if background_partials else None
         )
         self._pending: Future[Hypothesis] | None = None  # the partial decoding in the background
+        self._pending_samples = 0  # the utterance's samples it decodes (the last one started)
+        self._decoded: tuple[int, Hypothesis] | None = None  # the newest partial read, and its samples
+        self._unreported: Hypothesis | None = None  # a partial ``decode_now`` read before ``feed`` did
         # what the decodes of this instance cost (for measurements and the partials' budget)
         self.decodes = 0
         self.decode_seconds = 0.0
@@ -135,6 +147,7 @@ class WhisperAsr(StreamingAsr):
         self.partial_seconds = 0.0
         self.last_partial_s = 0.0
         self.last_decode_s = 0.0
+        self.finals_from_partials = 0  # final transcripts that were a partial's words (no decode)
 
     # ---- StreamingAsr hooks
 
@@ -142,6 +155,8 @@ class WhisperAsr(StreamingAsr):
         self._chunks = []
         self._samples = 0
         self._pending = None
+        self._pending_samples = 0
+        self._decoded = self._unreported = None
         self._next_partial = int(self.min_partial_ms * self.sample_rate / 1000)
 
     def _process(self, audio: np.ndarray) -> Hypothesis | None:
@@ -149,6 +164,9 @@ class WhisperAsr(StreamingAsr):
             self._chunks.append(audio.copy())
             self._samples += len(audio)
         finished = self._finished_partial()
+        if finished is None:
+            finished = self._unreported
+        self._unreported = None
         if self.partial_interval_ms is None or self._quiet or self._samples < self._next_partial:
             return finished
         if self._samples / self.sample_rate > self.windows_s[-1] - _TAIL_S:
@@ -160,8 +178,32 @@ class WhisperAsr(StreamingAsr):
         self._next_partial = self._samples + int(wait_s * self.sample_rate)
         if self._background is not None:
             self._pending = self._background.submit(self._partial, self._audio(), True)
+            self._pending_samples = self._samples
             return finished
-        return self._partial(self._audio(), False)
+        hyp = self._partial(self._audio(), False)
+        self._decoded = (self._samples, hyp)
+        return hyp
+
+    def decode_now(self) -> None:
+        """A partial over the utterance so far, in the background now (the VAD heard the speech
+        fall silent): a flush at the pause that follows waits for it instead of decoding the whole
+        utterance from the start. Nothing when one is decoding already, partials are off, or less
+        than ``_AHEAD_S`` was said since the last (each costs a decode: a pause inside a sentence
+        costs one more partial)."""
+        if self._background is None or self.partial_interval_ms is None or self._quiet:
+            return
+        if self._samples / self.sample_rate > self.windows_s[-1] - _TAIL_S:
+            return
+        if self._pending is not None:
+            if not self._pending.done():
+                return
+            self._unreported = self._finished_partial()  # (it still goes out with the next feed)
+        if self._samples - self._pending_samples < _AHEAD_S * self.sample_rate:
+            return
+        self._pending = self._background.submit(self._partial, self._audio(), True)
+        self._pending_samples = self._samples
+        wait_s = max(self.partial_interval_ms / 1000.0, self.last_partial_s / self.partial_budget)
+        self._next_partial = self._samples + int(wait_s * self.sample_rate)
 
     def _partial(self, audio: np.ndarray, background: bool) -> Hypothesis:
         began = time.perf_counter()
@@ -179,7 +221,9 @@ class WhisperAsr(StreamingAsr):
         if pending is None or not pending.done():
             return None
         self._pending = None
-        return pending.result()
+        hyp = pending.result()
+        self._decoded = (self._pending_samples, hyp)
+        return hyp
 
     def wait_partial(self, timeout: float | None = None) -> None:
         """Wait until the partial decoding in the background (if any) has finished (for tests)."""
@@ -188,13 +232,36 @@ class WhisperAsr(StreamingAsr):
 
     def _peek(self) -> Hypothesis:
         audio = self._audio()
-        return self._partial(audio, False) if len(audio) else ("", ())
+        if not len(audio):
+            return ("", ())
+        hyp = self._partial(audio, False)
+        self._decoded = (self._samples, hyp)
+        return hyp
+
+    def _end_covered(self, samples: int) -> Hypothesis | None:
+        if self.word_timestamps:
+            return None  # the final transcript's word times come from a decode of its own
+        pending, decoded = self._pending, self._decoded
+        hyp: Hypothesis | None = None
+        if pending is not None and self._pending_samples >= samples:
+            try:  # decoding the whole speech already: wait for it rather than decode it again beside it
+                hyp = pending.result()
+            except Exception:  # a failed partial costs only the decode it would have saved
+                hyp = None
+        elif decoded is not None and decoded[0] >= samples:
+            hyp = decoded[1]
+        if hyp is None or not _sure(hyp):
+            return None
+        self._abandon()
+        self.finals_from_partials += 1
+        return hyp
 
     def _end(self) -> Hypothesis:
         audio = self._audio()
         self._chunks = []
         self._samples = 0
         self._pending = None  # a partial still running is of no use now
+        self._decoded = None
         if not len(audio):
             return ("", ())
         return self._decode(audio, partial=False)
@@ -203,6 +270,7 @@ class WhisperAsr(StreamingAsr):
         self._chunks = []
         self._samples = 0
         self._pending = None
+        self._decoded = None
 
     def close(self) -> None:
         if self._background is not None:
@@ -332,6 +400,17 @@ class WhisperAsr(StreamingAsr):
                 if w.word.strip():
                     words.append((w.word.strip(), w.start * 1000.0, w.end * 1000.0))
         return (_clean(" ".join(texts)), words)
+
+
+def _sure(hyp: Hypothesis) -> bool:
+    """Words the recogniser is sure are speech (see ``_SURE_NO_SPEECH``)."""
+    scores = hyp[2] if len(hyp) == 3 else None
+    return (
+        bool(hyp[0])
+        and scores is not None
+        and scores.no_speech_prob < _SURE_NO_SPEECH
+        and scores.avg_logprob > _SURE_LOGPROB
+    )
 
 
 def _clean(text: str) -> str:

@@ -59,16 +59,25 @@ class SentenceChunker:
     the rest. The first sentence of a stream may end early at a clause break once it has
     ``first_clause_words`` words (0 disables this), and, with ``first_max_words``, after that many
     words even without one (the first audio then waits for a few words, not for a long sentence from
-    a slow LLM). A run of more than ``max_words`` words without
+    a slow LLM); with ``then_max_words``, the second piece likewise ends after that many words (or
+    at a clause break), so it is written and spoken while those few first words play rather than
+    the listener waiting on the rest of a long sentence. A run of more than ``max_words`` words without
     punctuation is cut at a space into pieces of at most ``max_words`` words, however the text is
     pushed (a run with no space to cut at, such as tab-separated words, waits for punctuation or the
     flush). Sentence ends inside a ``*stage direction*`` or a code block are ignored, so the cleaner
     sees those whole, and a long run is not cut inside them either.
     """
 
-    def __init__(self, first_clause_words: int = 4, max_words: int = 40, first_max_words: int = 0) -> None:
+    def __init__(
+        self,
+        first_clause_words: int = 4,
+        max_words: int = 40,
+        first_max_words: int = 0,
+        then_max_words: int = 0,
+    ) -> None:
         self.first_clause_words = first_clause_words
         self.first_max_words = first_max_words
+        self.then_max_words = then_max_words
         self.max_words = max_words
         self._buf = ""
         self._emitted = 0
@@ -113,17 +122,23 @@ class SentenceChunker:
                 if len(head.split()) >= self.first_clause_words and not self._inside_markup(head):
                     return m.end()
         if self._emitted == 0 and self.first_max_words:
-            return self._first_words_cut(buf)
+            return self._words_cut(buf, self.first_max_words)
+        if self._emitted == 1 and self.then_max_words:
+            for m in _CLAUSE_END.finditer(buf):
+                head = buf[: m.start()]
+                if len(head.split()) >= self.first_clause_words and not self._inside_markup(head):
+                    return m.end()
+            return self._words_cut(buf, self.then_max_words)
         return None
 
-    def _first_words_cut(self, buf: str) -> int | None:
-        """After the ``first_max_words``-th word, once the space after it shows the word is whole."""
+    def _words_cut(self, buf: str, n: int) -> int | None:
+        """After the ``n``-th word, once the space after it shows the word is whole."""
         words = 0
         for m in _WHITESPACE.finditer(buf):
             if m.start() == 0:
                 continue
             words += 1
-            if words >= self.first_max_words and not self._inside_markup(buf[: m.start()]):
+            if words >= n and not self._inside_markup(buf[: m.start()]):
                 return m.end()
         return None
 

@@ -178,6 +178,54 @@ def test_slots_are_numbered_across_runtimes() -> None:
     assert {"".join(llm.stream([], LlmParams())) for _ in range(2)} == {"a", "b"}  # no slot: in turn
 
 
+class PrefilledLlm(ScriptedLlm):
+    """Records each prefill: (the last message's words, the slot)."""
+
+    def __init__(self) -> None:
+        super().__init__(["ok "])
+        self.prefilled: list[tuple[str, int | None]] = []
+
+    def prefill_turn(self, messages, params=None):
+        self.prefilled.append((messages[-1].content, params.cache_slot if params is not None else None))
+
+
+def test_a_prefill_computes_the_words_so_far_into_the_conversation_s_slot_and_says_nothing() -> None:
+    llm = PrefilledLlm()
+    affinity = SlotAffinity(2)
+    run = reply_runner(llm, affinity)
+    run(to_values(ReplyPrompt([], session="a")), threading.Event(), lambda v: None)  # a's reply: a slot
+    reply_slot = llm.params[0].cache_slot
+    emitted: list[dict] = []
+    so_far = ReplyPrompt([{"role": "user", "content": "call my"}], session="a", prefill=True)
+    assert run(to_values(so_far), threading.Event(), emitted.append) == to_values(ReplyWritten("", 0))
+    assert emitted == [] and llm.prefilled == [("call my", reply_slot)] and len(llm.params) == 1
+    run(to_values(ReplyPrompt([], session="a")), threading.Event(), lambda v: None)
+    assert llm.params[1].cache_slot == reply_slot  # the reply goes to the slot the prefill computed
+    assert (affinity.hits, affinity.misses) == (1, 1)  # the prefill is not counted apart
+
+
+def test_a_prefill_never_takes_a_slot_holding_another_conversation() -> None:
+    llm = PrefilledLlm()
+    affinity = SlotAffinity(1)
+    run = reply_runner(llm, affinity)
+    run(to_values(ReplyPrompt([], session="a")), threading.Event(), lambda v: None)
+    b = ReplyPrompt([{"role": "user", "content": "hi"}], session="b", prefill=True)
+    assert run(to_values(b), threading.Event(), lambda v: None) == to_values(ReplyWritten("", 0))
+    assert llm.prefilled == []  # a's keys and values stay: b's reply computes its prompt itself
+    assert affinity.take("a") == 0  # (and the slot was not left taken)
+
+
+def test_server_slots_send_a_prefill_to_the_runtime_of_its_slot() -> None:
+    a, b = PrefilledLlm(), PrefilledLlm()
+    llm = ServerSlots([a, b])
+    from omnivox.protocol.chat import ChatMessage
+
+    words = [ChatMessage(role="user", content="so far")]
+    llm.prefill_turn(words, LlmParams(cache_slot=3))
+    llm.prefill_turn(words, LlmParams())  # no slot of its own: nothing kept anywhere
+    assert (a.prefilled, b.prefilled) == ([], [("so far", 1)])
+
+
 USER = [{"role": "user", "content": "hello there"}]
 
 

@@ -324,3 +324,46 @@ def test_wer_extremes(ref: list[str]) -> None:
     assert word_error_rate(text, text) == 0.0
     assert word_error_rate(text, "") == 1.0  # everything deleted
     assert word_error_rate(text.upper() + "?!", f'"{text}".') == 0.0  # case and punctuation do not count
+
+
+class _Covering(_Recorder):
+    """Keeps its last partial and the utterance samples it heard, and ends on it when it covers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.partial: tuple[int, Hypothesis] | None = None
+
+    def _process(self, audio: np.ndarray) -> Hypothesis | None:
+        hyp = super()._process(audio)
+        if hyp is not None:
+            self.partial = (self._samples, hyp)
+        return hyp
+
+    def _end_covered(self, samples: int) -> Hypothesis | None:
+        self.calls.append(("end_covered", samples))
+        if self.partial is None or self.partial[0] < samples:
+            return None
+        return self.partial[1]
+
+
+def test_a_partial_that_heard_the_speech_to_its_end_is_the_final() -> None:
+    asr = _Covering()
+    asr.feed(ms(300))
+    final = asr.flush(speech_ms=250)  # the speech ended 250 ms into the utterance: the partial heard it
+    assert final.final and final.text == "w0 w1 w2" and not asr.in_utterance
+    assert ("end_covered", 4000) in asr.calls and "end" not in asr.names()
+
+
+def test_a_partial_short_of_the_speech_end_leaves_the_final_to_a_decode() -> None:
+    asr = _Covering()
+    asr.feed(ms(300))
+    final = asr.flush(speech_ms=400)
+    assert final.text == "w0 w1 w2 end" and asr.names()[-2:] == ["end_covered", "end"]
+    asr.feed(ms(100))
+    assert asr.flush().text == "w0 end" and asr.names()[-1] == "end"  # no speech end: always decoded
+
+
+def test_a_backend_that_keeps_no_partials_decodes_the_final_whatever_the_speech_end() -> None:
+    asr = _Recorder()
+    asr.feed(ms(200))
+    assert asr.flush(speech_ms=100).text == "w0 w1 end" and asr.names()[-1] == "end"

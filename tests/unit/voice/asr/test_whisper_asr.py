@@ -148,6 +148,76 @@ def test_partials_decode_in_the_background_and_a_late_one_is_dropped(asr, hibari
     assert sum(g is not None for g in got) >= 2 and inline.partials >= 2
 
 
+def feed_all(asr: WhisperAsr, audio: np.ndarray) -> None:
+    for i in range(0, len(audio), 320):
+        asr.feed(audio[i : i + 320])
+
+
+def test_a_partial_that_heard_the_whole_speech_is_the_final_transcript(asr, hibari_speech, monkeypatch):
+    monkeypatch.setattr(asr, "min_partial_ms", 0.0)
+    text = HIBARI_SENTENCES[0]
+    audio = hibari_speech[text]
+    feed_all(asr, audio[:-320])
+    asr.wait_partial(10)
+    monkeypatch.setattr(asr, "_next_partial", 0)  # the last frame starts a partial over the whole speech
+    asr.feed(audio[-320:])
+    decodes, reused = asr.decodes, asr.finals_from_partials
+    final = asr.flush(speech_ms=len(audio) / 16)  # it waits for that partial, still decoding or not
+    assert final.final and word_error_rate(text, final.text) <= 0.05
+    assert asr.finals_from_partials == reused + 1
+    assert asr.decodes == decodes + 1  # the partial's decode alone: none for the final
+    assert not asr.in_utterance
+
+
+def test_decoding_now_at_a_likely_speech_end_makes_the_final_at_the_pause_cost_no_decode(
+    asr, hibari_speech, monkeypatch
+):
+    monkeypatch.setattr(asr, "partial_interval_ms", 60000.0)  # no partial of the regular pace after the first
+    text = HIBARI_SENTENCES[2]
+    audio = hibari_speech[text]
+    feed_all(asr, audio)
+    asr.wait_partial(10)
+    partials = asr.partials
+    asr.decode_now()  # the VAD heard the speech fall silent
+    asr.decode_now()  # (one at a time, and only once something new was said)
+    asr.wait_partial(10)
+    assert asr.partials == partials + 1
+    decodes, reused = asr.decodes, asr.finals_from_partials
+    final = asr.flush(speech_ms=len(audio) / 16)
+    assert word_error_rate(text, final.text) <= 0.05
+    assert asr.decodes == decodes and asr.finals_from_partials == reused + 1
+
+
+def test_a_partial_not_sure_it_heard_speech_is_decoded_again_with_the_pause(asr):
+    noise = (np.random.default_rng(1).standard_normal(24000) * 0.01).astype(np.float32)
+    feed_all(asr, noise)
+    asr.decode_now()
+    asr.wait_partial(10)
+    reused = asr.finals_from_partials
+    assert asr.flush(speech_ms=1500).text == ""
+    assert asr.finals_from_partials == reused  # its scores decide what speech over a reply was
+
+
+def test_a_partial_short_of_the_speech_end_is_not_the_final(asr, hibari_speech, monkeypatch):
+    monkeypatch.setattr(asr, "min_partial_ms", 0.0)
+    text = HIBARI_SENTENCES[1]
+    audio = hibari_speech[text]
+    half = len(audio) // 2
+    monkeypatch.setattr(asr, "partial_interval_ms", None)
+    feed_all(asr, audio[:half])
+    monkeypatch.setattr(asr, "partial_interval_ms", 300)
+    monkeypatch.setattr(asr, "_next_partial", 0)
+    asr.feed(np.zeros(0, np.float32))  # one partial, over the first half
+    asr.wait_partial(10)
+    assert asr.feed(np.zeros(0, np.float32)) is not None  # (read back)
+    monkeypatch.setattr(asr, "partial_interval_ms", None)  # no partial reaches further
+    feed_all(asr, audio[half:])
+    reused = asr.finals_from_partials
+    final = asr.flush(speech_ms=len(audio) / 16)
+    assert word_error_rate(text, final.text) <= 0.05  # the whole utterance, decoded
+    assert asr.finals_from_partials == reused
+
+
 def test_transcribe_runs_no_partials(asr, hibari_speech):
     before = asr.partials
     asr.transcribe(hibari_speech[HIBARI_SENTENCES[0]])

@@ -420,3 +420,26 @@ def test_first_max_words_cuts_a_long_first_sentence_after_that_many_whole_words(
     assert out == ["The weather in", "Paris is sunny and mild.", "It rains later today."]
     assert SentenceChunker(first_max_words=3).push("Hi there. How are") == ["Hi there."]
     assert SentenceChunker(first_max_words=3).push("One two three") == []  # "three" may go on
+
+
+def test_then_max_words_cuts_the_second_piece_short_too_at_a_clause_or_after_that_many_words() -> None:
+    def pieces(text: str) -> list[str]:
+        c = SentenceChunker(first_clause_words=3, first_max_words=3, then_max_words=4)
+        first, *rest = text.split(" ")
+        out = c.push(first)
+        for word in rest:
+            out += c.push(" " + word)
+        return out + c.flush()
+
+    long = "The weather in Paris is sunny and mild all day. It rains later today and tomorrow again."
+    assert pieces(long) == ["The weather in", "Paris is sunny and", "mild all day.", long.split(". ")[1]]
+    assert pieces("Well I think that, if you ask me, it is fine.") == [
+        "Well I think",
+        "that, if you ask",  # (its clause break came after one word: too soon to cut)
+        "me, it is fine.",
+    ]
+    assert pieces("Sure. Well I think, my friend, you are right.") == [
+        "Sure.",  # a whole first sentence is the first piece
+        "Well I think,",  # (a clause break before the 4 words with first_clause_words=3)
+        "my friend, you are right.",
+    ]
