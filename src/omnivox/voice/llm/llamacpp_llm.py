@@ -92,6 +92,7 @@ class LlamaCppStats:
 
 
 _END = object()
+CACHE_REUSE_TOKENS = 64  # the shortest run of the slot's tokens llama.cpp shifts into place to reuse
 
 
 class LlamaCppLlm(ChatLlm):
@@ -160,6 +161,13 @@ class LlamaCppLlm(ChatLlm):
         p.cpuparams.n_threads = threads
         p.cpuparams_batch.n_threads = threads
         p.cache_prompt = True
+        # A long conversation is trimmed from its oldest turns (``trim_history``), and then no prefix
+        # of the slot matches past the system prompt: every turn would recompute the whole history
+        # (~800 tokens at a 700-token budget, 2000 at the local default: seconds on a CPU, and a
+        # 50-turn bench conversation went unanswered from turn 27 on). llama.cpp reuses the kept
+        # turns' keys and values by shifting them into place (chunks of this many tokens or more);
+        # shifted states are not bit-identical to a full recompute, so ``exact`` keeps it off.
+        p.n_cache_reuse = 0 if exact else CACHE_REUSE_TOKENS
         p.cache_ram_mib = ram_cache_mib
         p.ctx_shift = False  # a conversation too long for the context is an error, not a silent cut
         p.n_threads_http = 1

@@ -86,6 +86,37 @@ def test_new_tokens_stay_flat_as_the_conversation_grows(llm):
     assert max(news[1:]) < 30  # ...but each turn computed only its question and the template around it
 
 
+FACT = "Cats sleep for around sixteen hours a day, and they often purr when they are content."
+
+
+def long_conversation(turns: int) -> list[ChatMessage]:
+    said: list[ChatMessage] = [SYSTEM]
+    for i in range(turns):
+        said += [user(f"{QUESTIONS[i % len(QUESTIONS)]} ({i})"), ChatMessage(role="assistant", content=FACT)]
+    return said
+
+
+def test_a_trimmed_conversation_reuses_the_turns_it_kept_not_only_the_system_prompt():
+    """A history trimmed from its oldest turn no longer shares a prefix with the slot past the system
+    prompt; llama.cpp shifts the kept turns' states into place instead of recomputing them."""
+    fast = LlamaCppLlm(threads=1, context_tokens=2048, max_tokens=40, exact=False)
+    try:
+        said = long_conversation(6)
+        fast.prefill([*said, user("What next?")])
+        trimmed = fast.prefill([SYSTEM, *said[3:], user("What next?")]).new_tokens  # the oldest turn gone
+        assert fast.last_stats.prompt_tokens > 200
+        assert trimmed < 60  # the trimmed place and the new question, not the whole history
+    finally:
+        fast.close()
+
+
+def test_an_exact_model_recomputes_a_trimmed_conversation(llm):
+    said = long_conversation(3)
+    llm.prefill([*said, user("What next?")])
+    stats = llm.prefill([SYSTEM, *said[3:], user("What next?")])
+    assert stats.new_tokens > stats.prompt_tokens // 2  # bit-identical to a full recompute: no shifting
+
+
 def test_a_new_session_reuses_only_the_shared_system_prompt(llm):
     first = [SYSTEM, user(QUESTIONS[0])]
     first.append(ChatMessage(role="assistant", content=llm.complete(first)))
