@@ -210,8 +210,9 @@ class CallLog:
                 return "caller" if spoke else "echo"
         return "echo"
 
-    def settle(self, tally: Tally, turn: int, event: str, rid: str, mark: int) -> None:
-        """Count the echo's share of the turn that began at event ``mark``, and trace the turn."""
+    def settle(self, tally: Tally, turn: int, event: str, rid: str, mark: int, said: str = "") -> None:
+        """Count the echo's share of the turn that began at event ``mark``, and trace the turn
+        (``said``: the caller's interjection, for ``bench interruptions --conversations``)."""
         if self.cause(rid) == "echo":
             tally.false["echo"] += 1
         for i, (_, kind, e) in enumerate(self.events[mark:], mark):
@@ -235,6 +236,7 @@ class CallLog:
                 "status": done and done[2]["response"]["status"],
                 "events": kinds,
                 "judged": judged,
+                "said": said,
             }
         )
 
@@ -323,10 +325,12 @@ class ConversationCaller(realtime.RealtimeCaller):
             self.log.settle(self.tally, turn, event, rid, mark)
             return
         self.tally.tried[event] += 1
+        interjection = ""
         if event == "echo":
             pass
         elif event == "barge_in":
-            words = self.speak(next(barge))
+            interjection = next(barge)
+            words = self.speak(interjection)
             onset, _ = onsets(words)
             mark2 = len(self.log.events)
             said = asyncio.create_task(self._say(words))
@@ -341,9 +345,8 @@ class ConversationCaller(realtime.RealtimeCaller):
                 self.tally.reaction_s.append(stop[0] - onset_at)
             await said
         else:
-            clip2 = (
-                self.speak(next(extras[event])) if event == "backchannel" else self.noise(next(extras[event]))
-            )
+            interjection = next(extras[event])
+            clip2 = self.speak(interjection) if event == "backchannel" else self.noise(interjection)
             mark2 = len(self.log.events)
             await self._say(clip2)
             await self._until("response.done", 0, 25.0, rid)
@@ -355,7 +358,7 @@ class ConversationCaller(realtime.RealtimeCaller):
                 self.tally.noise_resumed += resumed is not None
                 self.tally.noise_unheard += paused is None
         await self._quiet()
-        self.log.settle(self.tally, turn, event, rid, mark)
+        self.log.settle(self.tally, turn, event, rid, mark, interjection)
 
     # ---- the microphone and the speaker
 
