@@ -84,19 +84,20 @@ class InterruptionPolicy:
     no_speech_logprob_max: float = -1.0  # avg_logprob at most this: no speech, whatever the words
     # the second step of the same boundary: where the recogniser is surer there was no speech, its
     # words may be surer too. Whisper writes "That's it." on a cough at P(no speech) 0.74-0.80,
-    # log-probability -0.83 to -0.98, and a lone "i" for espeak-ng's "i see" at 0.83 / -0.71, where
-    # no real barge-in without a stop word came above 0.64 (bench conversation's 50 turns, bench
-    # interruptions; a lone "wait" heard at 0.77 is a stop word, judged before this)
-    no_speech_high_min: float = 0.69
-    no_speech_high_logprob_max: float = -0.6
+    # log-probability -0.76 to -0.98 (wideband and G.711), and a lone "i" for espeak-ng's "i see"
+    # at 0.83 / -0.71, where no real barge-in without a stop word came above 0.67 (bench
+    # conversation's 50-turn runs, bench interruptions; a lone "wait" heard at 0.77 is a stop word,
+    # judged before this)
+    no_speech_high_min: float = 0.7
+    no_speech_high_logprob_max: float = -0.62
     unclear_max_words: int = 3  # an unclear utterance has at most this many words,
     unclear_logprob_max: float = -1.1  # and the recogniser is this unsure of them,
     unclear_over_echo_db_max: float = -4.0  # or it was this quiet against the reply
     # a lone word is unclear at a surer log-probability than two or three: Whisper turns a short
     # backchannel into one confident wrong word ("door" for "sure", "Yo" for "yeah", "MHCAB." for
     # "mhm": -0.86 to -0.99) where a real barge-in of one word is a stop word or is followed by more
-    # (the nearest, "actually", -0.80: cut at once)
-    unclear_single_logprob_max: float = -0.85
+    # (the nearest, "actually": -0.80 wideband, -0.85 from espeak-ng over G.711: cut at once)
+    unclear_single_logprob_max: float = -0.86
     # one word said over and over ("Duh, duh, duh, duh"): Whisper's decoding loop on a noise, the
     # failure its own long-form decoding retries on (its compression-ratio test); this many or more
     loop_min_repeats: int = 3
