@@ -21,9 +21,10 @@ from websockets.exceptions import InvalidStatus
 
 from omnivox.audio.pcm import pcm16_to_b64
 from omnivox.protocol.control.internal import GATEWAY_HEADER
-from pipeline_served import KEY, Served
+from pipeline_served import Served
 
-from ..rtclient import Events, client, silence, speech, stream
+from ..rtclient import Events, silence, speech
+from .test_pipeline_serve import talk  # (a caller's whole turn, unpaced)
 
 SEATS = 3
 WORKER_KEY = "seats-worker-key"  # (so the test may knock on the worker itself)
@@ -62,16 +63,6 @@ def wait_workers(served: Served, ok, timeout: float = 60.0) -> list[dict[str, An
             raise TimeoutError(f"workers: {seen}")
         time.sleep(0.2)
     return seen
-
-
-async def talk(served: Served, text: str) -> Events:
-    async with client(served.ws, KEY).realtime.connect(model="omnivox") as conn:
-        events = Events(conn)
-        await events.wait_for("session.created")
-        await stream(conn, np.concatenate([silence(0.3), speech(text), silence(1.0)]), chunk_ms=40)
-        await events.wait_for("response.done", timeout=90)
-        await events.stop()
-    return events
 
 
 async def vanish(served: Served, text: str) -> None:
