@@ -6,15 +6,34 @@ once, a fourth waits in the queue and gets the first seat freed, and nothing is 
 from __future__ import annotations
 
 import asyncio
+import itertools
+import re
+from pathlib import Path
 
 import httpx
 import redis
 
 from omnivox.testing.gateways import GatewayCluster, gateway_cluster
-from scaleout_checks import ENV, USER
+from scaleout_checks import ENV, USER, WORKER_LOG
 from wsclient import StreamingClient
 
 SEATS = 3
+
+
+SESSION_LINE = re.compile(r"session (start|end): epoch=(\d+) ticket=\S+ t=([\d.]+) seat=(\d+)")
+
+
+def seat_sessions(log: Path) -> dict[str, list[tuple[float, float, int]]]:
+    """From the worker process's log: each seat's sessions (start, end, epoch), in order."""
+    starts: dict[tuple[str, str], float] = {}
+    sessions: dict[str, list[tuple[float, float, int]]] = {}
+    for m in SESSION_LINE.finditer(log.read_text(errors="replace")):
+        what, epoch, at, seat = m.groups()
+        if what == "start":
+            starts[(seat, epoch)] = float(at)
+        else:
+            sessions.setdefault(seat, []).append((starts.pop((seat, epoch)), float(at), int(epoch)))
+    return {seat: sorted(runs) for seat, runs in sessions.items()}
 
 
 def store_keys(c: GatewayCluster, pattern: str) -> list[str]:
@@ -24,7 +43,7 @@ def store_keys(c: GatewayCluster, pattern: str) -> list[str]:
 
 async def test_each_seat_is_a_worker_of_the_shared_store(tmp_path) -> None:
     with gateway_cluster(gateways=2, workers=0, log_dir=tmp_path, **ENV) as c:
-        c.add_worker(seats=SEATS)
+        c.add_worker(seats=SEATS, **WORKER_LOG)
         c.wait_idle(SEATS)
         a, b = c.gateways
         for gateway in (a, b):
@@ -58,3 +77,11 @@ async def test_each_seat_is_a_worker_of_the_shared_store(tmp_path) -> None:
                 break
             await asyncio.sleep(0.1)
         assert store_keys(c, "t:*") == store_keys(c, "q:*") == []
+    # on each seat: one session at a time, each on a newer epoch than the one before
+    per_seat = seat_sessions(tmp_path / "worker0.log")
+    assert (
+        sorted(per_seat) == [str(i) for i in range(SEATS)] and sum(map(len, per_seat.values())) == SEATS + 1
+    )
+    for runs in per_seat.values():
+        for (_, end, epoch), (start, _, later) in itertools.pairwise(runs):
+            assert end <= start and epoch < later, runs

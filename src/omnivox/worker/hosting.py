@@ -95,7 +95,9 @@ async def host_session(
         return
     # one line at each end, with the system-wide monotonic clock: the fault tests check from these
     # that no two sessions overlap on a worker
-    log.info("session start: epoch=%s ticket=%s t=%.6f", epoch, query.get("ticket"), time.monotonic())
+    # (a seat's epochs are its own: with several seats, the line says which)
+    seat = f" seat={ws.path_params['seat']}" if "seat" in ws.path_params else ""
+    log.info("session start: epoch=%s ticket=%s t=%.6f%s", epoch, query.get("ticket"), time.monotonic(), seat)
     handler: SessionHandler | None = None
     SESSION_ID.set(info.session_id or None)  # this connection's task logs with its session
     span = tracer().start_as_current_span(
@@ -117,7 +119,9 @@ async def host_session(
     finally:
         if handler is not None:
             await handler.close()
-        log.info("session end: epoch=%s ticket=%s t=%.6f", epoch, query.get("ticket"), time.monotonic())
+        log.info(
+            "session end: epoch=%s ticket=%s t=%.6f%s", epoch, query.get("ticket"), time.monotonic(), seat
+        )
         await host.release()  # the engine is reset before the next session can take the worker
 
 
