@@ -278,6 +278,12 @@ def _run_command(args: argparse.Namespace, settings: Settings) -> None:
         check_seats(
             settings, "pipeline" if args.command == "serve" and settings.pipeline else settings.engine
         )
+    if args.command == "serve" and settings.workers * settings.seats > settings.max_workers:
+        sys.exit(
+            f"omnivox: --workers {settings.workers} --seats {settings.seats} are "
+            f"{settings.workers * settings.seats} workers to the gateway, which takes {settings.max_workers} "
+            "(OMNIVOX_MAX_WORKERS)"
+        )
     if args.command == "serve":
         from omnivox.gateway.serve import serve
 

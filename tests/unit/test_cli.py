@@ -50,3 +50,9 @@ def test_seats_are_counted_from_one():
     with pytest.raises(SystemExit) as info:
         main(["worker", "--engine", "echo", "--seats", "0"])
     assert "seats" in str(info.value.code)
+
+
+def test_serve_refuses_more_seats_than_the_gateway_takes_workers():
+    with pytest.raises(SystemExit) as info:
+        main(["serve", "--pipeline", "cascade", "--workers", "9", "--seats", "8"])
+    assert "72 workers" in str(info.value.code) and "64" in str(info.value.code)
