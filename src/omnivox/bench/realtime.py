@@ -21,7 +21,8 @@ serving processes' memory (workers, and with ``--pipeline`` the coordinator and 
 
 With ``--pipeline cascade`` the callers' workers are light session hosts sharing one set of stages
 (batched Whisper slots, llama.cpp parallel slots, hibari), as ``omnivox serve --pipeline`` runs
-them; "ASR batch" is the mean (and largest) number of transcripts per batched decode.
+them; "ASR batch" is the mean (and largest) number of transcripts per batched decode. ``--seats N``
+runs the callers' light workers N to a process (``worker.seats``), as ``serve --seats N`` does.
 
 The gateway's metrics give the real-time factors of hearing (VAD + ASR) and speaking (TTS) on the
 workers under that load: busy time / audio time, summed over all sessions. Real time is held when
