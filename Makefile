@@ -28,8 +28,11 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 	$(BIN)/mypy
 
+# The suite runs in TEST_PROCESSES processes (pytest-xdist): most of its time is spent waiting on
+# real-time audio and real servers, not on the CPU, so two processes on two cores nearly halve it.
+TEST_PROCESSES ?= 2
 test: lint sysdeps
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n $(TEST_PROCESSES) $(PYTEST_ARGS)
 
 # What the tests need from Debian: Chromium (browser tests), espeak-ng (a second synthetic voice) and
 # baresip (a real SIP user agent: the phone-call tests; its package is baresip-core) and

@@ -24,14 +24,20 @@ AUTH = {"Authorization": f"Bearer {KEY}"}
 
 class Served:
     def __init__(
-        self, log_dir: Path, spec: str = "cascade", workers: int = 2, env: dict[str, str] | None = None
+        self,
+        log_dir: Path,
+        spec: str = "cascade",
+        workers: int = 2,
+        env: dict[str, str] | None = None,
+        seats: int = 1,
     ) -> None:
         self.port = free_port()
-        self.workers = workers
+        self.workers = workers * seats  # each seat of a worker process is a worker to the gateway
         full = {**os.environ, **FAST, "OMNIVOX_LLM": "echo", "OMNIVOX_ASR": "whisper", **(env or {})}
         full["OMNIVOX_PIPELINE_HEARTBEAT_S"] = "0.1"
         self.log = open(log_dir / "serve.log", "wb")  # closed in stop()
         cmd = [sys.executable, "-m", "omnivox", "serve", "--pipeline", spec, "--workers", str(workers)]
+        cmd += ["--seats", str(seats)] if seats > 1 else []
         self.proc = subprocess.Popen(
             [*cmd, "--port", str(self.port)], env=full, stdout=self.log, stderr=subprocess.STDOUT
         )

@@ -127,6 +127,12 @@ def build_parser() -> argparse.ArgumentParser:
     _gateway_flags(serve)
     _engine_flags(serve)
     serve.add_argument("--workers", type=int, help="local worker processes to start (default 1)")
+    serve.add_argument(
+        "--seats",
+        type=int,
+        help="sessions each local worker process hosts, each a worker to the gateway (default 1; "
+        "the pipeline and echo engines: e.g. --pipeline cascade --workers 2 --seats 4)",
+    )
     _pipeline_flags(serve)
     serve.add_argument(
         "--coordinator-port", dest="coordinator_port", type=int, help="the pipeline coordinator's port"
@@ -147,6 +153,12 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--host", dest="worker_host", help="address to listen on (default 127.0.0.1)")
     worker.add_argument("--port", dest="worker_port", type=int, help="port to listen on (0 = any free)")
     worker.add_argument("--public-url", dest="worker_public_url", help="URL the gateway should use")
+    worker.add_argument(
+        "--seats",
+        type=int,
+        help="sessions this process hosts at once, each a worker registered at URL/seats/N "
+        "(default 1; the pipeline and echo engines)",
+    )
     worker.add_argument(
         "--worker-key", dest="worker_key", help="the gateway's worker key (better: OMNIVOX_WORKER_KEY)"
     )
@@ -228,6 +240,15 @@ def check_models(settings: Settings) -> None:
         )
 
 
+def check_seats(settings: Settings, engine: str) -> None:
+    """Exit with the reason if the worker processes of ``engine`` cannot host ``settings.seats``."""
+    from omnivox.engines.registry import seats_refusal
+
+    refusal = seats_refusal(engine, settings.seats)
+    if refusal:
+        sys.exit(f"omnivox: {refusal}")
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
@@ -254,6 +275,15 @@ def _run_command(args: argparse.Namespace, settings: Settings) -> None:
         settings = settings.model_copy(update={"engine": "pipeline"})  # --coordinator: its stages
     if args.command == "worker" or (args.command == "serve" and settings.workers):
         check_models(settings)
+        check_seats(
+            settings, "pipeline" if args.command == "serve" and settings.pipeline else settings.engine
+        )
+    if args.command == "serve" and settings.workers * settings.seats > settings.max_workers:
+        sys.exit(
+            f"omnivox: --workers {settings.workers} --seats {settings.seats} are "
+            f"{settings.workers * settings.seats} workers to the gateway, which takes {settings.max_workers} "
+            "(OMNIVOX_MAX_WORKERS)"
+        )
     if args.command == "serve":
         from omnivox.gateway.serve import serve
 

@@ -21,7 +21,8 @@ serving processes' memory (workers, and with ``--pipeline`` the coordinator and 
 
 With ``--pipeline cascade`` the callers' workers are light session hosts sharing one set of stages
 (batched Whisper slots, llama.cpp parallel slots, hibari), as ``omnivox serve --pipeline`` runs
-them; "ASR batch" is the mean (and largest) number of transcripts per batched decode.
+them; "ASR batch" is the mean (and largest) number of transcripts per batched decode. ``--seats N``
+runs the callers' light workers N to a process (``worker.seats``), as ``serve --seats N`` does.
 
 The gateway's metrics give the real-time factors of hearing (VAD + ASR) and speaking (TTS) on the
 workers under that load: busy time / audio time, summed over all sessions. Real time is held when
@@ -97,7 +98,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--turns", type=int, default=3, help="turns per caller")
     parser.add_argument("--silence-ms", type=int, default=500, help="server VAD silence_duration_ms")
     parser.add_argument("--chunk-ms", type=int, default=40, help="audio per append")
-    parser.add_argument("--workers", type=int, help="worker processes (default: one per caller)")
+    parser.add_argument(
+        "--workers", type=int, help="worker processes (default: one per caller, or per --seats callers)"
+    )
+    parser.add_argument(
+        "--seats",
+        type=int,
+        default=1,
+        help="sessions each worker process hosts, each a worker to the gateway (pipeline or echo engine)",
+    )
     parser.add_argument("--llm", default="local", help="local (default: the embedded SmolLM2), echo")
     parser.add_argument("--llm-url", help="an OpenAI-compatible LLM server instead")
     parser.add_argument("--asr", default="whisper", help="whisper (default), pocketsphinx")
@@ -239,7 +248,8 @@ def describe(args: argparse.Namespace) -> str:
     llm = f"LLM {args.llm_url}" if args.llm_url else f"{args.llm} LLM"
     pipeline = getattr(args, "pipeline", None)  # (bench conversation has no --pipeline)
     where = f", pipeline {pipeline}" if pipeline else ", in-process workers"
-    return f"{llm}, {args.asr} ASR{where}"
+    seats = getattr(args, "seats", 1)
+    return f"{llm}, {args.asr} ASR{where}" + (f", {seats} seats per worker process" if seats > 1 else "")
 
 
 COLUMNS = [
@@ -265,6 +275,11 @@ COLUMNS = [
 
 
 def run(args: argparse.Namespace) -> int:
+    from omnivox.engines.registry import seats_refusal
+
+    refusal = seats_refusal("pipeline" if args.pipeline else "cascade", args.seats)
+    if refusal:
+        raise SystemExit(f"bench realtime: {refusal}")
     clips = [speech_clip(s) for s in SENTENCES]
     rows: list[list[Any]] = []
     results: dict[str, dict[str, Any]] = {}
@@ -349,7 +364,8 @@ def turn_wait_s(mode: str, silence_ms: int) -> float:
 def measure(args: argparse.Namespace, users: int, clips: list, extra_env: dict[str, str]) -> dict[str, Any]:
     """One run: a cluster for ``users`` callers (``args``: the models, transport, turn detection
     ``mode``), the callers' calls, and what they and the servers measured."""
-    workers = args.workers or users
+    seats = getattr(args, "seats", 1)  # (the benches that reuse this one have no --seats)
+    workers = args.workers or -(-users // seats)  # enough seats for every caller
     log_dir = Path(args.log_dir) / f"{args.transport_now}-{args.mode}-n{users}" if args.log_dir else None
     if log_dir:
         log_dir.mkdir(parents=True, exist_ok=True)
@@ -357,7 +373,9 @@ def measure(args: argparse.Namespace, users: int, clips: list, extra_env: dict[s
     spec = pipeline_spec(args, users, log_dir) if args.pipeline else None
     if spec:  # as serve --pipeline: a worker key, so the pipeline's sockets speak CurveZMQ
         env.setdefault("OMNIVOX_WORKER_KEY", secrets.token_hex(16))
-    with cluster(workers=workers, engine="cascade", log_dir=log_dir, pipeline=spec, env=env) as c:
+    with cluster(
+        workers=workers, engine="cascade", log_dir=log_dir, pipeline=spec, env=env, seats=seats
+    ) as c:
         assert c.gateway is not None
         serving = [c.gateway.pid, *(w.pid for w in c.workers)]
         if c.coordinator is not None:
@@ -394,6 +412,7 @@ def measure(args: argparse.Namespace, users: int, clips: list, extra_env: dict[s
     held = bool(v2v) and not errors and all(r < 1.0 for r in rtf.values()) and p95 < wait_s + HEADROOM_S
     return {
         "workers": workers,
+        "seats": seats,
         "turns": len(v2v),
         "v2v_p50_ms": percentile(v2v, 50) * 1000,
         "v2v_p95_ms": p95 * 1000,

@@ -323,6 +323,13 @@ class WorkerSettings(BaseModel):
     worker_port: int = Field(0, ge=0, le=65535, description="0 picks a free port")
     worker_public_url: str | None = Field(None, description="URL the gateway uses to reach this worker")
     gateway_url: str | None = Field(None, description="gateway a worker registers with")
+    seats: int = Field(
+        1,
+        ge=1,
+        le=64,  # (protocol.control.workers.MAX_SEATS)
+        description="sessions one worker process hosts at once: each seat is a worker to the gateway, "
+        "at /seats/N of the process's URL (engines pipeline and echo; 1: the process is one worker)",
+    )
     dependency_check_s: float = Field(
         30.0, gt=0, description="how often a worker checks the LLM/ASR/TTS servers it uses (--llm-url, ...)"
     )

@@ -348,6 +348,12 @@ class InvalidWorkerUrl(_Recoverable):
     code = "invalid_worker_url"
 
 
+class UnknownSeat(NotFound):
+    """A path under ``/seats/`` of a worker process that names none of its seats."""
+
+    code = "unknown_seat"
+
+
 class WorkerBusy(OmnivoxError):
     code = "worker_busy"
     http_status = 409

@@ -137,6 +137,41 @@ def missing_packages(settings: Settings) -> list[MissingModelPackage]:
     return []
 
 
+# Engines one worker process may host several seats of (``--seats``): their models live outside the
+# session (the pipeline's stages; the echo engine has none), so the seats share them safely. The
+# in-process engines' models (llama.cpp, Whisper, torch) are one stream's at a time: a seat each
+# would load them again per seat, and sharing them would need their calls serialised.
+SEATED_ENGINES = ("pipeline", "echo")
+
+
+def seats_refusal(engine: str, seats: int) -> str | None:
+    """Why a worker process of ``engine`` cannot host ``seats`` seats (None: it can)."""
+    if seats == 1 or engine in SEATED_ENGINES:
+        return None
+    return (
+        f"--seats {seats} needs an engine whose models live outside the session "
+        f"({' or '.join(SEATED_ENGINES)}; e.g. serve --pipeline cascade); the {engine} engine's "
+        "in-process models serve one session at a time: run one worker process per session instead"
+    )
+
+
+def build_seat_engines(settings: Settings) -> list[Engine]:
+    """One engine per seat of the worker process (``settings.seats``), not yet loaded; the pipeline's
+    seats share one link to the stages (``PipelineLink``). ``ValueError`` for an engine that cannot
+    host seats (``seats_refusal``)."""
+    refusal = seats_refusal(settings.engine, settings.seats)
+    if refusal:
+        raise ValueError(refusal)
+    if settings.seats == 1:
+        return [build_engine(settings)]
+    if settings.engine == "pipeline":
+        from omnivox.engines.pipeline import PipelineEngine, PipelineLink
+
+        link = PipelineLink(settings)
+        return [PipelineEngine(settings, link, seat=i) for i in range(settings.seats)]
+    return [build_engine(settings) for _ in range(settings.seats)]
+
+
 def build_engine(settings: Settings) -> Engine:
     """The engine ``settings.engine`` names, not yet loaded (the worker loads it in a thread)."""
     try:

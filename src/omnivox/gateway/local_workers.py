@@ -68,6 +68,8 @@ def worker_command(settings: Settings, gateway_url: str, port: int) -> list[str]
     ]
     if settings.model:
         cmd += ["--model", settings.model]
+    if settings.seats > 1:
+        cmd += ["--seats", str(settings.seats)]  # each seat registers as a worker of its own
     return cmd
 
 

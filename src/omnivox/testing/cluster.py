@@ -110,17 +110,19 @@ class Cluster:
         except (httpx.HTTPError, ValueError):
             return {}
 
-    def add_worker(self, engine: str = "echo", **env: str) -> subprocess.Popen[bytes]:
+    def add_worker(self, engine: str = "echo", seats: int = 1, **env: str) -> subprocess.Popen[bytes]:
+        """A worker process; with ``seats`` > 1 it hosts that many seats, each a worker of its own
+        to the gateway (``worker_urls`` gets each seat's URL)."""
         if self.coordinator_url is not None:
             engine, env = "pipeline", {"OMNIVOX_COORDINATOR": self.coordinator_url, **env}
         port = free_port()
+        args = ["worker", "--gateway", self.url, "--port", str(port), "--engine", engine]
         proc = self._spawn(
-            ["worker", "--gateway", self.url, "--port", str(port), "--engine", engine],
-            f"worker{len(self.workers)}",
-            env,
+            args + (["--seats", str(seats)] if seats > 1 else []), f"worker{len(self.workers)}", env
         )
         self.workers.append(proc)
-        self.worker_urls.append(f"http://127.0.0.1:{port}")
+        base = f"http://127.0.0.1:{port}"
+        self.worker_urls += [f"{base}/seats/{i}" for i in range(seats)] if seats > 1 else [base]
         return proc
 
     def metric(self, name: str, **labels: str) -> float:
@@ -164,20 +166,21 @@ def cluster(
     log_dir: Path | None = None,
     pipeline: str | None = None,
     env: dict[str, str] | None = None,
+    seats: int = 1,
     **more_env: str,
 ) -> Iterator[Cluster]:
-    """A gateway and ``workers`` workers; with ``pipeline`` (a spec), its coordinator and stages too,
-    and the workers are light session hosts on them. ``env`` and ``more_env`` (OMNIVOX_* settings)
-    go to every process."""
+    """A gateway and ``workers`` worker processes (of ``seats`` seats each); with ``pipeline`` (a
+    spec), its coordinator and stages too, and the workers are light session hosts on them. ``env``
+    and ``more_env`` (OMNIVOX_* settings) go to every process."""
     c = Cluster(env={**(env or {}), **more_env}, log_dir=log_dir)
     try:
         c.start_gateway()
         if pipeline:
             c.start_pipeline(pipeline)
         for _ in range(workers):
-            c.add_worker(engine)
+            c.add_worker(engine, seats=seats)
         if workers:
-            c.wait_idle(workers)
+            c.wait_idle(workers * seats)
         yield c
     finally:
         c.stop()

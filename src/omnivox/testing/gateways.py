@@ -66,15 +66,18 @@ class GatewayCluster:
         return gateway
 
     def add_worker(
-        self, gateways: Sequence[Gateway] | None = None, engine: str = "echo", **env: str
+        self, gateways: Sequence[Gateway] | None = None, engine: str = "echo", seats: int = 1, **env: str
     ) -> subprocess.Popen[bytes]:
-        """A worker registering with ``gateways`` (all of them by default; the next on failure)."""
+        """A worker process registering with ``gateways`` (all of them by default; the next on
+        failure); with ``seats`` > 1, each of its seats registers as a worker of its own."""
         urls = ",".join(g.url for g in (gateways or self.gateways))
         port = free_port()
         args = ["worker", "--gateway", urls, "--port", str(port), "--engine", engine]
+        args += ["--seats", str(seats)] if seats > 1 else []
         proc = spawn(args, {**self.env, **env}, self._log(f"worker{len(self.workers)}"))
         self.workers.append(proc)
-        self.worker_urls.append(f"http://127.0.0.1:{port}")
+        base = f"http://127.0.0.1:{port}"
+        self.worker_urls += [f"{base}/seats/{i}" for i in range(seats)] if seats > 1 else [base]
         return proc
 
     def kill(self, gateway: Gateway) -> None:

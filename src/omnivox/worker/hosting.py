@@ -21,7 +21,7 @@ from opentelemetry.trace import SpanKind
 from omnivox.connection.runtime import Connection
 from omnivox.connection.sockets import AsgiSocket
 from omnivox.core.config import Settings
-from omnivox.core.errors import WS_POLICY, OmnivoxError, WorkerBusy, WorkerUnavailable
+from omnivox.core.errors import WS_POLICY, OmnivoxError, UnknownSeat, WorkerBusy, WorkerUnavailable
 from omnivox.core.ids import check_session_id
 from omnivox.core.keys import key_matches, offered_key
 from omnivox.core.logging import SESSION_ID
@@ -32,6 +32,7 @@ from omnivox.protocol.registry import PROTOCOLS
 from omnivox.protocol.spec import WireProtocol
 from omnivox.worker.handler import SessionHandler, SessionInfo
 from omnivox.worker.host import EngineHost
+from omnivox.worker.seats import Seats
 
 log = logging.getLogger(__name__)
 
@@ -41,10 +42,6 @@ HandlerFactory = Callable[[Connection, EngineHost, Settings, SessionInfo], Sessi
 async def host_session(
     ws: WebSocket, protocol: WireProtocol, make: HandlerFactory, host: EngineHost, settings: Settings
 ) -> None:
-    key = settings.key_for("worker")
-    if key and not key_matches(offered_key(ws.headers), key):
-        await ws.close(WS_POLICY)  # only the gateway (which holds the worker key) opens sessions here
-        return
     query = dict(ws.query_params)
     epoch = assignment_epoch(query)
     # a gateway's session this worker cannot take at once is refused before the socket opens
@@ -98,7 +95,9 @@ async def host_session(
         return
     # one line at each end, with the system-wide monotonic clock: the fault tests check from these
     # that no two sessions overlap on a worker
-    log.info("session start: epoch=%s ticket=%s t=%.6f", epoch, query.get("ticket"), time.monotonic())
+    # (a seat's epochs are its own: with several seats, the line says which)
+    seat = f" seat={ws.path_params['seat']}" if "seat" in ws.path_params else ""
+    log.info("session start: epoch=%s ticket=%s t=%.6f%s", epoch, query.get("ticket"), time.monotonic(), seat)
     handler: SessionHandler | None = None
     SESSION_ID.set(info.session_id or None)  # this connection's task logs with its session
     span = tracer().start_as_current_span(
@@ -120,7 +119,9 @@ async def host_session(
     finally:
         if handler is not None:
             await handler.close()
-        log.info("session end: epoch=%s ticket=%s t=%.6f", epoch, query.get("ticket"), time.monotonic())
+        log.info(
+            "session end: epoch=%s ticket=%s t=%.6f%s", epoch, query.get("ticket"), time.monotonic(), seat
+        )
         await host.release()  # the engine is reset before the next session can take the worker
 
 
@@ -133,10 +134,25 @@ def _can_deny(ws: WebSocket) -> bool:
     return "websocket.http.response" in ws.scope.get("extensions", {})
 
 
+async def _refuse_unknown_seat(ws: WebSocket, protocol: WireProtocol, err: UnknownSeat) -> None:
+    """A session for a seat this process does not have: 404 at the handshake where the server can
+    answer one with HTTP, else the protocol's error frame and a close."""
+    log.info("session refused (%s): %s", err.code, ws.url.path)
+    if _can_deny(ws):
+        await ws.send_denial_response(JSONResponse(err.to_payload(), status_code=err.http_status))
+        return
+    await ws.accept()
+    socket = AsgiSocket(ws)
+    with contextlib.suppress(Exception):
+        await socket.send(protocol.error_frame(err))
+    await socket.close(err.close_code)
+
+
 def mount_handlers(
-    app: FastAPI, handlers: dict[str, HandlerFactory], host: EngineHost, settings: Settings
+    app: FastAPI, handlers: dict[str, HandlerFactory], seats: Seats, settings: Settings
 ) -> None:
-    """A route per registered protocol this worker has a handler for (every worker path it has)."""
+    """A route per registered protocol this worker has a handler for (every worker path it has),
+    under each seat's path when the process has several (``worker.seats``)."""
     for protocol in PROTOCOLS:
         make = handlers.get(protocol.name)
         if make is None:
@@ -146,9 +162,19 @@ def mount_handlers(
             protocol: WireProtocol = protocol, make: HandlerFactory = make
         ) -> Callable[[WebSocket], Awaitable[None]]:
             async def serve(ws: WebSocket) -> None:
+                key = settings.key_for("worker")
+                if key and not key_matches(offered_key(ws.headers), key):
+                    # only the gateway (which holds the worker key) opens sessions here
+                    await ws.close(WS_POLICY)
+                    return
+                try:
+                    host = seats.find(ws.path_params.get("seat"))
+                except UnknownSeat as err:
+                    await _refuse_unknown_seat(ws, protocol, err)
+                    return
                 await host_session(ws, protocol, make, host, settings)
 
             return serve
 
         for path in protocol.worker_paths:
-            app.add_api_websocket_route(path, endpoint())
+            app.add_api_websocket_route(seats.prefix + path, endpoint())

@@ -91,6 +91,14 @@ def test_describe():
     assert bench.describe(parse("--pipeline", "cascade")).endswith(", pipeline cascade")
 
 
+def test_seats_are_said_and_refused_for_in_process_workers():
+    assert bench.describe(parse("--pipeline", "cascade", "--seats", "4")).endswith(
+        ", pipeline cascade, 4 seats per worker process"
+    )
+    with pytest.raises(SystemExit, match="--seats 4 needs an engine"):  # before any server starts
+        bench.run(parse("--seats", "4"))
+
+
 def test_describe_takes_the_options_of_bench_conversation_too():
     """bench conversation describes its models with this and has no --pipeline (it crashed at the end)."""
     import argparse

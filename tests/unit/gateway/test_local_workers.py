@@ -27,6 +27,8 @@ def test_a_worker_command_names_the_gateway_its_port_engine_and_model() -> None:
     }
     with_model = worker_command(Settings(engine="mock", model="tiny"), "http://g", 1)
     assert with_model[-2:] == ["--model", "tiny"]
+    seated = worker_command(Settings(engine="pipeline", seats=4), "http://g", 1)
+    assert seated[-2:] == ["--seats", "4"]  # each seat registers as a worker of its own
 
 
 def test_a_coordinator_command_runs_the_configured_pipeline() -> None:

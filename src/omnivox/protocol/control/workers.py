@@ -89,10 +89,32 @@ class RegistrationReply(BaseModel):
     heartbeat_interval_s: float
 
 
+# A worker process hosting several seats (``--seats N``) serves each under its own path: each seat is
+# a worker to the gateway (its own registration, health, epoch and session routes), all in one
+# process. The path is the only one a worker URL may have.
+SEAT_PREFIX = "/seats/"
+MAX_SEATS = 64
+
+
+def seat_url(base: str, seat: int) -> str:
+    """The URL of seat ``seat`` of the worker process at ``base`` (``http://host:port/seats/2``)."""
+    return base.rstrip("/") + SEAT_PREFIX + str(seat)
+
+
+def seat_index(text: str, seats: int) -> int | None:
+    """The seat a URL path segment names, if it names one of ``seats`` exactly (``"2"``; never
+    ``"02"`` or ``"+2"``: one URL per seat, so the gateway never takes one seat for two workers)."""
+    if not text.isascii() or not text.isdigit() or (len(text) > 1 and text[0] == "0"):
+        return None
+    seat = int(text)
+    return seat if seat < seats else None
+
+
 def worker_base_url(url: str) -> str:
     """``url`` as ``scheme://host[:port]`` if it is only that (http or https, a host, maybe a port and
-    a trailing slash), else ``InvalidWorkerUrl``. The gateway builds every path it requests from a
-    worker itself, so a registration can choose neither a path nor a query (no request forgery)."""
+    a trailing slash) or a seat of one (``.../seats/N``), else ``InvalidWorkerUrl``. The gateway
+    builds every path it requests from a worker itself, so a registration can choose neither a path
+    (but a seat's) nor a query (no request forgery)."""
     try:
         parts = urlsplit(url.strip())
         port = parts.port  # raises ValueError for a bad port
@@ -100,7 +122,15 @@ def worker_base_url(url: str) -> str:
         raise InvalidWorkerUrl(f"not a URL: {exc}") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise InvalidWorkerUrl("a worker URL is http(s)://host[:port]")
-    if parts.username or parts.password or parts.path not in ("", "/") or parts.query or parts.fragment:
-        raise InvalidWorkerUrl("a worker URL has no user, path, query or fragment: http(s)://host[:port]")
+    path = "" if parts.path == "/" else parts.path
+    seat = None
+    if path.startswith(SEAT_PREFIX):
+        seat = seat_index(path.removeprefix(SEAT_PREFIX).removesuffix("/"), MAX_SEATS)
+    if parts.username or parts.password or (path and seat is None) or parts.query or parts.fragment:
+        raise InvalidWorkerUrl(
+            "a worker URL has no user, path (but a seat's: /seats/N), query or fragment: "
+            "http(s)://host[:port][/seats/N]"
+        )
     host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
-    return f"{parts.scheme}://{host}" + (f":{port}" if port is not None else "")
+    base = f"{parts.scheme}://{host}" + (f":{port}" if port is not None else "")
+    return seat_url(base, seat) if seat is not None else base

@@ -118,6 +118,8 @@ def test_registration():
         ("https://gpu-3.lan", "https://gpu-3.lan"),
         ("http://[::1]:80", "http://[::1]:80"),
         (" http://w:1 ", "http://w:1"),
+        ("http://w:1/seats/0", "http://w:1/seats/0"),  # a seat of a worker process (--seats)
+        ("http://w:1/seats/12/", "http://w:1/seats/12"),
     ],
 )
 def test_a_worker_url_is_scheme_host_and_port(url, base):
@@ -137,6 +139,12 @@ def test_a_worker_url_is_scheme_host_and_port(url, base):
         "http://w:99999",
         "w:1",
         "",
+        "http://w:1/seats/",
+        "http://w:1/seats/01",  # one URL per seat: never two spellings of one
+        "http://w:1/seats/64",
+        "http://w:1/seats/1/health",
+        "http://w:1/seats/1?x=1",
+        "http://w:1//",
     ],
 )
 def test_anything_more_or_less_is_refused(url):
