@@ -82,14 +82,22 @@ class InterruptionPolicy:
     evidence: bool = True  # weigh the recogniser's scores and the levels, not only the words
     no_speech_min: float = 0.3  # no_speech_prob at least this, with
     no_speech_logprob_max: float = -1.0  # avg_logprob at most this: no speech, whatever the words
+    # the second step of the same boundary: where the recogniser is surer there was no speech, its
+    # words may be surer too. Whisper writes "That's it." on a cough at P(no speech) 0.74-0.80,
+    # log-probability -0.76 to -0.98 (wideband and G.711), and a lone "i" for espeak-ng's "i see"
+    # at 0.83 / -0.71, where no real barge-in without a stop word came above 0.67 (bench
+    # conversation's 50-turn runs, bench interruptions; a lone "wait" heard at 0.77 is a stop word,
+    # judged before this)
+    no_speech_high_min: float = 0.7
+    no_speech_high_logprob_max: float = -0.62
     unclear_max_words: int = 3  # an unclear utterance has at most this many words,
     unclear_logprob_max: float = -1.1  # and the recogniser is this unsure of them,
     unclear_over_echo_db_max: float = -4.0  # or it was this quiet against the reply
     # a lone word is unclear at a surer log-probability than two or three: Whisper turns a short
     # backchannel into one confident wrong word ("door" for "sure", "Yo" for "yeah", "MHCAB." for
     # "mhm": -0.86 to -0.99) where a real barge-in of one word is a stop word or is followed by more
-    # (the nearest, "actually", -0.80: cut at once)
-    unclear_single_logprob_max: float = -0.84
+    # (the nearest, "actually": -0.80 wideband, -0.85 from espeak-ng over G.711: cut at once)
+    unclear_single_logprob_max: float = -0.86
     # one word said over and over ("Duh, duh, duh, duh"): Whisper's decoding loop on a noise, the
     # failure its own long-form decoding retries on (its compression-ratio test); this many or more
     loop_min_repeats: int = 3
@@ -120,18 +128,22 @@ class InterruptionPolicy:
             return Verdict.BACKCHANNEL  # first: its words are kept in the transcript
         if self.evidence and any(w in self.stop_words for w in heard):
             return Verdict.WORDS  # "wait", "stop": an interruption, however unsure the recogniser
-        if (
-            e.no_speech_prob is not None
-            and e.avg_logprob is not None
-            and e.no_speech_prob >= self.no_speech_min
-            and e.avg_logprob <= self.no_speech_logprob_max
-        ) or (self.evidence and short and self._looping(heard, e)):
+        if self._no_speech(e) or (self.evidence and short and self._looping(heard, e)):
             return Verdict.NO_SPEECH
         if self.echo_words and is_echo(heard, words(spoken)):
             return Verdict.ECHO
         if short and len(heard) <= self.unclear_max_words and self._unclear(e, len(heard)):
             return Verdict.UNCLEAR
         return Verdict.WORDS
+
+    def _no_speech(self, e: Evidence) -> bool:
+        """Whether the recogniser scores the sound as no speech, whatever words it wrote on it: a
+        two-step boundary, P(no speech) against the words' mean log-probability."""
+        if e.no_speech_prob is None or e.avg_logprob is None:
+            return False
+        return (e.no_speech_prob >= self.no_speech_min and e.avg_logprob <= self.no_speech_logprob_max) or (
+            e.no_speech_prob >= self.no_speech_high_min and e.avg_logprob <= self.no_speech_high_logprob_max
+        )
 
     def _looping(self, heard: list[str], e: Evidence) -> bool:
         """One word over and over, on a sound the recogniser thinks more likely no speech than

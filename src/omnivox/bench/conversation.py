@@ -210,16 +210,30 @@ class CallLog:
                 return "caller" if spoke else "echo"
         return "echo"
 
-    def settle(self, tally: Tally, turn: int, event: str, rid: str, mark: int) -> None:
-        """Count the echo's share of the turn that began at event ``mark``, and trace the turn."""
+    def settle(
+        self,
+        tally: Tally,
+        turn: int,
+        event: str,
+        rid: str,
+        mark: int,
+        said: str = "",
+        times: dict[str, float] | None = None,
+    ) -> None:
+        """Count the echo's share of the turn that began at event ``mark``, and trace the turn
+        (``said``: the caller's interjection, for ``bench interruptions --conversations``; ``times``:
+        the caller's own moments, seconds from the reply's first audio, with the events' beside)."""
         if self.cause(rid) == "echo":
             tally.false["echo"] += 1
         for i, (_, kind, e) in enumerate(self.events[mark:], mark):
             if kind == "omnivox.interruption.paused" and e.get("response_id") == rid:
                 tally.echo_pauses += self.speech_before(i) == "echo"
-        kinds = [
-            k for _, k, e in self.events[mark:] if k.startswith(("omnivox.", "input_audio_buffer.speech"))
+        traced = [
+            (t, k)
+            for t, k, _ in self.events[mark:]
+            if k.startswith(("omnivox.", "input_audio_buffer.speech"))
         ]
+        kinds = [k for _, k in traced]
         judged = [
             (e["verdict"], e["text"], e.get("evidence", {}))
             for _, k, e in self.events[mark:]
@@ -235,8 +249,19 @@ class CallLog:
                 "status": done and done[2]["response"]["status"],
                 "events": kinds,
                 "judged": judged,
+                "said": said,
             }
         )
+        if times is not None and "reply" in times:
+            # when each traced event came, and the reply's own: a reply the server ended (its
+            # response.done) before the caller had heard it out shows here
+            t0 = times.pop("reply")
+            done_at = done[0] - t0 if done else None
+            tally.trace[-1]["times"] = {
+                **{k: round(v, 3) for k, v in times.items()},
+                "response.done": done_at and round(done_at, 3),
+                "events": [round(t - t0, 3) for t, _ in traced],
+            }
 
 
 class ConversationCaller(realtime.RealtimeCaller):
@@ -318,15 +343,18 @@ class ConversationCaller(realtime.RealtimeCaller):
         rid = reply[2]["response_id"]
         self.tally.replies += 1
         await self._played(rid, 1.0)  # one second into the reply
+        times = {"reply": reply[0], "interjection": time.monotonic() - reply[0]}
         if self.log.first("response.done", 0, rid) is not None:  # over before anything was said
             await self._quiet()
-            self.log.settle(self.tally, turn, event, rid, mark)
+            self.log.settle(self.tally, turn, event, rid, mark, times=times)
             return
         self.tally.tried[event] += 1
+        interjection = ""
         if event == "echo":
             pass
         elif event == "barge_in":
-            words = self.speak(next(barge))
+            interjection = next(barge)
+            words = self.speak(interjection)
             onset, _ = onsets(words)
             mark2 = len(self.log.events)
             said = asyncio.create_task(self._say(words))
@@ -341,9 +369,8 @@ class ConversationCaller(realtime.RealtimeCaller):
                 self.tally.reaction_s.append(stop[0] - onset_at)
             await said
         else:
-            clip2 = (
-                self.speak(next(extras[event])) if event == "backchannel" else self.noise(next(extras[event]))
-            )
+            interjection = next(extras[event])
+            clip2 = self.speak(interjection) if event == "backchannel" else self.noise(interjection)
             mark2 = len(self.log.events)
             await self._say(clip2)
             await self._until("response.done", 0, 25.0, rid)
@@ -354,8 +381,9 @@ class ConversationCaller(realtime.RealtimeCaller):
                 resumed = self.log.first("omnivox.interruption.resumed", mark2, rid)
                 self.tally.noise_resumed += resumed is not None
                 self.tally.noise_unheard += paused is None
+        times["played"] = self.phone.played.get(rid, 0) / RATE  # what the caller heard of the reply
         await self._quiet()
-        self.log.settle(self.tally, turn, event, rid, mark)
+        self.log.settle(self.tally, turn, event, rid, mark, interjection, times)
 
     # ---- the microphone and the speaker
 

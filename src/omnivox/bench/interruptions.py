@@ -110,7 +110,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--miss-weight", type=float, default=3.0, help="a missed barge-in counts this much")
     parser.add_argument("--kinds", nargs="+", default=list(KINDS), choices=KINDS)
     parser.add_argument(
-        "--observations", help="fit the cases of an earlier run's --json file instead of hearing them again"
+        "--observations",
+        nargs="+",
+        help="fit the cases of earlier runs' --json files instead of hearing them again",
+    )
+    parser.add_argument(
+        "--conversations",
+        nargs="+",
+        default=[],
+        help="add the judged interjections of `bench conversation --json` runs (live cases)",
     )
 
 
@@ -226,16 +234,42 @@ def fit(observations: list[Observation], miss_weight: float = 3.0) -> Interrupti
         return false + miss_weight * missed, late, _resumed_on_evidence(observations, policy)
 
     base = InterruptionPolicy(
-        unclear_logprob_max=OFF, unclear_over_echo_db_max=OFF, unclear_single_logprob_max=OFF
+        no_speech_logprob_max=OFF,
+        no_speech_high_logprob_max=OFF,
+        unclear_logprob_max=OFF,
+        unclear_over_echo_db_max=OFF,
+        unclear_single_logprob_max=OFF,
     )
-    best = _centre(
-        [
-            replace(base, no_speech_min=p, no_speech_logprob_max=lp)
-            for p, lp in itertools.product(_steps(0.3, 0.95, 0.05), _steps(-2.5, -0.2, 0.1))
-        ],
-        cost,
-        ("no_speech_min", "no_speech_logprob_max"),
-    )
+    # the no-speech boundary's two steps, each fitted given the other, the surer one first (a
+    # first step fitted alone takes what it can at any P(no speech) and leaves the cases only a
+    # second step could take with it), then each again
+    best = base
+    for _ in range(2):
+        # the second step: a surer P(no speech) with surer words (off: log-probability OFF), never
+        # words as sure as -0.5 (Whisper's real "Stop." -0.35 and "actually" -0.49 came at P(no
+        # speech) 0.62-0.67: above -0.5 the words are the evidence, whatever the sound scores)
+        best = _centre(
+            [replace(best, no_speech_high_min=1.0, no_speech_high_logprob_max=OFF)]
+            + [
+                replace(best, no_speech_high_min=p, no_speech_high_logprob_max=lp)
+                for p, lp in itertools.product(_steps(0.5, 0.95, 0.01), _steps(-1.0, -0.5, 0.02))
+                if p > best.no_speech_min and lp > best.no_speech_logprob_max
+            ],
+            cost,
+            ("no_speech_high_min", "no_speech_high_logprob_max"),
+            off=("no_speech_high_logprob_max",),
+        )
+        best = _centre(
+            [
+                replace(best, no_speech_min=p, no_speech_logprob_max=lp)
+                for p, lp in itertools.product(_steps(0.3, 0.95, 0.05), [OFF, *_steps(-2.5, -0.2, 0.1)])
+                if best.no_speech_high_logprob_max == OFF
+                or (p < best.no_speech_high_min and lp < best.no_speech_high_logprob_max)
+            ],
+            cost,
+            ("no_speech_min", "no_speech_logprob_max"),
+            off=("no_speech_logprob_max",),
+        )
     # unclear: two or three words, and a lone word (which only a surer score than theirs can add to)
     best = _centre(
         [
@@ -257,6 +291,8 @@ OFF = -99.0  # a threshold no evidence reaches: the rule is off
 FITTED = (
     "no_speech_min",
     "no_speech_logprob_max",
+    "no_speech_high_min",
+    "no_speech_high_logprob_max",
     "unclear_logprob_max",
     "unclear_over_echo_db_max",
     "unclear_single_logprob_max",
@@ -274,6 +310,7 @@ def _centre(
     candidates: list[InterruptionPolicy],
     cost: Callable[[InterruptionPolicy], tuple[float, int, int]],
     names: tuple[str, ...],
+    off: tuple[str, ...] | None = None,
 ) -> InterruptionPolicy:
     """Of the candidates with the least cost (errors, then late cuts, then resumes on evidence),
     and of those the
@@ -282,8 +319,13 @@ def _centre(
     costs = [cost(c) for c in candidates]
     least = min(costs)
     best = [c for c, k in zip(candidates, costs, strict=True) if k == least]
-    most_off = max(sum(getattr(c, n) == OFF for n in names) for c in best)
-    best = [c for c in best if sum(getattr(c, n) == OFF for n in names) == most_off]
+    switches = names if off is None else off  # the thresholds whose OFF turns a rule off
+
+    def n_off(c: InterruptionPolicy) -> int:
+        return sum(getattr(c, n) == OFF for n in switches)
+
+    most_off = max(n_off(c) for c in best)
+    best = [c for c in best if n_off(c) == most_off]
     medians = {n: float(np.median([getattr(c, n) for c in best])) for n in names}
     return min(best, key=lambda c: sum(abs(getattr(c, n) - m) for n, m in medians.items()))
 
@@ -294,7 +336,10 @@ def _steps(lo: float, hi: float, step: float) -> list[float]:
 
 def run(args: argparse.Namespace) -> int:
     words_only = InterruptionPolicy(evidence=False)
-    observations = load(args.observations) if args.observations else hear(args, words_only)
+    observations = (
+        [o for path in args.observations for o in load(path)] if args.observations else hear(args, words_only)
+    )
+    observations += [o for path in args.conversations for o in from_conversation(path)]
     fitted = fit(observations, args.miss_weight)
     policies = {"words only": words_only, "defaults": InterruptionPolicy(), "fitted": fitted}
     rows = []
@@ -357,3 +402,32 @@ def load(path: str) -> list[Observation]:
     with open(path) as f:
         saved = json.load(f)["observations"]
     return [Observation(**{**o, "points": [Settled(**p) for p in o["points"]]}) for o in saved]
+
+
+def from_conversation(path: str) -> list[Observation]:
+    """The interjections a ``bench conversation --json`` run judged live, as cases: each backchannel,
+    noise burst and barge-in turn whose speech the server judged, with every judgement of the turn
+    as a point (the run's own policy resumed the points before its last). Echo turns are left out:
+    their judgements mix the echo with the caller's next question (a reply the server still thought
+    playing). The events carry no speech length: the voiced ms stands for it (a lower bound; only
+    the backchannel limit, 1.5 s, reads it). What was said is the run's script, by the turn's
+    place among its kind (``bench.conversation``'s cycles), unless the trace names it."""
+    from omnivox.bench import conversation
+
+    with open(path) as f:
+        saved = json.load(f)
+    script = {"backchannel": conversation.BACKCHANNELS, "noise": conversation.NOISES}
+    script["barge_in"] = conversation.BARGE_INS
+    out: list[Observation] = []
+    for voice, tally in saved["conversation"].items():
+        seen: Counter[str] = Counter()
+        for turn in tally["trace"]:
+            kind = turn["event"]
+            if kind not in script:
+                continue
+            said = turn.get("said") or script[kind][seen[kind] % len(script[kind])]
+            seen[kind] += 1
+            points = [Settled(text, e.get("voiced_ms", 0.0), e) for _, text, e in turn["judged"]]
+            if points:
+                out.append(Observation(kind, voice, said, saved["args"]["gain_db"], True, points))
+    return out

@@ -134,6 +134,23 @@ def test_words_whisper_wrote_on_a_sound_it_scores_as_no_speech_resume_the_reply(
     assert POLICY.judge("That's it.", 600, SPOKEN, said) is Verdict.WORDS
 
 
+def test_a_surer_no_speech_score_takes_surer_words_as_no_speech() -> None:
+    # the boundary's second step, on evidence bench conversation's 50 turns judged live: Whisper's
+    # "That's it." on a breathy cough, and a lone "i" for espeak-ng's "i see", cut the reply
+    for text, cough in (("That's it.", Evidence(0.792, -0.881)), ("i", Evidence(0.825, -0.705))):
+        assert POLICY.judge(text, 500, SPOKEN, cough) is Verdict.NO_SPEECH
+        assert InterruptionPolicy(no_speech_high_logprob_max=-99.0).judge(text, 500, SPOKEN, cough) is (
+            Verdict.WORDS
+        )
+    # real barge-ins stay cuts: espeak-ng's "no, that's wrong" without its "no" (the surest no-speech
+    # score of a barge-in with no stop word), a sure "actually", and a stop word at any score
+    assert POLICY.judge("That's loud.", 700, SPOKEN, Evidence(0.638, -0.883)) is Verdict.WORDS
+    assert POLICY.judge("actually", 480, SPOKEN, Evidence(0.616, -0.489)) is Verdict.WORDS
+    assert POLICY.judge("wait", 320, SPOKEN, Evidence(0.769, -0.955)) is Verdict.WORDS
+    # words the recogniser is sure of are the evidence, however the sound scores
+    assert POLICY.judge("What about tomorrow?", 900, SPOKEN, Evidence(0.9, -0.3)) is Verdict.WORDS
+
+
 def test_a_short_unclear_utterance_of_few_words_resumes_and_a_clear_one_cuts() -> None:
     unsure = Evidence(no_speech_prob=0.33, avg_logprob=POLICY.unclear_single_logprob_max - 0.1)
     assert POLICY.judge("I'm...", 500, SPOKEN, unsure) is Verdict.UNCLEAR  # "uh huh", misheard
@@ -161,7 +178,10 @@ def test_one_word_looping_is_no_speech_and_a_call_for_attention_cuts() -> None:
     # Whisper on espeak-ng's breathy cough, 20 dB over the echo: sure of it, and looping
     cough = Evidence(no_speech_prob=0.81, avg_logprob=-0.73)
     assert POLICY.judge("Duh, duh, duh, duh, du", 700, SPOKEN, cough) is Verdict.NO_SPEECH
-    assert POLICY.judge("Duh, duh, du", 700, SPOKEN, cough) is Verdict.WORDS  # twice is not a loop
+    # the loop alone (its scores under the no-speech boundary's second step): twice is not a loop
+    loop = Evidence(no_speech_prob=0.55, avg_logprob=-0.45)
+    assert POLICY.judge("Duh, duh, duh, duh, du", 700, SPOKEN, loop) is Verdict.NO_SPEECH
+    assert POLICY.judge("Duh, duh, du", 700, SPOKEN, loop) is Verdict.WORDS
     assert POLICY.judge("wait wait wait", 700, SPOKEN, cough) is Verdict.WORDS  # a stop word first
     # Whisper loops on a real "wait" too, sure there was speech: a barge-in
     waiting = "waiting waiting waiting waiting waiting"
@@ -227,6 +247,9 @@ RECORDED = [
     ("hibari", "sure", -10.0, False, "unclear", "door"),  # one word, -0.86
     ("espeak", "mhm", -10.0, False, "unclear", "MHCAB."),  # one word, -0.93
     ("hibari", "[[h@@ h@@ h@@]]", -20.0, True, "no_speech", "Duh, duh, duh, duh, du"),  # a loop
+    # the no-speech boundary's second step: P(no speech) 0.76, log-probability -0.98
+    ("hibari", "[[h@@ h@@]]", -10.0, True, "no_speech", "That's it."),
+    ("espeak", "[[h@@ h@@]]", -10.0, True, "no_speech", "That's it."),  # (noise: espeak-ng's for both)
     ("espeak", "wait", -6.0, False, "words", "Hey."),  # a call for attention
     ("hibari", "what about tomorrow", -10.0, False, "words", "What about tomorrow?"),
     ("espeak", "sorry, what was that", -10.0, False, "words", "Sorry, what was that?"),

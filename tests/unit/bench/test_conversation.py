@@ -258,6 +258,7 @@ def test_settle_of_a_reply_without_done_traces_no_status():
             "status": None,
             "events": ["input_audio_buffer.speech_started"],
             "judged": [],
+            "said": "",
         }
     ]
 

@@ -7,7 +7,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from omnivox.agent.interruption import InterruptionPolicy
-from omnivox.bench.interruptions import OFF, Observation, Settled, errors, fit, load
+from omnivox.bench.interruptions import OFF, Observation, Settled, errors, fit, from_conversation, load
 
 
 def case(kind: str, text: str, no_speech: float, logprob: float, ms: float = 500.0) -> Observation:
@@ -68,3 +68,45 @@ def test_a_lone_word_gets_its_own_threshold_between_the_cases(tmp_path: Path) ->
     path = tmp_path / "int.json"
     path.write_text(json.dumps({"observations": [asdict(c) for c in cases]}))
     assert load(str(path)) == cases
+
+
+def test_the_no_speech_boundary_gets_a_second_step_where_the_cases_need_one() -> None:
+    # as heard: the cough's words and the real barge-in's are as sure (-0.881, -0.883); only how
+    # sure Whisper is that there was no speech tells them apart
+    cases = [
+        case("noise", "That's it.", 0.792, -0.881),  # a cough, Whisper sure of its words
+        case("backchannel", "i", 0.825, -0.705),  # espeak-ng's "i see"
+        case("noise", "So I'll be right back then.", 0.3, -1.4),  # the first step's (too many words
+        # to be unclear)
+        case("barge_in", "That's loud.", 0.638, -0.883),  # "no, that's wrong" without its "no"
+        case("barge_in", "actually", 0.616, -0.489),
+        case("barge_in", "What about tomorrow?", 0.3, -0.1),
+    ]
+    fitted = fit(cases)
+    assert errors(cases, fitted) == (0, 0, 0)
+    assert 0.638 < fitted.no_speech_high_min <= 0.792
+    assert -0.705 <= fitted.no_speech_high_logprob_max <= -0.5
+    # without the cases that need it, the step stays off
+    assert fit(cases[2:]).no_speech_high_logprob_max == OFF
+
+
+def test_a_conversation_run_s_judged_interjections_are_cases(tmp_path: Path) -> None:
+    judged = [["backchannel", "Yeah", {"no_speech_prob": 0.2, "avg_logprob": -0.7, "voiced_ms": 288.0}]]
+    cut = [["words", "i", {"no_speech_prob": 0.83, "avg_logprob": -0.71, "voiced_ms": 384.0}]]
+    trace = [
+        {"turn": 0, "event": "echo", "judged": judged},  # left out: an echo turn's judgements mix
+        {"turn": 1, "event": "backchannel", "judged": judged},  # an old run: said by the script
+        {"turn": 2, "event": "noise", "judged": []},  # nothing judged: no case
+        {"turn": 3, "event": "backchannel", "judged": cut, "said": "i see"},
+    ]
+    run = {"args": {"gain_db": -10.0}, "conversation": {"espeak": {"trace": trace}}}
+    path = tmp_path / "conv.json"
+    path.write_text(json.dumps(run))
+    got = from_conversation(str(path))
+    assert [(o.kind, o.said, o.voice, o.gain_db) for o in got] == [
+        ("backchannel", "yeah", "espeak", -10.0),
+        ("backchannel", "i see", "espeak", -10.0),
+    ]
+    assert got[1].points == [Settled("i", 384.0, cut[0][2])]
+    assert got[1].judged_by(InterruptionPolicy(no_speech_high_logprob_max=OFF)) == "words"
+    assert got[1].judged_by(InterruptionPolicy()) == "no_speech"
