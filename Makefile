@@ -30,9 +30,10 @@ lint: $(STAMP)
 
 # The suite runs in TEST_PROCESSES processes (pytest-xdist): most of its time is spent waiting on
 # real-time audio and real servers, not on the CPU, so two processes on two cores nearly halve it.
+# A module's tests stay in one process (--dist loadscope): its servers start once, not once a process.
 TEST_PROCESSES ?= 2
 test: lint sysdeps
-	$(BIN)/python -m pytest -q -n $(TEST_PROCESSES) $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n $(TEST_PROCESSES) --dist loadscope $(PYTEST_ARGS)
 
 # What the tests need from Debian: Chromium (browser tests), espeak-ng (a second synthetic voice) and
 # baresip (a real SIP user agent: the phone-call tests; its package is baresip-core) and
