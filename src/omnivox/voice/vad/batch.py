@@ -77,7 +77,8 @@ class SileroBatch:
             return np.zeros(0, np.float32)
         with self._changed:
             alone = not self._busy and not self._asks
-            self._busy = True
+            if alone:
+                self._busy = True
         if alone:  # (most calls: nothing else asks now) no bookkeeping, as a detector of its own
             try:
                 return self._score_alone(stream, windows)

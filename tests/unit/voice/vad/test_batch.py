@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from omnivox.core.errors import InvalidAudio
-from omnivox.voice.vad.batch import SileroBatch
+from omnivox.voice.vad.batch import SileroBatch, _Ask
 from omnivox.voice.vad.silero import SileroModel, SileroVad
 
 
@@ -133,6 +133,46 @@ def test_a_failed_call_fails_only_its_streams_and_the_batch_goes_on(clips) -> No
     held.fail_rate = None
     assert len(vads[1].process(clips[1][::2].copy())) > 0  # nothing is left busy or queued
     assert batch.asking == 0
+
+
+def test_streams_that_come_and_go_at_random_each_get_their_scores_alone(clips) -> None:
+    """Four threads feeding 40 ms chunks at once (calls alone, batched, and every moment between):
+    none is left waiting, and each stream's scores are its own."""
+    batch = SileroBatch(SileroModel.shared())
+    streams = [*clips, clips[0][::-1].copy()]
+    results: list = [None] * len(streams)
+
+    def feed(i: int) -> None:
+        vad = SileroVad(16000, batch)
+        results[i] = np.concatenate(
+            [vad.process(streams[i][j : j + 640]) for j in range(0, len(streams[i]), 640)]
+        )
+
+    threads = [threading.Thread(target=feed, args=(i,)) for i in range(len(streams))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert not any(t.is_alive() for t in threads), "a stream was left waiting"
+    for clip, probs in zip(streams, results, strict=True):
+        assert np.allclose(probs, alone(clip), atol=1e-5)
+    assert batch.asking == 0 and batch.rows == sum(len(p) for p in results)
+
+
+def test_a_stream_that_asks_as_a_call_ends_scores_the_ones_still_waiting(clips) -> None:
+    """The moment between a call's end and its waiters waking: a stream that asks then finds others
+    waiting and no call running; it scores them with its own (nobody is left waiting)."""
+    batch = SileroBatch(SileroModel.shared())
+    waiting, newcomer = SileroVad(16000, batch), SileroVad(16000, batch)
+    ask = _Ask(waiting, clips[0][:1024].reshape(2, 512))
+    batch._asks.append(ask)  # (as a waiter not yet woken leaves it)
+    result: list = []
+    thread = threading.Thread(target=lambda: result.append(newcomer.process(clips[1][:1024])), daemon=True)
+    thread.start()
+    thread.join(10)
+    assert not thread.is_alive(), "the newcomer waited for a call that nobody runs"
+    assert ask.done and np.allclose(ask.probs, alone(clips[0][:1024]), atol=1e-5)
+    assert np.allclose(result[0], alone(clips[1][:1024]), atol=1e-5)
 
 
 def test_a_lone_stream_is_scored_at_once_one_window_a_call(weather_16k) -> None:
