@@ -64,15 +64,15 @@ class _Waiting:
     ticket: Ticket
     seq: int = 0
     enq_ms: int = 0
-    reasserted_ms: int = 0  # put back after the store lost it: an older assignment of it is gone
+    reasserted_ms: int = 0  # put back after a reap: an assignment of it made before was undone
     refused: Assignment | None = None  # put back after its worker refused this one: never taken again
     # when the refused one was made: a store restarted empty may give the same worker and epoch
     # again (it learns the epoch from the worker, which never saw the refused one), made later
     refused_ms: int = 0
 
     def undone(self, given: Assignment, busy_ms: int) -> bool:
-        """Made before this gateway was reaped (or the store restarted), or the one its worker
-        refused (its event read late)."""
+        """Made before this gateway was reaped (the reap undid it), or the one its worker refused
+        (its event read late)."""
         return busy_ms < self.reasserted_ms or (given == self.refused and busy_ms <= self.refused_ms)
 
 
