@@ -27,9 +27,10 @@ from omnivox.protocol.control.workers import TASKS, Capabilities, WorkerHealth
 
 __all__ = ["PIPELINE_ENGINE", "SLOTTED_TASKS", "UNTAKEN_ASSIGNMENT_S", "Ticket", "WorkerPool", "WorkerRecord"]
 
-# An assignment its worker has not taken this long after it was made is dead (its gateway opens the
-# worker within its connect timeout, or is reaped with its lease): the worker's own IDLE report then
-# frees it (scheduler.lua has the same, from scripts.py)
+# An assignment its worker has not taken this long after it was made is dead: its gateway opens the
+# worker within its connect timeout (5 s by default) or is reaped with its lease, and the worker
+# starts it within its session wait (5 s) or refuses it. The worker's own IDLE report then frees it
+# (scheduler.lua has the same, from scripts.py).
 UNTAKEN_ASSIGNMENT_S = 15.0
 
 # sessions that hold a pipeline's session slot (the ASR's) for their life, on `pipeline` workers
