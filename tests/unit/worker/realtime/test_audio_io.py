@@ -117,3 +117,13 @@ def test_a_dropped_decoder_frees_its_resampler() -> None:
     del dec
     gc.collect()
     assert resampler() is None
+
+
+def test_pcm16_out_at_the_tts_rate_is_the_samples_as_pcm16_and_bad_samples_are_refused() -> None:
+    enc = OutputEncoder(AudioFormat(type="audio/pcm", rate=24000))
+    tone = _speechlike(1234)
+    assert base64.b64decode(enc.encode(tone)) == to_pcm16(tone)
+    assert base64.b64decode(enc.encode(tone[:7])) == to_pcm16(tone[:7])
+    assert enc.flush() == ""  # nothing held back at the same rate
+    with pytest.raises(InvalidAudio):
+        enc.encode(np.array([0.1, np.nan], np.float32))
