@@ -270,3 +270,16 @@ def test_nothing_is_prefilled_while_a_reply_speaks_or_when_no_reply_will_come() 
     assert prefills(silent.heard(Heard("speech_started", 0.0), 0.0, QUIET)) == []
     manual = TurnTaking(None)
     assert prefills(manual.heard(Heard("partial", 0.0, "a b c"), 0.0, QUIET)) == []
+
+
+def test_the_next_turns_opening_is_prefilled_when_a_reply_ends_unless_the_user_speaks_already() -> None:
+    turns = TurnTaking(TurnSettings())
+    assert prefills(turns.reply_over(PLAYING)) == [""]  # the conversation with the reply, as it renders
+    turns.heard(Heard("speech_started", 0.0), 0.0, QUIET)
+    turns.heard(Heard("partial", 0.0, "call my sis"), 0.0, QUIET)
+    assert turns.reply_over(QUIET) == []  # a cut reply ending as they talk: their words are prefilled
+    went_on = turns.heard(Heard("partial", 0.0, "call my sister now"), 0.0, QUIET)
+    assert prefills(went_on) == ["call my sister"]
+    assert TurnTaking(TurnSettings(create_response=False)).reply_over(QUIET) == []  # no reply will come
+    assert TurnTaking(None).reply_over(QUIET) == []
+    assert TurnTaking(TurnSettings()).reply_over(TALKING) == []  # another reply has the LLM
