@@ -85,6 +85,12 @@ class PipelineLink:
         self._lock = threading.Lock()  # seats load in their own engine threads, at once
         self._client: PipelineClient | None = None
         self._turn: SmartTurn | None = None
+        self._holders = 0  # engines using this link: the last one to let go closes it
+
+    def hold(self) -> None:
+        """An engine uses this link (until it calls ``release``)."""
+        with self._lock:
+            self._holders += 1
 
     def connect(self) -> PipelineClient:
         """The client, connected to a pipeline with ASR, LLM and TTS stages running (the first call
@@ -121,9 +127,15 @@ class PipelineLink:
                 self._turn = SmartTurn()
             return self._turn
 
-    def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
+    def release(self) -> None:
+        """An engine is done with this link; the last one closes the connection to the stages."""
+        with self._lock:
+            self._holders -= 1
+            client, last = self._client, self._holders <= 0
+            if last:
+                self._client = None
+        if last and client is not None:
+            client.close()
 
 
 class PipelineEngine(StackEngine):
@@ -135,6 +147,8 @@ class PipelineEngine(StackEngine):
         super().__init__()
         self.settings = settings
         self.link = link if link is not None else PipelineLink(settings)
+        self.link.hold()
+        self._holding = True
         self.seat = seat
         self.client: PipelineClient | None = None
 
@@ -168,5 +182,6 @@ class PipelineEngine(StackEngine):
 
     def close(self) -> None:
         super().close()
-        if self.seat is None:  # a shared link is closed by whoever made it
-            self.link.close()
+        if self._holding:  # (once, however often it is closed)
+            self._holding = False
+            self.link.release()  # the process's last seat to close closes the link
