@@ -9,7 +9,9 @@ batched models. Its roles are the cascade's over these proxies: ``voice`` is ``P
 
 A worker process with several seats (``--seats N``) builds one engine per seat over one
 ``PipelineLink``: the seats share the client (one socket, one IO thread) and the smart-turn model,
-and each has its own VAD (its recurrent state is the session's), ASR stream and LLM conversation.
+and each has its own VAD detector (its recurrent state is the session's; the Silero model under it
+is the process's, its windows batched with the other seats': ``voice.vad.batch``), ASR stream and
+LLM conversation.
 """
 
 from __future__ import annotations
@@ -169,7 +171,7 @@ class PipelineEngine(StackEngine):
         vision = bool(client.stages["llm"].info.get("vision", False))
         llm_settings = s if s.llm != "auto" or s.llm_url else s.model_copy(update={"llm": "local"})
         return VoiceStack(
-            vad=SileroVad(ASR_RATE),  # each seat's own: its recurrent state is the session's
+            vad=SileroVad(ASR_RATE),  # each seat's own state; the model is shared
             asr=RemoteAsr(client, ASR_RATE),
             tts=RemoteTts(client, voices, default),
             llm=RemoteLlm(client, vision),
