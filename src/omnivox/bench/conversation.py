@@ -6,15 +6,17 @@ reply plays into its microphone ``--delay-ms`` later at ``--gain-db``, ``testing
 script, per turn: a question (every other one with a mid-sentence pause shorter than the turn's
 silence), then, one second into the reply, one of: nothing (the echo alone), a backchannel, a noise
 burst, or a real barge-in (a sentence, which becomes the next question's answer). Its player honours
-``omnivox.interruption.paused`` / ``.resumed`` and drops a cancelled reply's unplayed audio.
+``omnivox.interruption.paused`` / ``.resumed`` and drops a cancelled or truncated reply's unplayed
+audio.
 
 Counted per turn:
 - false barge-ins: a reply cancelled by its own echo, a backchannel or a noise burst. Every reply
   plays into the microphone, so every reply counts for the echo: a cancel (or a pause) is the echo's
   when the speech the server heard began while the caller was saying nothing;
 - noise bursts: paused then resumed (or never paused: silero heard no speech in them);
-- missed barge-ins: a real barge-in after which the reply played on; reaction: from the barge-in's
-  first voiced sample to the player stopping (the pause event, or the cancel);
+- missed barge-ins: a real barge-in after which the reply played on (it was neither cancelled nor,
+  when it had already sent all its audio, truncated); reaction: from the barge-in's first voiced
+  sample to the player stopping (the pause event, or the cancel or truncation);
 - end of turn: early when the turn was committed before the question's speech ended (in its mid-
   sentence pause), late when no reply began within ``--late-s`` of its end, else right;
 - voice-to-voice: the question's last voiced sample to the reply's first audio;
@@ -187,16 +189,30 @@ class CallLog:
     def count(self, kind: str) -> int:
         return sum(1 for _, k, _ in self.events if k == kind)
 
-    def cancelled(self, rid: str) -> bool:
+    def cut(self, rid: str) -> Entry | None:
+        """The event that cut the reply short (None: it played out): its ``response.done`` with
+        status cancelled, or, for a reply cut after it had sent all its audio (it completed, and its
+        audio still played), the truncation of its message item (``conversation.item.truncated``)."""
         done = self.first("response.done", 0, rid)
-        return done is not None and done[2]["response"]["status"] == "cancelled"
+        if done is not None and done[2]["response"]["status"] == "cancelled":
+            return done
+        items = {
+            e["item"].get("id")
+            for _, k, e in self.events
+            if k == "response.output_item.added" and response_id(e) == rid
+        }
+        for entry in self.events:
+            if entry[1] == "conversation.item.truncated" and entry[2].get("item_id") in items:
+                return entry
+        return None
+
+    def cancelled(self, rid: str) -> bool:
+        return self.cut(rid) is not None
 
     def cause(self, rid: str) -> str | None:
-        """Who cancelled the reply: the ``caller`` or its ``echo`` (None: it was not cancelled)."""
-        done = self.first("response.done", 0, rid)
-        if done is None or done[2]["response"]["status"] != "cancelled":
-            return None
-        return self.speech_before(self.events.index(done))
+        """Who cut the reply: the ``caller`` or its ``echo`` (None: it was not cut)."""
+        cut = self.cut(rid)
+        return None if cut is None else self.speech_before(self.events.index(cut))
 
     def speech_before(self, index: int) -> str:
         """Whether the last speech the server heard before event ``index`` began while the caller was
@@ -284,6 +300,7 @@ class ConversationCaller(realtime.RealtimeCaller):
         self._to_line = StreamResampler(RATE, 8000)  # the telephone line (--line g711), each way
         self._from_line = StreamResampler(8000, RATE)
         self._reported: dict[str, str] = {}  # response id -> the last playback report sent
+        self._items: dict[str, str] = {}  # message item id -> its response id
 
     def _session(self) -> dict:
         args = self.args
@@ -360,14 +377,13 @@ class ConversationCaller(realtime.RealtimeCaller):
             said = asyncio.create_task(self._say(words))
             onset_at = await self._at_sample(self._sent + onset)
             await self._until("response.done", 0, 25.0, rid)
-            stop = self.log.first("omnivox.interruption.paused", mark2, rid) or self.log.first(
-                "response.done", 0, rid
-            )
+            await said  # (a reply that had sent all its audio is cut by its item's truncation, later)
+            await self._until_any(("omnivox.interruption.judged", "conversation.item.truncated"), mark2, 2.0)
+            stop = self.log.first("omnivox.interruption.paused", mark2, rid) or self.log.cut(rid)
             if stop is None or self.log.cause(rid) != "caller":
                 self.tally.missed += 1
             else:
                 self.tally.reaction_s.append(stop[0] - onset_at)
-            await said
         else:
             interjection = next(extras[event])
             clip2 = self.speak(interjection) if event == "backchannel" else self.noise(interjection)
@@ -496,10 +512,17 @@ class ConversationCaller(realtime.RealtimeCaller):
                 phone.paused = True
             elif kind == "omnivox.interruption.resumed":
                 phone.paused = False
+            elif kind == "response.output_item.added":
+                self._items[event["item"].get("id")] = event.get("response_id")
             elif kind == "response.done":
                 phone.paused = False
                 if event["response"]["status"] == "cancelled":
                     phone.drop(event["response"]["id"])
+            elif kind == "conversation.item.truncated" and event.get("item_id") in self._items:
+                # a reply cut after it had sent everything: what it had not played never plays (as
+                # the phone and WebRTC bridges clear their players)
+                phone.paused = False
+                phone.drop(self._items[event["item_id"]])
             elif kind == "error":
                 self.tally.errors.append(event["error"].get("code") or "error")
 
