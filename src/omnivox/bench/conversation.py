@@ -5,7 +5,10 @@ microphone always open, paced in real time (``bench realtime``'s caller, with a 
 reply plays into its microphone ``--delay-ms`` later at ``--gain-db``, ``testing.speakerphone``). Its
 script, per turn: a question (every other one with a mid-sentence pause shorter than the turn's
 silence), then, one second into the reply, one of: nothing (the echo alone), a backchannel, a noise
-burst, or a real barge-in (a sentence, which becomes the next question's answer). Its player honours
+burst, or a real barge-in (a sentence, which becomes the next question's answer).
+``--interject-left-ms N`` interjects as the reply plays out instead: once it has sent all its audio
+and the caller's player has at most N ms of it left (where the server's model of the player has it
+over first). Its player honours
 ``omnivox.interruption.paused`` / ``.resumed`` and drops a cancelled or truncated reply's unplayed
 audio.
 
@@ -149,6 +152,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--eagerness", choices=["low", "medium", "high", "auto"], help="semantic_vad")
     parser.add_argument(
         "--playback-reports", action="store_true", help="the player reports each reply's playback"
+    )
+    parser.add_argument(
+        "--interject-left-ms",
+        type=float,
+        help="interject as each reply plays out, when its player has this much of it left (once it "
+        "has sent all its audio), instead of one second into it",
     )
 
 
@@ -359,9 +368,14 @@ class ConversationCaller(realtime.RealtimeCaller):
         self.tally.v2v_s.append(reply[0] - end_at)
         rid = reply[2]["response_id"]
         self.tally.replies += 1
-        await self._played(rid, 1.0)  # one second into the reply
+        if self.args.interject_left_ms is None:
+            await self._played(rid, 1.0)  # one second into the reply
+            over = self.log.first("response.done", 0, rid) is not None
+        else:  # as the reply plays out: it has sent everything, and its player has this much left
+            await self._left(rid, self.args.interject_left_ms / 1000)
+            over = not self.phone.holds(rid)
         times = {"reply": reply[0], "interjection": time.monotonic() - reply[0]}
-        if self.log.first("response.done", 0, rid) is not None:  # over before anything was said
+        if over:  # over before anything was said
             await self._quiet()
             self.log.settle(self.tally, turn, event, rid, mark, times=times)
             return
@@ -475,6 +489,14 @@ class ConversationCaller(realtime.RealtimeCaller):
         deadline = time.monotonic() + 15
         while self.phone.played.get(rid, 0) < seconds * RATE and time.monotonic() < deadline:
             if self.log.first("response.done", 0, rid) is not None and not self.phone.queued:
+                return
+            await self._tick()
+
+    async def _left(self, rid: str, seconds: float) -> None:
+        """Until the reply has sent all its audio and its player has at most ``seconds`` of it left."""
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            if self.log.first("response.done", 0, rid) is not None and self.phone.left(rid) <= seconds * RATE:
                 return
             await self._tick()
 

@@ -205,6 +205,31 @@ def test_a_completed_reply_truncated_after_it_sent_everything_was_cut_by_the_spe
     assert c.log.cut("r2") is None and c.log.cause("r2") is None  # another item's truncation
 
 
+def test_interjecting_as_the_reply_plays_out_waits_for_its_last_audio_and_little_left() -> None:
+    args = argparse.Namespace(delay_ms=0.0, gain_db=-10.0, noise="none", line="wide")
+    c = conv.ConversationCaller("ws://nowhere/v1/realtime", None, None, args, offset=0)
+    c.phone.play("r", np.zeros(conv.RATE, np.float32))  # a second of it queued
+
+    async def interjected() -> bool:
+        waiting = asyncio.create_task(c._left("r", 0.4))
+        for _ in range(3):
+            await asyncio.sleep(0)
+            c._wake.set()
+        await asyncio.sleep(0)
+        done = waiting.done()
+        waiting.cancel()
+        return done
+
+    async def script() -> list[bool]:
+        still_sending = await interjected()  # it may say more
+        log(c, "response.done", response={"id": "r", "status": "completed"})
+        second_left = await interjected()
+        c.phone.record(np.zeros(int(0.7 * conv.RATE), np.float32))
+        return [still_sending, second_left, await interjected()]  # 300 ms left
+
+    assert asyncio.run(script()) == [False, False, True]
+
+
 def test_the_player_drops_a_truncated_replys_unplayed_audio_and_plays_on() -> None:
     c = caller()
     frames = [
