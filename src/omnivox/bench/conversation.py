@@ -404,6 +404,8 @@ class ConversationCaller(realtime.RealtimeCaller):
             mark2 = len(self.log.events)
             await self._say(clip2)
             await self._until("response.done", 0, 25.0, rid)
+            # (a reply that had sent everything is done already: give the judge its time)
+            await self._until("omnivox.interruption.judged", mark2, 2.0)
             if self.log.cause(rid) == "caller":
                 self.tally.false[event] += 1
             elif event == "noise" and not self.log.cancelled(rid):
