@@ -144,7 +144,11 @@ async def test_faults_at_random_lose_no_client_and_never_double_a_worker(tmp_pat
         check_fifo(log, faults)
         # quiescence
         for g in c.gateways:
-            c.wait(g, lambda h: h.get("queue_length") == 0 and h.get("workers_idle", 0) >= 2, 30)
+            try:
+                c.wait(g, lambda h: h.get("queue_length") == 0 and h.get("workers_idle", 0) >= 2, 30)
+            except TimeoutError as exc:  # what the store holds says which worker, for what
+                held = await asyncio.to_thread(workers_held, c.redis.url)
+                raise AssertionError((summary, held)) from exc
         assert await asyncio.to_thread(tickets_left, c.redis.url) == [], (seed, faults)
 
 
@@ -155,3 +159,16 @@ def tickets_left(url: str, within_s: float = 10.0) -> list[str]:
         while (left := list(r.scan_iter(match="{ovx}:t:*"))) and time.monotonic() < deadline:
             time.sleep(0.2)
         return left
+
+
+def workers_held(url: str) -> list[dict[str, str]]:
+    """The store's workers (state, ticket, epoch, since when busy), and each ticket they name."""
+    with redis.Redis.from_url(url, decode_responses=True) as r:
+        out = []
+        for key in sorted(r.scan_iter(match="{ovx}:w:*")):
+            w: dict[str, str] = r.hgetall(key)
+            seen = {k: w.get(k, "") for k in ("url", "state", "ticket", "epoch", "busy_ms")}
+            if seen["ticket"]:
+                seen["ticket_hash"] = str(r.hgetall("{ovx}:t:" + seen["ticket"]))
+            out.append({"worker": key, **seen})
+        return out

@@ -8,7 +8,9 @@ process's), registration and heartbeat, health, state and fencing epoch, and its
 under that path. So the gateway's pool (one session per worker, epochs, KV-aware routing, health
 states) needs no new concept: a process with four seats is four workers that share one event loop,
 one Python, one connection to the pipeline and its read-only models (``engines.registry``:
-``build_seat_engines``).
+``build_seat_engines``). Each seat's session keeps its own VAD detector (its recurrent state), but
+the detectors share the process's one Silero model, and the windows that several seats' input
+threads score at the same moment go through it in one call (``voice.vad.batch``).
 
 A process with one seat (the default) is the worker it always was, at the root of its URL.
 """

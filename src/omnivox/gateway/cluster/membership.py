@@ -99,16 +99,21 @@ class Membership:
             if status == "fresh":
                 store.inbox.restart()
         if lost or (status == "joined" and any(store.held())):
-            await self.reassert(int(now_ms))
+            # only a reap undid what was assigned before (it released those workers); a store that
+            # lost its state lost the assignments with it, and one made there since, before this
+            # re-assertion (a restarted store serves until its first beat), is real
+            await self.reassert(int(now_ms) if status == "reaped" else 0)
         for hook in store.beat_hooks:
             await hook(lost)
         return status
 
-    async def reassert(self, now_ms: int = 0) -> None:
+    async def reassert(self, undone_before_ms: int = 0) -> None:
+        """Put back what this gateway holds; an assignment of a waiting ticket made before
+        ``undone_before_ms`` (the store's time; 0: none) is undone."""
         store = self.store
         waiting, serving = store.held()
         for w in waiting:
-            w.reasserted_ms = now_ms  # an assignment made before this one is undone
+            w.reasserted_ms = max(w.reasserted_ms, undone_before_ms)
         args: list[str | int] = [store.gateway_id, len(waiting)]
         for w in waiting:
             args += [w.ticket.ticket_id, w.seq, w.ticket.task_type, w.ticket.history_hash or "", w.enq_ms]

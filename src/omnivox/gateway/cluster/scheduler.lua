@@ -1,7 +1,7 @@
 -- The scheduler on Redis: every operation of RedisStore is one call of this script, so Redis runs it
 -- as one atomic step, and every mutation ends in the one dispatch(). It is the WorkerPool of
 -- gateway/scheduling/pool.py moved verbatim; the differential test holds the two to the same
--- assignments. The constants (TASKS, CAP, BUSY, SLOTTED, PIPELINE, TRANS, ALPHA) come from the
+-- assignments. The constants (TASKS, CAP, BUSY, SLOTTED, PIPELINE, TRANS, ALPHA, UNTAKEN_MS) come from the
 -- Python side's source of truth, prepended by scripts.py.
 --
 -- KEYS[1] is the key prefix (it carries the hash tag, so every key lives in one cluster slot).
@@ -439,12 +439,35 @@ function ops.report_health()
   if redis.call('EXISTS', wk) == 0 then return {} end
   redis.call('HSET', wk, 'engine', A[4], 'caps', A[5], 'able', A[6], 'voices', A[7], 'problems', A[11])
   local out = {}
-  local f = redis.call('HMGET', wk, 'state', 'ticket', 'epoch')
+  local f = redis.call('HMGET', wk, 'state', 'ticket', 'epoch', 'busy_ms')
   local epoch = tonumber(f[3])
-  if IS_BUSY[f[1]] and f[2] ~= '' and reported == 'IDLE' and tonumber(A[10]) >= epoch and epoch > 0 then
-    -- it took this assignment's session and is free again, yet no release came (the gateway
-    -- relaying it lost track of it in a store failure): the session is over, free the worker
-    out = release(w, f[2], '1', '', '1')
+  if IS_BUSY[f[1]] and f[2] ~= '' and reported == 'IDLE' and epoch > 0 then
+    local seen = tonumber(A[10])
+    -- The invariant: a worker this store holds busy is freed within a bounded time once no live
+    -- session holds it, on the worker's own word (its IDLE report with the epoch it last took):
+    -- - it took this assignment's session (seen >= epoch) and is free again, yet no release came
+    --   (the gateway relaying it lost track of it in a store failure): the session is over;
+    -- - it never took it (seen < epoch) though UNTAKEN_MS have passed since the assignment: no
+    --   gateway is about to open it (one opens its worker within its connect timeout, or is reaped
+    --   with its lease), so the assignment is dead: one whose event its gateway set aside, one a
+    --   gateway still holds for a client long gone, re-asserted into a store restarted empty.
+    -- Fencing holds: a newer session's assignment is younger than UNTAKEN_MS until taken, and
+    -- once taken the worker reports busy, then its epoch; a late release names an older ticket.
+    local since = tonumber(f[4])
+    if seen >= epoch then
+      out = release(w, f[2], '1', '', '1')
+    elseif since ~= nil and NOW - since >= UNTAKEN_MS then
+      -- a waiter that missed its assignment hears its ticket is over (its client gets an error, not
+      -- an endless wait); nothing was served: nothing measured, nothing counted
+      local gw = redis.call('HGET', tkey(f[2]), 'gw')
+      if gw and gw ~= '' then
+        redis.call('XADD', gkey(gw, 'inbox'), 'MAXLEN', '~', '100000', '*', 'k', 'cancelled', 't', f[2])
+      end
+      finish(w)
+      redis.call('HSET', wk, 'busy_ms', '')
+      set_state(w, 'IDLE')
+      out = dispatch()
+    end
   end
   if tonumber(A[10]) > epoch then redis.call('HSET', wk, 'epoch', A[10]) end
   f = redis.call('HMGET', wk, 'state', 'ticket')

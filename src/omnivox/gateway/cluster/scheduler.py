@@ -64,8 +64,16 @@ class _Waiting:
     ticket: Ticket
     seq: int = 0
     enq_ms: int = 0
-    reasserted_ms: int = 0  # put back after the store lost it: an older assignment of it is gone
+    reasserted_ms: int = 0  # put back after a reap: an assignment of it made before was undone
     refused: Assignment | None = None  # put back after its worker refused this one: never taken again
+    # when the refused one was made: a store restarted empty may give the same worker and epoch
+    # again (it learns the epoch from the worker, which never saw the refused one), made later
+    refused_ms: int = 0
+
+    def undone(self, given: Assignment, busy_ms: int) -> bool:
+        """Made before this gateway was reaped (the reap undid it), or the one its worker refused
+        (its event read late)."""
+        return busy_ms < self.reasserted_ms or (given == self.refused and busy_ms <= self.refused_ms)
 
 
 @dataclass
@@ -186,6 +194,12 @@ class RedisStore:
             # it may have been queued before the reply was lost
             self.pending.later("withdraw", tid, self.gateway_id)
             raise
+        except BaseException:
+            # cancelled while the store ran it (its client left mid-call): it may be queued, even
+            # assigned already; kept here, a waiter nobody awaits would take its worker for good
+            # (and be re-asserted with every store restart)
+            self._forget(tid)
+            raise
         if reply[0] == "no_capable_worker":
             del self._waiting[tid]
             raise WorkerUnavailable(f"no worker in the pool can serve {task_type!r} sessions")
@@ -208,9 +222,7 @@ class RedisStore:
 
     def _assigned(self, given: Assignment, busy_ms: int) -> None:
         waiting = self._waiting.get(given.ticket_id)
-        if waiting is not None and (busy_ms < waiting.reasserted_ms or given == waiting.refused):
-            # made before this gateway was reaped (or the store restarted), or the one its worker
-            # refused (its event read late): it is undone
+        if waiting is not None and waiting.undone(given, busy_ms):
             return
         self._waiting.pop(given.ticket_id, None)
         if waiting is None:
@@ -269,6 +281,12 @@ class RedisStore:
         except StoreUnavailable:
             self._restore(ticket_id, old)
             raise
+        except BaseException:
+            if old is None:
+                self._forget(ticket_id)  # cancelled mid-call: as enqueue
+            else:
+                self._restore(ticket_id, old)  # its old connection here still waits for it
+            raise
         if reply[0] != "ok":
             self._restore(ticket_id, old)
             return None
@@ -289,7 +307,9 @@ class RedisStore:
         again.seq = serving.seq
         del self._serving[ticket.ticket_id]
         # waiting before the call: its next assignment's event may come first
-        self._waiting[ticket.ticket_id] = _Waiting(again, serving.seq, serving.enq_ms, refused=refused)
+        self._waiting[ticket.ticket_id] = _Waiting(
+            again, serving.seq, serving.enq_ms, refused=refused, refused_ms=serving.busy_ms
+        )
         args = (
             self.gateway_id,
             ticket.ticket_id,
@@ -307,11 +327,21 @@ class RedisStore:
             self._waiting.pop(ticket.ticket_id, None)
             self.pending.later("withdraw", ticket.ticket_id, self.gateway_id)  # it may have run
             raise
+        except BaseException:
+            self._forget(ticket.ticket_id)  # cancelled mid-call: as enqueue
+            raise
         if reply[0] != "ok":
             self._waiting.pop(ticket.ticket_id, None)
             return None
         self.resolve(reply[1])
         return again
+
+    def _forget(self, ticket_id: str) -> None:
+        """A ticket whose caller is gone before it heard back: nothing here holds it any more, and
+        the store gives back its place or its worker (guarded by the ticket: never a later one's)."""
+        self._waiting.pop(ticket_id, None)
+        self._serving.pop(ticket_id, None)
+        self._spawn(self.pending.run("withdraw", ticket_id, self.gateway_id))
 
     def _restore(self, ticket_id: str, old: _Waiting | None) -> None:
         if old is None:

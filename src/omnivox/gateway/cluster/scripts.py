@@ -10,7 +10,7 @@ from importlib import resources
 from typing import Any
 
 from omnivox.gateway.cluster.connection import RedisConnectionError, aioredis, reaching
-from omnivox.gateway.scheduling.pool import PIPELINE_ENGINE, SLOTTED_TASKS
+from omnivox.gateway.scheduling.pool import PIPELINE_ENGINE, SLOTTED_TASKS, UNTAKEN_ASSIGNMENT_S
 from omnivox.gateway.scheduling.states import TRANSITIONS
 from omnivox.protocol.control.workers import TASKS
 
@@ -40,6 +40,7 @@ def prelude(alpha: float) -> str:
         "PIPELINE": PIPELINE_ENGINE,
         "TRANS": {s.value: {t.value: True for t in sorted(targets)} for s, targets in TRANSITIONS.items()},
         "ALPHA": float(alpha),
+        "UNTAKEN_MS": round(UNTAKEN_ASSIGNMENT_S * 1000),
     }
     return "".join(f"local {name} = {_lua(value)}\n" for name, value in constants.items())
 

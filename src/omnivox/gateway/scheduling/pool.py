@@ -25,7 +25,13 @@ from omnivox.gateway.scheduling.states import WorkerState, check_transition
 from omnivox.gateway.scheduling.store import KEEP, Assignment, Ticket, WorkerView
 from omnivox.protocol.control.workers import TASKS, Capabilities, WorkerHealth
 
-__all__ = ["PIPELINE_ENGINE", "SLOTTED_TASKS", "Ticket", "WorkerPool", "WorkerRecord"]
+__all__ = ["PIPELINE_ENGINE", "SLOTTED_TASKS", "UNTAKEN_ASSIGNMENT_S", "Ticket", "WorkerPool", "WorkerRecord"]
+
+# An assignment its worker has not taken this long after it was made is dead: its gateway opens the
+# worker within its connect timeout (5 s by default) or is reaped with its lease, and the worker
+# starts it within its session wait (5 s) or refuses it. The worker's own IDLE report then frees it
+# (scheduler.lua has the same, from scripts.py).
+UNTAKEN_ASSIGNMENT_S = 15.0
 
 # sessions that hold a pipeline's session slot (the ASR's) for their life, on `pipeline` workers
 SLOTTED_TASKS = frozenset({"realtime", "audio_duplex", "omni_duplex"})
@@ -142,10 +148,20 @@ class WorkerPool:
         worker.voices = health.voices
         worker.problems = health.problems
         serving = worker.state.busy and worker.ticket_id is not None
-        if serving and health.state is WorkerState.IDLE and health.epoch >= worker.epoch > 0:
-            # it took this assignment's session and is free again, yet no release came (the gateway
-            # relaying it lost track of it in a store failure): the session is over, free the worker
-            self.release(worker, ticket_id=worker.ticket_id)
+        if serving and health.state is WorkerState.IDLE and worker.epoch > 0:
+            # The invariant (as scheduler.lua's report_health): a worker held busy is freed within a
+            # bounded time once no live session holds it, on its own IDLE word. It took this
+            # assignment's session and is free again, yet no release came (the gateway relaying it
+            # lost track of it in a store failure): the session is over. Or it never took it, though
+            # UNTAKEN_ASSIGNMENT_S have passed: no gateway is about to open it; it is dead. A newer
+            # session's assignment stays younger than that until taken (fencing holds).
+            if health.epoch >= worker.epoch:
+                self.release(worker, ticket_id=worker.ticket_id)
+            elif worker.busy_since is not None and self.clock() - worker.busy_since >= UNTAKEN_ASSIGNMENT_S:
+                self._finish(worker)  # nothing was served: nothing measured, nothing counted
+                worker.busy_since = None
+                self.set_state(worker, WorkerState.IDLE)
+                self._dispatch()
             serving = worker.state.busy and worker.ticket_id is not None  # (a new one, maybe)
         worker.epoch = max(worker.epoch, health.epoch)  # the next assignment is newer than any it saw
         if not serving and not health.state.busy:

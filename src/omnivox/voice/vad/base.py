@@ -48,10 +48,7 @@ class VoiceActivityDetector(ABC):
         if len(self._pending):
             a = np.concatenate([self._pending, a])
         n = len(a) // self.window_samples
-        probs = np.empty(n, np.float32)
-        for i in range(n):
-            window = a[i * self.window_samples : (i + 1) * self.window_samples]
-            probs[i] = self._score(np.ascontiguousarray(window))
+        probs = self._score_windows(a[: n * self.window_samples].reshape(n, self.window_samples))
         self._pending = a[n * self.window_samples :].copy()
         self.windows += n
         return probs
@@ -61,6 +58,14 @@ class VoiceActivityDetector(ABC):
         self._pending = np.zeros(0, np.float32)
         self.windows = 0
         self._reset_state()
+
+    def _score_windows(self, windows: np.ndarray) -> np.ndarray:
+        """Probabilities of whole windows in stream order (``(n, window_samples)`` float32); a
+        backend that can score them in fewer model calls overrides this."""
+        probs = np.empty(len(windows), np.float32)
+        for i, window in enumerate(windows):
+            probs[i] = self._score(np.ascontiguousarray(window))
+        return probs
 
     @abstractmethod
     def _score(self, window: np.ndarray) -> float:

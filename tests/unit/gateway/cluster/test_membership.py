@@ -114,8 +114,18 @@ async def test_joining_while_holding_sessions_re_asserts_them_in_the_scripts_sha
         1,
         "t0", "w1", "http://w1", 4, "streaming", 900, 7, 50,
     )  # fmt: skip
-    assert [w.reasserted_ms for w in store.waiting] == [12345, 12345]
+    # its tickets were in this store all along: an assignment made before this is real
+    assert [w.reasserted_ms for w in store.waiting] == [0, 0]
     assert store.hooked == [False]
+
+
+@pytest.mark.parametrize(("status", "undone"), [("reaped", 12345), ("fresh", 0)])
+async def test_only_a_reap_undoes_what_was_assigned_before_the_re_assertion(status, undone) -> None:
+    # a reap released what it held; a store that lost its state lost its assignments with it, and
+    # one it made since (it served before the first beat told it it had restarted) is real
+    m, store = _membership(status, waiting=[_waiter("t1", 1)])
+    await m.beat()
+    assert [w.reasserted_ms for w in store.waiting] == [undone]
 
 
 async def test_joining_holding_nothing_says_nothing_more() -> None:

