@@ -428,6 +428,7 @@ class VoiceAgent:
         self.turn_timer.fill(reply.plan.speech_end_at, reply.figures.times)
         self.traces.reply_over(reply)
         self.emit(ReplyReport(reply.reply_id, reply.state, reply.figures, asr_busy, asr_audio))
+        await self._execute(self.turns.reply_over(self._floor()))
         await self._arm_idle(self.replies.playback_left_s())
 
     async def _arm_idle(self, playback_left_s: float) -> None:

@@ -18,6 +18,8 @@ r"""Turn-taking: what was heard in, what the agent should do out (typed actions,
 - While the user speaks, their words so far are computed ahead in the LLM (``Prefill``): the
   conversation and the user turn's opening when speech starts, then the words of each partial but
   its last (which the recogniser may still be cutting), so the reply computes only what came after.
+- A reply ends: the next turn's opening is prefilled at once (``Prefill("")``), while the LLM is
+  idle and the reply's audio still plays.
 - A pause (from its first windows: the listener's ``pause``): prepare the reply (held: nothing is
   said); the user speaking again drops it, and the LLM's state goes back to the words still believed
   (``Prefill`` again: the discarded reply's keys and values are rolled back).
@@ -243,6 +245,17 @@ class TurnTaking:
             return [Emit(InputCleared()), DropPrepared()]  # noise, not a turn
         commit = CommitTurn(turn, text, respond=respond, speech_end_at=speech_end_at)
         return [commit] if respond else [commit, DropPrepared()]
+
+    def reply_over(self, floor: Floor) -> list[Action]:
+        """A reply has ended (its audio may still play): compute the next turn's opening now, while
+        the LLM is idle. The conversation renders the reply from its words, and where the LLM sampled
+        other tokens than those words make ("I" + "'ll"), the prefix its state shares with the
+        conversation ends there: the rest of the reply is computed again here, not as the user
+        starts speaking (docs/benchmarks.md, voice to voice round four). Nothing while the user is
+        already speaking: their words are being prefilled."""
+        if self._turn_id is not None:
+            return []
+        return self._prefill("", floor, again=True)
 
     def _prefill(self, text: str, floor: Floor, again: bool = False) -> list[Action]:
         """Prefill up to ``text`` if it says more than was prefilled (``again``: whatever was computed

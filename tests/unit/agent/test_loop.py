@@ -157,6 +157,22 @@ async def test_a_spoken_turn_is_heard_committed_and_answered(harness) -> None:
     assert report.asr_audio_s == pytest.approx(0.4)  # the hearing's figures ride along
 
 
+@pytest.mark.parametrize("harness", [(TURN, False)], indirect=True)
+async def test_the_next_turns_opening_is_computed_as_soon_as_a_reply_ends(harness) -> None:
+    harness.feed(4)
+    await harness.until(ReplyReport)
+    engine = harness.engine
+    for _ in range(200):  # the prefill runs on the output thread
+        if engine.kv[-1] == ("user", ""):
+            break
+        await asyncio.sleep(0.005)
+    # the reply left its words in the LLM's state; after it, the conversation as the next turn
+    # renders it (the reply as the adapter keeps it) and that turn's opening, computed while the reply
+    # plays rather than when the user speaks again
+    assert engine.kv == [("user", "what time is it"), ("user", "")]
+    assert engine.prefilled[-1] == "" and engine.asked == ["what time is it"]
+
+
 OVER_THE_REPLY = [*TURN, [], [Heard("speech_started", 2000.0)], [Heard("speech_confirmed", 2150.0)]]
 
 
@@ -320,7 +336,8 @@ async def test_a_prepared_reply_is_released_when_the_final_transcript_says_the_s
     harness.feed(2)
     report = await harness.until(ReplyReport)
     assert harness.engine.asked == ["good morning to you"]  # prepared once, released, never asked again
-    assert harness.engine.prefilled == ["", "good morning"]  # the opening, then the settled words
+    # the opening, then the settled words (then, once the reply has ended, the next turn's opening)
+    assert harness.engine.prefilled[:2] == ["", "good morning"]
     assert [e.state for e in harness.of(ReplyEnded)] == [S.DONE]
     # its voice-to-voice counts from the speech's end (300 ms of audio before the last chunk), not
     # from when it was prepared

@@ -364,3 +364,16 @@ def test_speech_that_began_well_after_the_reply_played_out_is_a_new_turn() -> No
     turns = at_the_end(late)
     assert turns.heard(Heard("speech_confirmed", 1200.0), 10.2, late) == []
     assert turns.interruption.phase is Phase.NONE
+
+
+def test_the_next_turns_opening_is_prefilled_when_a_reply_ends_unless_the_user_speaks_already() -> None:
+    turns = TurnTaking(TurnSettings())
+    assert prefills(turns.reply_over(PLAYING)) == [""]  # the conversation with the reply, as it renders
+    turns.heard(Heard("speech_started", 0.0), 0.0, QUIET)
+    turns.heard(Heard("partial", 0.0, "call my sis"), 0.0, QUIET)
+    assert turns.reply_over(QUIET) == []  # a cut reply ending as they talk: their words are prefilled
+    went_on = turns.heard(Heard("partial", 0.0, "call my sister now"), 0.0, QUIET)
+    assert prefills(went_on) == ["call my sister"]
+    assert TurnTaking(TurnSettings(create_response=False)).reply_over(QUIET) == []  # no reply will come
+    assert TurnTaking(None).reply_over(QUIET) == []
+    assert TurnTaking(TurnSettings()).reply_over(TALKING) == []  # another reply has the LLM
