@@ -30,6 +30,15 @@ per user turn (``Phase``):
 - ``resume_ms`` after the pause with nothing settled, the words so far decide (``expired``): none
   resumes, any other cuts.
 - With ``resume_ms`` 0 there is no recovery: voiced speech over the assistant cuts at once.
+- Speech at the reply's end (``at_reply_end``): where the listener does not report its playback,
+  the server's model of it ends before the listener's player does (by the network both ways and the
+  player's buffer), and speech is confirmed ``confirm_ms`` and more after it began. Speech that
+  began before the model's end plus ``player_lag_ms`` is still speech over the reply: it is paused
+  (what the player has left stops) and judged the same way, so its own echo and a cough make no
+  turn. But the reply has played out: nothing is left to resume, and the words may answer it (a
+  quick "yes" after its question), so a backchannel or an unclear utterance heard there is answered
+  as the user's turn, not swallowed (``agent.turns``). A listener that reports its playback says
+  exactly when its player stopped: its reports decide, with no allowance.
 
 Pure: no clocks of its own (audio times in milliseconds come in), no I/O.
 """
@@ -108,6 +117,13 @@ class InterruptionPolicy:
     stop_words: frozenset[str] = frozenset(
         {"wait", "stop", "hold", "hang", "no", "sorry", "pardon", "excuse", "hey"}
     )
+    # a listener that does not report its playback plays a reply up to this long after the server's
+    # model of it ends: its player started later than modelled (the gateway, the network, the first
+    # chunk's wait: +7 to +59 ms measured by playback reports on loopback, bench conversation
+    # --playback-reports) and its microphone's audio reaches the server later than it was said
+    # (a chunk, 40 ms, and the network); the VAD's onset is good to a window or two (32 ms each).
+    # About 150 ms on loopback; the rest is room for a network
+    player_lag_ms: int = 250
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_phrases", tuple({tuple(words(b)) for b in self.backchannels if words(b)}))
@@ -240,6 +256,7 @@ class Interruption:
     verdict: Verdict | None = None  # the last judgement of this turn
     heard_text: str = ""  # the words it was made on
     evidence: Evidence | None = None  # and the rest of what was known
+    at_reply_end: bool = False  # paused after the reply had played out as modelled (see the docstring)
 
     def __post_init__(self) -> None:
         self._machine = Machine(TRANSITIONS, P.NONE, "interruption")
@@ -251,14 +268,30 @@ class Interruption:
     def speech_started(self, audio_ms: float) -> None:
         self.started_ms = audio_ms
 
-    def confirmed(self, audio_ms: float, assistant_speaking: bool) -> Decision | None:
-        """The user's speech holds (enough voiced audio)."""
-        if not assistant_speaking or self.phase is not P.NONE:
+    def confirmed(
+        self, audio_ms: float, assistant_speaking: bool, played_out_s: float | None = None
+    ) -> Decision | None:
+        """The user's speech holds (enough voiced audio). ``played_out_s``: the reply on the floor
+        finished playing this long ago as modelled (None: the listener reports its playback, or no
+        reply was heard)."""
+        if self.phase is not P.NONE:
             return None
+        if not assistant_speaking:
+            if not self.began_while_playing(audio_ms, played_out_s):
+                return None
+            self.at_reply_end = True
         if self.policy.resume_ms <= 0:
             self._machine.move(P.BARGED_IN)
             return Cut()
         return self._pause(audio_ms)
+
+    def began_while_playing(self, audio_ms: float, played_out_s: float | None) -> bool:
+        """Whether speech confirmed at ``audio_ms`` began while the listener's player may still have
+        been playing a reply that finished ``played_out_s`` ago as modelled: the speech has lasted
+        ``audio_ms - started_ms``, and the player runs up to ``player_lag_ms`` behind the model."""
+        if played_out_s is None:
+            return False
+        return played_out_s * 1000 <= audio_ms - self.started_ms + self.policy.player_lag_ms
 
     def speaks_on(self, audio_ms: float, assistant_speaking: bool) -> Decision | None:
         """The user speaks again after a pause in their turn (after "yeah", a sentence may follow)."""
@@ -302,6 +335,7 @@ class Interruption:
     def turn_ended(self) -> Verdict | None:
         """The user's turn is over: the judgement of it (None: it never overlapped the assistant)."""
         verdict, self.verdict, self.paused_ms = self.verdict, None, None
+        self.at_reply_end = False
         self._machine.move(P.NONE)
         return verdict
 

@@ -333,7 +333,7 @@ class VoiceAgent:
         hearing = self.hearing
         self.turn_timer.chunk(chunk.pause_started_ms)
         for heard in chunk.heard:
-            actions = self.turns.heard(heard, chunk.feed.arrival, self._floor())
+            actions = self.turns.heard(heard, chunk.feed.arrival, self._floor(chunk.feed.arrival))
             self.turn_timer.heard(heard, actions)
             await self._execute(actions)
         if self.turns.interruption.due(chunk.audio_ms):
@@ -360,13 +360,15 @@ class VoiceAgent:
         heard = await self.hearing.run(listener.peek_heard)
         await self._execute(self.turns.expire(heard, self._floor()))
 
-    def _floor(self) -> Floor:
+    def _floor(self, arrival: float | None = None) -> Floor:
+        """The assistant's side as the user's audio that ``arrival`` brought meets it (None: now)."""
         replies = self.replies
         echo_words = self.settings.interruption.echo_words
         return Floor(
             speaking=replies.speaking(),
             responding=replies.active is not None,
             spoken=replies.spoken_recently() if echo_words else "",
+            played_out_s=None if replies.active is not None else self.playout.played_out_s(arrival),
         )
 
     def _plan(self, extra: list[ChatMessage], speech_end_at: float | None = None) -> ReplyPlan:
@@ -385,8 +387,9 @@ class VoiceAgent:
                 log.info("barge-in (%s): %r", judge.verdict, judge.heard_text)
                 replies.interrupt(action.reason)
             elif isinstance(action, PauseReply):
-                log.info("speech over the reply: paused")
-                replies.pause()
+                at_end = self.turns.interruption.at_reply_end
+                log.info("speech over the reply%s: paused", " (as it played out)" if at_end else "")
+                replies.pause(at_end)
             elif isinstance(action, ResumeReply):
                 log.info("resumed (%s): %r", action.reason, self.turns.interruption.heard_text)
                 replies.resume(action.reason)
@@ -425,6 +428,7 @@ class VoiceAgent:
         self.turn_timer.fill(reply.plan.speech_end_at, reply.figures.times)
         self.traces.reply_over(reply)
         self.emit(ReplyReport(reply.reply_id, reply.state, reply.figures, asr_busy, asr_audio))
+        await self._execute(self.turns.reply_over(self._floor()))
         await self._arm_idle(self.replies.playback_left_s())
 
     async def _arm_idle(self, playback_left_s: float) -> None:

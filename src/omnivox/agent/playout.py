@@ -24,7 +24,10 @@ did the user hear?" reads it, and only it writes a reply's sentences and where e
   compares the recogniser's words with). Once the listener has reported its playback, a reply plays
   until the listener says it stopped (the model's end alone does not end it: the player may have run
   dry or buffer more than modelled), or ``REPORT_GRACE_S`` past the model's end should that report
-  be lost.
+  be lost. A listener that does not report plays a reply a little past the model's end (the network
+  both ways and its player's buffer): ``played_out_s`` says how long ago the model's end was, so
+  speech that began before the listener's player really stopped is still judged as speech over the
+  reply (``agent.interruption``'s ``player_lag_ms``).
 
 Writers run on the event loop; the input thread reads the echo reference (locked) and nothing else.
 """
@@ -332,6 +335,14 @@ class Playback:
             return False
         return self.clock.clock() - end < REPORT_GRACE_S
 
+    def played_out_s(self, at: float) -> float | None:
+        """How long before ``at`` (on its clock) this reply finished playing as modelled (0: it was
+        still playing then; None: it is paused or stopped, or never played)."""
+        end = self.clock.modelled_end()
+        if end is None or self.clock.stopped or self.audio_ms <= 0:
+            return None
+        return max(0.0, at - end)
+
     def heard_text(self, heard_ms: float) -> str:
         """The words of the sentences heard in the first ``heard_ms``, the last one cut at its share."""
         words: list[str] = []
@@ -397,6 +408,14 @@ class Playout:
     def playing(self) -> bool:
         """Whether the reply on the floor may still be playing at the listener (``Playback.playing``)."""
         return self.current is not None and self.current.playing(self.reported)
+
+    def played_out_s(self, at: float | None = None) -> float | None:
+        """How long before ``at`` (default: now) the reply on the floor finished playing as modelled,
+        for a listener that does not report its playback (``Playback.played_out_s``; None: it still
+        plays, none is on the floor, or the listener reports, and its reports say when it stopped)."""
+        if self.reported or self.current is None:
+            return None
+        return self.current.played_out_s(self.clock() if at is None else at)
 
     def left_s(self) -> float:
         """Seconds of the reply on the floor the listener has yet to play."""

@@ -221,10 +221,11 @@ class Replies:
         self.emit(ReplyCut(last.reply_id, stopped))
         return True
 
-    def pause(self) -> bool:
-        """Speech over the assistant: stop its audio now, undoably (False: nothing was playing)."""
+    def pause(self, at_end: bool = False) -> bool:
+        """Speech over the assistant: stop its audio now, undoably (False: nothing was playing;
+        ``at_end``: speech as the reply played out, ``Reply.pause``)."""
         target = self.active if self.active is not None else self.last
-        if target is None or not target.pause():
+        if target is None or not target.pause(at_end):
             return False
         self._paused = target
         return True

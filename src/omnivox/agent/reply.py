@@ -192,9 +192,11 @@ class Reply:
             self._cut.set()
             self._playing.set()
 
-    def pause(self) -> bool:
+    def pause(self, at_end: bool = False) -> bool:
         """Speech over the reply: stop its audio now, undoably (False: it is not speaking). A reply
-        that has finished but still plays at the listener pauses its playback alone."""
+        that has finished but still plays at the listener pauses its playback alone; ``at_end``:
+        even though the model has it all played (the listener's player runs behind the model:
+        speech at the reply's end, ``agent.interruption``)."""
         if self.state is R.SPEAKING:
             self._machine.move(R.PAUSED)
             self._playing.clear()
@@ -202,7 +204,8 @@ class Reply:
             self.state is not R.DONE
             or not self.plan.audio
             or self.playback.paused
-            or self.playback.played_ms() >= self.playback.sent_ms
+            or self.playback.clock.stopped
+            or (not at_end and self.playback.played_ms() >= self.playback.sent_ms)
         ):
             return False
         self.emit(ReplyPaused(self.reply_id, self.playback.pause()))

@@ -9,14 +9,17 @@ r"""Turn-taking: what was heard in, what the agent should do out (typed actions,
   echo, words the recogniser scores as no speech, or a short unclear utterance resume it
   (``ResumeReply``); the judgement and its evidence are emitted (``SpeechJudged``). A backchannel
   or an unclear utterance is committed as the user's turn (the transcript keeps it) without a
-  reply; echo and noise make no turn. With ``false_interruption_ms`` 0 the
-  reply is cut at once, as soon as speech holds.
+  reply, unless it came as the reply ended (``Interruption.at_reply_end``: the reply has played
+  out, so it may answer it, a quick "yes" to its question): then it is answered; echo and noise
+  make no turn. With ``false_interruption_ms`` 0 the reply is cut at once, as soon as speech holds.
 - Partial transcripts become ``TranscriptDelta``\ s. Deltas only append, but a streaming recogniser
   revises its latest words, so only the words two successive partials agree on are sent; the final
   transcript (the committed turn) settles the rest.
 - While the user speaks, their words so far are computed ahead in the LLM (``Prefill``): the
   conversation and the user turn's opening when speech starts, then the words of each partial but
   its last (which the recogniser may still be cutting), so the reply computes only what came after.
+- A reply ends: the next turn's opening is prefilled at once (``Prefill("")``), while the LLM is
+  idle and the reply's audio still plays.
 - A pause (from its first windows: the listener's ``pause``): prepare the reply (held: nothing is
   said); the user speaking again drops it, and the LLM's state goes back to the words still believed
   (``Prefill`` again: the discarded reply's keys and values are rolled back).
@@ -78,6 +81,10 @@ class Floor:
     speaking: bool = False  # a reply runs, or its audio is still playing at the listener
     responding: bool = False  # a reply runs
     spoken: str = ""  # the assistant's words the user may just have heard (the echo guard's)
+    # the reply on the floor finished playing this long ago by the server's model (None: the
+    # listener reports its playback, or none was heard): speech that began before the listener's
+    # player stopped is still over the reply (``Interruption.began_while_playing``)
+    played_out_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -176,7 +183,7 @@ class TurnTaking:
             return started + self._prefill("", floor)
         if heard.kind == "speech_confirmed":
             if vad is not None and vad.interrupt_response:
-                return self._act(judge.confirmed(heard.audio_ms, floor.speaking))
+                return self._act(judge.confirmed(heard.audio_ms, floor.speaking, floor.played_out_s))
             return []
         if heard.kind == "partial":
             cut = self._act(judge.heard(heard.text, heard.audio_ms, floor.spoken, False, evidence(heard)))
@@ -200,6 +207,7 @@ class TurnTaking:
         # final: the chunk that ended the turn arrived at ``arrival``; speech ended that much earlier
         speech_end_at = arrival - max(0.0, heard.audio_ms - self._stopped_ms) / 1000
         actions = self._act(judge.heard(heard.text, heard.audio_ms, floor.spoken, True, evidence(heard)))
+        at_reply_end = judge.at_reply_end
         verdict = judge.turn_ended()
         cut_now = verdict is Verdict.WORDS  # this turn cut the reply: it gets its own
         # its own voice, or a sound the recogniser made words of, is not the user's turn
@@ -208,8 +216,9 @@ class TurnTaking:
             vad is not None
             and vad.create_response
             and (cut_now or not floor.responding)
-            # "mhm" (or what it was misheard as) as a reply ends asks for nothing
-            and verdict not in (Verdict.BACKCHANNEL, Verdict.UNCLEAR)
+            # "mhm" (or what it was misheard as) over a reply asks for nothing; as it ended, the
+            # words may answer it ("yes"): nothing plays on, so they are answered
+            and (at_reply_end or verdict not in (Verdict.BACKCHANNEL, Verdict.UNCLEAR))
         )
         return actions + self.commit(text, respond=respond, speech_end_at=speech_end_at)
 
@@ -236,6 +245,17 @@ class TurnTaking:
             return [Emit(InputCleared()), DropPrepared()]  # noise, not a turn
         commit = CommitTurn(turn, text, respond=respond, speech_end_at=speech_end_at)
         return [commit] if respond else [commit, DropPrepared()]
+
+    def reply_over(self, floor: Floor) -> list[Action]:
+        """A reply has ended (its audio may still play): compute the next turn's opening now, while
+        the LLM is idle. The conversation renders the reply from its words, and where the LLM sampled
+        other tokens than those words make ("I" + "'ll"), the prefix its state shares with the
+        conversation ends there: the rest of the reply is computed again here, not as the user
+        starts speaking (docs/benchmarks.md, voice to voice round four). Nothing while the user is
+        already speaking: their words are being prefilled."""
+        if self._turn_id is not None:
+            return []
+        return self._prefill("", floor, again=True)
 
     def _prefill(self, text: str, floor: Floor, again: bool = False) -> list[Action]:
         """Prefill up to ``text`` if it says more than was prefilled (``again``: whatever was computed

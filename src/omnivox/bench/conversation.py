@@ -5,16 +5,21 @@ microphone always open, paced in real time (``bench realtime``'s caller, with a 
 reply plays into its microphone ``--delay-ms`` later at ``--gain-db``, ``testing.speakerphone``). Its
 script, per turn: a question (every other one with a mid-sentence pause shorter than the turn's
 silence), then, one second into the reply, one of: nothing (the echo alone), a backchannel, a noise
-burst, or a real barge-in (a sentence, which becomes the next question's answer). Its player honours
-``omnivox.interruption.paused`` / ``.resumed`` and drops a cancelled reply's unplayed audio.
+burst, or a real barge-in (a sentence, which becomes the next question's answer).
+``--interject-left-ms N`` interjects as the reply plays out instead: once it has sent all its audio
+and the caller's player has at most N ms of it left (where the server's model of the player has it
+over first). Its player honours
+``omnivox.interruption.paused`` / ``.resumed`` and drops a cancelled or truncated reply's unplayed
+audio.
 
 Counted per turn:
 - false barge-ins: a reply cancelled by its own echo, a backchannel or a noise burst. Every reply
   plays into the microphone, so every reply counts for the echo: a cancel (or a pause) is the echo's
   when the speech the server heard began while the caller was saying nothing;
 - noise bursts: paused then resumed (or never paused: silero heard no speech in them);
-- missed barge-ins: a real barge-in after which the reply played on; reaction: from the barge-in's
-  first voiced sample to the player stopping (the pause event, or the cancel);
+- missed barge-ins: a real barge-in after which the reply played on (it was neither cancelled nor,
+  when it had already sent all its audio, truncated); reaction: from the barge-in's first voiced
+  sample to the player stopping (the pause event, or the cancel or truncation);
 - end of turn: early when the turn was committed before the question's speech ended (in its mid-
   sentence pause), late when no reply began within ``--late-s`` of its end, else right;
 - voice-to-voice: the question's last voiced sample to the reply's first audio;
@@ -148,6 +153,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--playback-reports", action="store_true", help="the player reports each reply's playback"
     )
+    parser.add_argument(
+        "--interject-left-ms",
+        type=float,
+        help="interject as each reply plays out, when its player has this much of it left (once it "
+        "has sent all its audio), instead of one second into it",
+    )
 
 
 def onsets(audio: np.ndarray) -> tuple[int, int]:
@@ -187,16 +198,30 @@ class CallLog:
     def count(self, kind: str) -> int:
         return sum(1 for _, k, _ in self.events if k == kind)
 
-    def cancelled(self, rid: str) -> bool:
+    def cut(self, rid: str) -> Entry | None:
+        """The event that cut the reply short (None: it played out): its ``response.done`` with
+        status cancelled, or, for a reply cut after it had sent all its audio (it completed, and its
+        audio still played), the truncation of its message item (``conversation.item.truncated``)."""
         done = self.first("response.done", 0, rid)
-        return done is not None and done[2]["response"]["status"] == "cancelled"
+        if done is not None and done[2]["response"]["status"] == "cancelled":
+            return done
+        items = {
+            e["item"].get("id")
+            for _, k, e in self.events
+            if k == "response.output_item.added" and response_id(e) == rid
+        }
+        for entry in self.events:
+            if entry[1] == "conversation.item.truncated" and entry[2].get("item_id") in items:
+                return entry
+        return None
+
+    def cancelled(self, rid: str) -> bool:
+        return self.cut(rid) is not None
 
     def cause(self, rid: str) -> str | None:
-        """Who cancelled the reply: the ``caller`` or its ``echo`` (None: it was not cancelled)."""
-        done = self.first("response.done", 0, rid)
-        if done is None or done[2]["response"]["status"] != "cancelled":
-            return None
-        return self.speech_before(self.events.index(done))
+        """Who cut the reply: the ``caller`` or its ``echo`` (None: it was not cut)."""
+        cut = self.cut(rid)
+        return None if cut is None else self.speech_before(self.events.index(cut))
 
     def speech_before(self, index: int) -> str:
         """Whether the last speech the server heard before event ``index`` began while the caller was
@@ -284,6 +309,7 @@ class ConversationCaller(realtime.RealtimeCaller):
         self._to_line = StreamResampler(RATE, 8000)  # the telephone line (--line g711), each way
         self._from_line = StreamResampler(8000, RATE)
         self._reported: dict[str, str] = {}  # response id -> the last playback report sent
+        self._items: dict[str, str] = {}  # message item id -> its response id
 
     def _session(self) -> dict:
         args = self.args
@@ -342,9 +368,14 @@ class ConversationCaller(realtime.RealtimeCaller):
         self.tally.v2v_s.append(reply[0] - end_at)
         rid = reply[2]["response_id"]
         self.tally.replies += 1
-        await self._played(rid, 1.0)  # one second into the reply
+        if self.args.interject_left_ms is None:
+            await self._played(rid, 1.0)  # one second into the reply
+            over = self.log.first("response.done", 0, rid) is not None
+        else:  # as the reply plays out: it has sent everything, and its player has this much left
+            await self._left(rid, self.args.interject_left_ms / 1000)
+            over = not self.phone.holds(rid)
         times = {"reply": reply[0], "interjection": time.monotonic() - reply[0]}
-        if self.log.first("response.done", 0, rid) is not None:  # over before anything was said
+        if over:  # over before anything was said
             await self._quiet()
             self.log.settle(self.tally, turn, event, rid, mark, times=times)
             return
@@ -360,20 +391,21 @@ class ConversationCaller(realtime.RealtimeCaller):
             said = asyncio.create_task(self._say(words))
             onset_at = await self._at_sample(self._sent + onset)
             await self._until("response.done", 0, 25.0, rid)
-            stop = self.log.first("omnivox.interruption.paused", mark2, rid) or self.log.first(
-                "response.done", 0, rid
-            )
+            await said  # (a reply that had sent all its audio is cut by its item's truncation, later)
+            await self._until_any(("omnivox.interruption.judged", "conversation.item.truncated"), mark2, 2.0)
+            stop = self.log.first("omnivox.interruption.paused", mark2, rid) or self.log.cut(rid)
             if stop is None or self.log.cause(rid) != "caller":
                 self.tally.missed += 1
             else:
                 self.tally.reaction_s.append(stop[0] - onset_at)
-            await said
         else:
             interjection = next(extras[event])
             clip2 = self.speak(interjection) if event == "backchannel" else self.noise(interjection)
             mark2 = len(self.log.events)
             await self._say(clip2)
             await self._until("response.done", 0, 25.0, rid)
+            # (a reply that had sent everything is done already: give the judge its time)
+            await self._until("omnivox.interruption.judged", mark2, 2.0)
             if self.log.cause(rid) == "caller":
                 self.tally.false[event] += 1
             elif event == "noise" and not self.log.cancelled(rid):
@@ -462,6 +494,14 @@ class ConversationCaller(realtime.RealtimeCaller):
                 return
             await self._tick()
 
+    async def _left(self, rid: str, seconds: float) -> None:
+        """Until the reply has sent all its audio and its player has at most ``seconds`` of it left."""
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            if self.log.first("response.done", 0, rid) is not None and self.phone.left(rid) <= seconds * RATE:
+                return
+            await self._tick()
+
     async def _quiet(self) -> None:
         """Until the server has heard the end of the caller's speech, every reply has ended and
         played out, and nothing came for 1.5 s; then half a second. (Without the first, a barge-in's
@@ -496,10 +536,17 @@ class ConversationCaller(realtime.RealtimeCaller):
                 phone.paused = True
             elif kind == "omnivox.interruption.resumed":
                 phone.paused = False
+            elif kind == "response.output_item.added":
+                self._items[event["item"].get("id")] = event.get("response_id")
             elif kind == "response.done":
                 phone.paused = False
                 if event["response"]["status"] == "cancelled":
                     phone.drop(event["response"]["id"])
+            elif kind == "conversation.item.truncated" and event.get("item_id") in self._items:
+                # a reply cut after it had sent everything: what it had not played never plays (as
+                # the phone and WebRTC bridges clear their players)
+                phone.paused = False
+                phone.drop(self._items[event["item_id"]])
             elif kind == "error":
                 self.tally.errors.append(event["error"].get("code") or "error")
 

@@ -9,7 +9,9 @@ batched models. Its roles are the cascade's over these proxies: ``voice`` is ``P
 
 A worker process with several seats (``--seats N``) builds one engine per seat over one
 ``PipelineLink``: the seats share the client (one socket, one IO thread) and the smart-turn model,
-and each has its own VAD (its recurrent state is the session's), ASR stream and LLM conversation.
+and each has its own VAD detector (its recurrent state is the session's; the Silero model under it
+is the process's, its windows batched with the other seats': ``voice.vad.batch``), ASR stream and
+LLM conversation.
 """
 
 from __future__ import annotations
@@ -85,6 +87,12 @@ class PipelineLink:
         self._lock = threading.Lock()  # seats load in their own engine threads, at once
         self._client: PipelineClient | None = None
         self._turn: SmartTurn | None = None
+        self._holders = 0  # engines using this link: the last one to let go closes it
+
+    def hold(self) -> None:
+        """An engine uses this link (until it calls ``release``)."""
+        with self._lock:
+            self._holders += 1
 
     def connect(self) -> PipelineClient:
         """The client, connected to a pipeline with ASR, LLM and TTS stages running (the first call
@@ -121,9 +129,15 @@ class PipelineLink:
                 self._turn = SmartTurn()
             return self._turn
 
-    def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
+    def release(self) -> None:
+        """An engine is done with this link; the last one closes the connection to the stages."""
+        with self._lock:
+            self._holders -= 1
+            client, last = self._client, self._holders <= 0
+            if last:
+                self._client = None
+        if last and client is not None:
+            client.close()
 
 
 class PipelineEngine(StackEngine):
@@ -135,6 +149,8 @@ class PipelineEngine(StackEngine):
         super().__init__()
         self.settings = settings
         self.link = link if link is not None else PipelineLink(settings)
+        self.link.hold()
+        self._holding = True
         self.seat = seat
         self.client: PipelineClient | None = None
 
@@ -155,7 +171,7 @@ class PipelineEngine(StackEngine):
         vision = bool(client.stages["llm"].info.get("vision", False))
         llm_settings = s if s.llm != "auto" or s.llm_url else s.model_copy(update={"llm": "local"})
         return VoiceStack(
-            vad=SileroVad(ASR_RATE),  # each seat's own: its recurrent state is the session's
+            vad=SileroVad(ASR_RATE),  # each seat's own state; the model is shared
             asr=RemoteAsr(client, ASR_RATE),
             tts=RemoteTts(client, voices, default),
             llm=RemoteLlm(client, vision),
@@ -168,5 +184,6 @@ class PipelineEngine(StackEngine):
 
     def close(self) -> None:
         super().close()
-        if self.seat is None:  # a shared link is closed by whoever made it
-            self.link.close()
+        if self._holding:  # (once, however often it is closed)
+            self._holding = False
+            self.link.release()  # the process's last seat to close closes the link

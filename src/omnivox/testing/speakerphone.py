@@ -36,6 +36,10 @@ class Speakerphone:
     def play(self, response_id: str, audio: np.ndarray) -> None:
         self._queue.append((response_id, audio.astype(np.float32, copy=False)))
 
+    def left(self, response_id: str) -> int:
+        """Samples of ``response_id`` still queued to play."""
+        return sum(len(a) for r, a in self._queue if r == response_id)
+
     def holds(self, response_id: str) -> bool:
         """Whether audio of ``response_id`` is still queued to play."""
         return any(r == response_id for r, _ in self._queue)

@@ -81,8 +81,7 @@ def create_worker_app(
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-            for seat in seats.all:
-                seat.host.close()
+            await asyncio.gather(*(seat.host.close() for seat in seats.all))
 
     app = FastAPI(title="omnivox worker", lifespan=lifespan)
     app.state.host = seats.all[0].host

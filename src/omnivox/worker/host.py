@@ -218,5 +218,13 @@ class EngineHost:
             except Exception as exc:
                 raise as_omnivox_error(exc) from exc
 
-    def close(self) -> None:
-        self._executor.shutdown(wait=False, cancel_futures=True)
+    async def close(self, timeout_s: float = 5.0) -> None:
+        """Worker shutdown: the engine releases what it holds (``Engine.close``: a model's memory, the
+        pipeline's connection) in its own thread, after any call it is still in (up to ``timeout_s``:
+        a stuck engine does not hold the process's exit), then its thread ends."""
+        try:
+            await asyncio.wait_for(self.call(self.engine.close), timeout_s)
+        except Exception:  # (shutting down: say so, and go on with the other seats)
+            log.exception("engine %s did not close cleanly", self.engine.name)
+        finally:
+            self._executor.shutdown(wait=False, cancel_futures=True)

@@ -268,3 +268,42 @@ def test_the_judge_on_recorded_speech_over_a_reply(
     # the words alone cut the reply on every one of these but the word-list and echo cases
     words_only = case.judged_by(InterruptionPolicy(evidence=False))
     assert (words_only == "words") is (verdict in ("no_speech", "unclear", "words"))
+
+
+# ---- speech as the reply plays out (the listener's player behind the server's model of it)
+
+
+def test_speech_that_began_before_the_listeners_player_stopped_is_over_the_reply() -> None:
+    turn = Interruption(POLICY)  # the player runs up to 250 ms behind the model
+    turn.speech_started(1000)
+    # confirmed 200 ms into the speech, the model's end 400 ms ago: it began 200 ms after the
+    # model's end, within the player's lag
+    assert isinstance(turn.confirmed(1200, False, played_out_s=0.4), Pause)
+    assert turn.phase is Phase.PAUSED and turn.at_reply_end
+    assert turn.heard("yes", 1500, SPOKEN, settled=True) == Resume(Verdict.BACKCHANNEL)
+    assert turn.turn_ended() is Verdict.BACKCHANNEL and not turn.at_reply_end
+
+
+def test_speech_that_began_after_the_listeners_player_stopped_is_a_new_turn() -> None:
+    turn = Interruption(POLICY)
+    turn.speech_started(1000)
+    assert turn.confirmed(1200, False, played_out_s=0.46) is None  # began 260 ms after the end
+    assert turn.phase is Phase.NONE and not turn.at_reply_end
+    assert turn.began_while_playing(1200, 0.45) and not turn.began_while_playing(1200, 0.46)
+    assert not turn.began_while_playing(1200, None)  # the listener reports its playback: no lag
+    late = Interruption(InterruptionPolicy(player_lag_ms=500))
+    late.speech_started(1000)
+    assert isinstance(late.confirmed(1200, False, played_out_s=0.6), Pause)
+
+
+def test_speech_over_a_reply_still_playing_is_not_at_its_end() -> None:
+    turn = Interruption(POLICY)
+    turn.speech_started(1000)
+    assert isinstance(turn.confirmed(1150, True, played_out_s=0.0), Pause)
+    assert not turn.at_reply_end
+
+
+def test_without_recovery_speech_as_the_reply_plays_out_cuts_it() -> None:
+    turn = Interruption(InterruptionPolicy(resume_ms=0))
+    turn.speech_started(1000)
+    assert isinstance(turn.confirmed(1150, False, played_out_s=0.1), Cut) and turn.at_reply_end

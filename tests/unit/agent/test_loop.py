@@ -16,6 +16,7 @@ from omnivox.agent.events import (
     IdleTimeout,
     InputCleared,
     ReplyAudio,
+    ReplyCut,
     ReplyEnded,
     ReplyPaused,
     ReplyReport,
@@ -154,6 +155,22 @@ async def test_a_spoken_turn_is_heard_committed_and_answered(harness) -> None:
     # speech ended at the last chunk's arrival less the 500 ms of audio after it; first audio now
     assert report.figures.voice_to_voice_s == pytest.approx(0.5)
     assert report.asr_audio_s == pytest.approx(0.4)  # the hearing's figures ride along
+
+
+@pytest.mark.parametrize("harness", [(TURN, False)], indirect=True)
+async def test_the_next_turns_opening_is_computed_as_soon_as_a_reply_ends(harness) -> None:
+    harness.feed(4)
+    await harness.until(ReplyReport)
+    engine = harness.engine
+    for _ in range(200):  # the prefill runs on the output thread
+        if engine.kv[-1] == ("user", ""):
+            break
+        await asyncio.sleep(0.005)
+    # the reply left its words in the LLM's state; after it, the conversation as the next turn
+    # renders it (the reply as the adapter keeps it) and that turn's opening, computed while the reply
+    # plays rather than when the user speaks again
+    assert engine.kv == [("user", "what time is it"), ("user", "")]
+    assert engine.prefilled[-1] == "" and engine.asked == ["what time is it"]
 
 
 OVER_THE_REPLY = [*TURN, [], [Heard("speech_started", 2000.0)], [Heard("speech_confirmed", 2150.0)]]
@@ -319,7 +336,8 @@ async def test_a_prepared_reply_is_released_when_the_final_transcript_says_the_s
     harness.feed(2)
     report = await harness.until(ReplyReport)
     assert harness.engine.asked == ["good morning to you"]  # prepared once, released, never asked again
-    assert harness.engine.prefilled == ["", "good morning"]  # the opening, then the settled words
+    # the opening, then the settled words (then, once the reply has ended, the next turn's opening)
+    assert harness.engine.prefilled[:2] == ["", "good morning"]
     assert [e.state for e in harness.of(ReplyEnded)] == [S.DONE]
     # its voice-to-voice counts from the speech's end (300 ms of audio before the last chunk), not
     # from when it was prepared
@@ -488,6 +506,47 @@ async def test_words_while_the_listener_still_plays_the_reply_are_speech_over_it
     feed_now(harness, 2)
     await harness.agent.caught_up(2.0)
     assert harness.of(ReplyPaused)[0].reply_id == rid  # paused while the judge hears the words
+
+
+BARGE_IN_AT_THE_END = [
+    [Heard("speech_started", 1700.0)],  # padded 300 ms: the speech began at 2000
+    [Heard("speech_confirmed", 2200.0), Heard("partial", 2300.0, "wait tell me more")],
+    [Heard("speech_stopped", 2600.0), Heard("final", 3100.0, "wait tell me more")],
+]
+
+
+@pytest.mark.parametrize("harness", [([*TURN, *BARGE_IN_AT_THE_END], False)], indirect=True)
+@pytest.mark.parametrize("reported", [False, True])
+async def test_a_barge_in_as_the_model_played_the_reply_out_cuts_it_unless_the_listener_said_it_stopped(
+    harness, reported
+) -> None:
+    rid = await answered_then(harness)  # 200 ms of reply audio, sent now
+    if reported:
+        harness.agent.played(rid, True, harness.clock.now)
+        harness.agent.played(rid, False, harness.clock.now + 0.2)
+    harness.clock.now += 0.3  # the model's end was 100 ms ago: a player behind it still plays
+    feed_now(harness, 2)
+    await harness.agent.caught_up(2.0)
+    if reported:  # its player said it stopped: the words are a new turn, nothing is paused or cut
+        assert not harness.of(ReplyPaused) and not harness.of(ReplyCut)
+    else:  # what its player had left stops at once, then the words cut it
+        assert harness.of(ReplyPaused)[0].reply_id == rid
+        assert harness.of(ReplyCut)[0].reply_id == rid
+    harness.feed(1)
+    assert (await harness.until(UserTurn, 2)).text == "wait tell me more"
+    await harness.until(ReplyStarted, 2)  # either way the words are answered
+
+
+@pytest.mark.parametrize("harness", [([*TURN, *BARGE_IN_AT_THE_END], False)], indirect=True)
+async def test_speech_that_began_after_the_players_lag_is_a_new_turn(harness) -> None:
+    await answered_then(harness)
+    harness.clock.now += 0.9  # the model's end was 700 ms ago, the speech began 200 ms ago
+    feed_now(harness, 2)
+    await harness.agent.caught_up(2.0)
+    assert not harness.of(ReplyPaused) and not harness.of(ReplyCut)
+    harness.feed(1)
+    assert (await harness.until(UserTurn, 2)).text == "wait tell me more"
+    await harness.until(ReplyStarted, 2)
 
 
 @pytest.mark.parametrize("harness", [(TURN, True)], indirect=True)

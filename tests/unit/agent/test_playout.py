@@ -243,3 +243,26 @@ def test_a_player_that_runs_dry_plays_the_late_audio_from_when_it_came() -> None
     assert play.modelled_end() == pytest.approx(102.5)  # not 102.0: the player waited
     clock.now += 0.9
     assert play.played_ms() == pytest.approx(1900)
+
+
+def test_the_ledger_says_how_long_ago_the_model_played_the_reply_out() -> None:
+    clock, playout, playback = on_the_floor(1.0)
+    assert playout.played_out_s() == 0.0  # it plays
+    clock.now += 1.3
+    assert playout.played_out_s() == pytest.approx(0.3)
+    assert playout.played_out_s(at=clock.now - 0.5) == 0.0  # (audio that arrived while it played)
+    playback.pause()
+    assert playout.played_out_s() is None  # paused: it has not ended
+    playback.resume()
+    playback.stop()
+    assert playout.played_out_s() is None  # cut: nothing of it plays, whatever the player's lag
+    assert Playout(clock).played_out_s() is None  # no reply heard
+
+
+def test_a_listener_that_reports_its_playback_gets_no_allowance_past_the_model() -> None:
+    clock, playout, playback = on_the_floor(1.0)
+    playout.heard(playback, started=True, at=clock.now)
+    clock.now += 1.2
+    assert playout.played_out_s() is None  # its reports say when it stopped, exactly
+    playout.heard(playback, started=False, at=clock.now)
+    assert playout.played_out_s() is None and not playout.playing()

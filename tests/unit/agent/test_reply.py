@@ -244,6 +244,19 @@ async def test_a_finished_reply_still_playing_pauses_and_resumes_its_playback_al
     assert not said.reply.pause()
 
 
+async def test_a_reply_played_out_by_the_model_pauses_at_its_end_for_speech_at_its_end(thread) -> None:
+    clock = Clock(now=0.0)
+    said = Said(scripted(Spoken("Shall I book it?", tone(1.0), 0.0, True)), thread, clock=clock)
+    assert await said.reply.run() is S.DONE
+    clock.now = 1.2  # over by the model; the listener's player may still be playing its last words
+    assert said.reply.pause(at_end=True)
+    assert said.of(ReplyPaused)[0].at_ms == pytest.approx(1000)  # what the player has left waits
+    said.reply.resume("backchannel")
+    assert said.of(ReplyResumed)[0].at_ms == pytest.approx(1000)
+    said.reply.playback.stop()
+    assert not said.reply.pause(at_end=True)  # cut: nothing of it plays any more
+
+
 async def test_speaking_to_failed_without_an_apology(thread) -> None:
     said = Said(scripted(Word("Par"), fail=EngineFailure("the LLM server went away")), thread, speak=False)
     assert await said.reply.run() is S.FAILED

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from omnivox.agent.events import InputCleared, SpeechJudged, SpeechStarted, SpeechStopped
 from omnivox.agent.interruption import InterruptionPolicy, Phase
 from omnivox.agent.turns import (
@@ -18,6 +20,7 @@ from omnivox.agent.turns import (
     TurnSettings,
     TurnTaking,
 )
+from omnivox.voice.asr.base import SpeechScores
 from omnivox.voice.listener import Heard
 
 QUIET = Floor()  # the assistant is silent
@@ -270,3 +273,107 @@ def test_nothing_is_prefilled_while_a_reply_speaks_or_when_no_reply_will_come() 
     assert prefills(silent.heard(Heard("speech_started", 0.0), 0.0, QUIET)) == []
     manual = TurnTaking(None)
     assert prefills(manual.heard(Heard("partial", 0.0, "a b c"), 0.0, QUIET)) == []
+
+
+# ---- speech as the reply plays out: the server's model has it over, the listener's player not yet
+
+PLAYED_OUT = Floor(speaking=False, responding=False, played_out_s=0.3)  # by the model, 300 ms ago
+REPORTED = Floor(speaking=False, responding=False, played_out_s=None)  # the listener said it stopped
+
+
+def at_the_end(floor: Floor = PLAYED_OUT, **policy) -> TurnTaking:
+    """A turn whose speech began (1000 ms, padded 300) as the reply played out and holds at 1200."""
+    turns = TurnTaking(TurnSettings(), policy=InterruptionPolicy(**policy))
+    turns.heard(Heard("speech_started", 700.0), 10.0, floor)
+    return turns
+
+
+def test_a_barge_in_as_the_reply_plays_out_cuts_it_and_its_words_are_answered() -> None:
+    turns = at_the_end()
+    assert turns.heard(Heard("speech_confirmed", 1200.0), 10.2, PLAYED_OUT) == [PauseReply()]
+    cut = turns.heard(Heard("partial", 1700.0, "wait tell me"), 10.7, PLAYED_OUT)
+    assert acts(cut)[0] == BargeIn("turn_detected")  # what its player has left stops
+    turns.heard(Heard("speech_stopped", 2600.0), 11.6, QUIET)
+    final = turns.heard(Heard("final", 3100.0, "wait tell me about the train"), 12.1, QUIET)
+    commit = next(a for a in final if isinstance(a, CommitTurn))
+    assert commit.text == "wait tell me about the train" and commit.respond
+
+
+def test_a_quick_yes_as_the_reply_plays_out_is_answered_not_swallowed() -> None:
+    # "... shall I book it?" "yes": a backchannel's word, but the reply is over: nothing plays on
+    turns = at_the_end()
+    assert turns.heard(Heard("speech_confirmed", 1200.0), 10.2, PLAYED_OUT) == [PauseReply()]
+    resumed = turns.heard(Heard("pause", 1500.0, "Yes."), 10.5, PLAYED_OUT)
+    assert acts(resumed)[0] == ResumeReply("backchannel")  # (nothing is left to play on)
+    assert any(isinstance(a, Prepare) for a in resumed)  # its answer is prepared meanwhile
+    turns.heard(Heard("speech_stopped", 1400.0), 10.9, QUIET)
+    final = turns.heard(Heard("final", 1900.0, "Yes."), 10.9, QUIET)
+    commit = next(a for a in final if isinstance(a, CommitTurn))
+    assert commit.text == "Yes." and commit.respond
+    # the same word over a reply that still plays acknowledges it: kept, not answered
+    turns.heard(Heard("speech_started", 5700.0), 20.0, PLAYING)
+    turns.heard(Heard("speech_confirmed", 6150.0), 20.2, PLAYING)
+    turns.heard(Heard("pause", 6500.0, "Yes."), 20.5, PLAYING)
+    turns.heard(Heard("speech_stopped", 6400.0), 20.9, PLAYING)
+    final = turns.heard(Heard("final", 6900.0, "Yes."), 20.9, QUIET)
+    assert not next(a for a in final if isinstance(a, CommitTurn)).respond
+
+
+def test_an_unclear_word_as_the_reply_plays_out_is_answered() -> None:
+    turns = at_the_end()
+    turns.heard(Heard("speech_confirmed", 1200.0), 10.2, PLAYED_OUT)
+    unsure = Heard("pause", 1500.0, "Door.", scores=SpeechScores(0.1, -0.95))
+    assert acts(turns.heard(unsure, 10.5, PLAYED_OUT))[0] == ResumeReply("unclear")
+    turns.heard(Heard("speech_stopped", 1400.0), 10.9, QUIET)
+    final = turns.heard(Heard("final", 1900.0, "Door.", scores=SpeechScores(0.1, -0.95)), 10.9, QUIET)
+    assert next(a for a in final if isinstance(a, CommitTurn)).respond
+
+
+def test_the_replys_echo_tail_as_it_plays_out_is_no_barge_in_and_no_turn() -> None:
+    echo = replace(PLAYED_OUT, spoken="It opens at nine on sunday morning.")
+    turns = at_the_end(echo)
+    assert turns.heard(Heard("speech_confirmed", 1200.0), 10.2, echo) == [PauseReply()]
+    resumed = turns.heard(Heard("pause", 1600.0, "sunday morning"), 10.6, echo)
+    assert acts(resumed)[0] == ResumeReply("echo")
+    assert not any(isinstance(a, BargeIn) for a in resumed)
+    turns.heard(Heard("speech_stopped", 1500.0), 11.0, QUIET)
+    final = turns.heard(Heard("final", 2000.0, "sunday morning"), 11.0, QUIET)
+    assert isinstance(events(final)[0], InputCleared) and not any(isinstance(a, CommitTurn) for a in final)
+
+
+def test_a_cough_as_the_reply_plays_out_makes_no_turn() -> None:
+    turns = at_the_end()
+    turns.heard(Heard("speech_confirmed", 1200.0), 10.2, PLAYED_OUT)
+    assert acts(turns.heard(Heard("pause", 1500.0, ""), 10.5, PLAYED_OUT)) == [ResumeReply("no_words")]
+    turns.heard(Heard("speech_stopped", 1400.0), 10.9, QUIET)
+    final = turns.heard(Heard("final", 1900.0, ""), 10.9, QUIET)
+    assert not any(isinstance(a, CommitTurn) for a in final)
+
+
+def test_speech_after_a_reporting_listeners_player_stopped_is_a_new_turn_with_no_allowance() -> None:
+    turns = at_the_end(REPORTED)
+    assert turns.heard(Heard("speech_confirmed", 1200.0), 10.2, REPORTED) == []  # no pause, no judge
+    turns.heard(Heard("speech_stopped", 1400.0), 10.9, QUIET)
+    final = turns.heard(Heard("final", 1900.0, "Yes."), 10.9, QUIET)
+    commit = next(a for a in final if isinstance(a, CommitTurn))
+    assert commit.respond and not judged(final)
+
+
+def test_speech_that_began_well_after_the_reply_played_out_is_a_new_turn() -> None:
+    late = replace(PLAYED_OUT, played_out_s=0.8)  # began 600 ms after the model's end
+    turns = at_the_end(late)
+    assert turns.heard(Heard("speech_confirmed", 1200.0), 10.2, late) == []
+    assert turns.interruption.phase is Phase.NONE
+
+
+def test_the_next_turns_opening_is_prefilled_when_a_reply_ends_unless_the_user_speaks_already() -> None:
+    turns = TurnTaking(TurnSettings())
+    assert prefills(turns.reply_over(PLAYING)) == [""]  # the conversation with the reply, as it renders
+    turns.heard(Heard("speech_started", 0.0), 0.0, QUIET)
+    turns.heard(Heard("partial", 0.0, "call my sis"), 0.0, QUIET)
+    assert turns.reply_over(QUIET) == []  # a cut reply ending as they talk: their words are prefilled
+    went_on = turns.heard(Heard("partial", 0.0, "call my sister now"), 0.0, QUIET)
+    assert prefills(went_on) == ["call my sister"]
+    assert TurnTaking(TurnSettings(create_response=False)).reply_over(QUIET) == []  # no reply will come
+    assert TurnTaking(None).reply_over(QUIET) == []
+    assert TurnTaking(TurnSettings()).reply_over(TALKING) == []  # another reply has the LLM

@@ -4,7 +4,9 @@ cancelled a reply, which pauses were the echo's."""
 from __future__ import annotations
 
 import argparse
+import asyncio
 import base64
+import json
 import math
 
 import numpy as np
@@ -187,6 +189,67 @@ def test_cause_of_a_cancelled_reply_is_the_speech_before_its_done():
     assert c.log.cancelled("r1") and c.log.cancelled("r2")
     assert c.log.cause("r1") == "caller"
     assert c.log.cause("r2") == "echo"
+
+
+def test_a_completed_reply_truncated_after_it_sent_everything_was_cut_by_the_speech_before():
+    c = caller()
+    c.log.said = [[0, conv.RATE]]
+    log(c, "response.output_item.added", response_id="r1", item={"id": "i1"})
+    log(c, "response.output_item.added", response_id="r2", item={"id": "i2"})
+    done(c, "r1", "completed")
+    done(c, "r2", "completed")
+    started(c, 100)
+    log(c, "conversation.item.truncated", item_id="i1", audio_end_ms=1200)
+    assert c.log.cut("r1") == c.log.events[-1] and c.log.cancelled("r1")
+    assert c.log.cause("r1") == "caller"
+    assert c.log.cut("r2") is None and c.log.cause("r2") is None  # another item's truncation
+
+
+def test_interjecting_as_the_reply_plays_out_waits_for_its_last_audio_and_little_left() -> None:
+    args = argparse.Namespace(delay_ms=0.0, gain_db=-10.0, noise="none", line="wide")
+    c = conv.ConversationCaller("ws://nowhere/v1/realtime", None, None, args, offset=0)
+    c.phone.play("r", np.zeros(conv.RATE, np.float32))  # a second of it queued
+
+    async def interjected() -> bool:
+        waiting = asyncio.create_task(c._left("r", 0.4))
+        for _ in range(3):
+            await asyncio.sleep(0)
+            c._wake.set()
+        await asyncio.sleep(0)
+        done = waiting.done()
+        waiting.cancel()
+        return done
+
+    async def script() -> list[bool]:
+        still_sending = await interjected()  # it may say more
+        log(c, "response.done", response={"id": "r", "status": "completed"})
+        second_left = await interjected()
+        c.phone.record(np.zeros(int(0.7 * conv.RATE), np.float32))
+        return [still_sending, second_left, await interjected()]  # 300 ms left
+
+    assert asyncio.run(script()) == [False, False, True]
+
+
+def test_the_player_drops_a_truncated_replys_unplayed_audio_and_plays_on() -> None:
+    c = caller()
+    frames = [
+        {"type": "response.output_item.added", "response_id": "r1", "item": {"id": "i1"}},
+        {"type": "response.output_audio.delta", "response_id": "r1", "delta": "AAAAAA=="},
+        {"type": "response.done", "response": {"id": "r1", "status": "completed"}},
+        {"type": "omnivox.interruption.paused", "response_id": "r1", "item_id": "i1", "audio_end_ms": 0},
+    ]
+
+    async def feed(events: list[dict]) -> None:
+        async def frames_of():
+            for e in events:
+                yield json.dumps(e)
+
+        await c.read_events(frames_of())
+
+    asyncio.run(feed(frames))
+    assert c.phone.holds("r1") and c.phone.paused
+    asyncio.run(feed([{"type": "conversation.item.truncated", "item_id": "i1", "audio_end_ms": 0}]))
+    assert not c.phone.holds("r1") and not c.phone.paused
 
 
 def test_first_filters_by_kind_mark_and_response():

@@ -39,3 +39,34 @@ def test_pipeline_seats_share_one_link_to_the_stages() -> None:
 def test_a_pipeline_engine_needs_a_coordinator() -> None:
     with pytest.raises(ValueError, match="--coordinator"):
         build_seat_engines(Settings(engine="pipeline", seats=2))
+
+
+class CountingClient:
+    """Stands in for the pipeline's client (no stages run here): counts its closes."""
+
+    def __init__(self) -> None:
+        self.closed = 0
+
+    def close(self) -> None:
+        self.closed += 1
+
+
+def test_the_shared_link_is_closed_by_the_last_seat_to_close_once() -> None:
+    settings = Settings(engine="pipeline", coordinator="tcp://127.0.0.1:1", seats=3)
+    seats = [e for e in build_seat_engines(settings) if isinstance(e, PipelineEngine)]
+    client = CountingClient()
+    seats[0].link._client = client  # type: ignore[assignment]  # (as a connected link holds it)
+    seats[0].close()
+    seats[0].close()  # a second close of one seat is not another seat's
+    seats[1].close()
+    assert client.closed == 0  # seat 2 still talks to the stages
+    seats[2].close()
+    assert client.closed == 1
+
+
+def test_a_pipeline_engine_of_its_own_closes_its_link() -> None:
+    engine = PipelineEngine(Settings(engine="pipeline", coordinator="tcp://127.0.0.1:1"))
+    client = CountingClient()
+    engine.link._client = client  # type: ignore[assignment]
+    engine.close()
+    assert client.closed == 1

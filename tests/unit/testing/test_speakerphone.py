@@ -80,6 +80,7 @@ def test_replies_play_back_to_back_across_chunks():
     assert p.queued == 6 and p.playing
     np.testing.assert_allclose(p.record(np.zeros(4, np.float32)), [1, 1, 1, 2])
     assert p.played == {"a": 3, "b": 1} and p.queued == 2
+    assert (p.left("a"), p.left("b"), p.left("c")) == (0, 2, 0)
     np.testing.assert_allclose(p.record(np.zeros(4, np.float32)), [2, 2, 0, 0])
     assert p.played == {"a": 3, "b": 3} and p.queued == 0
 

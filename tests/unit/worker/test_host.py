@@ -96,3 +96,36 @@ async def test_release_interrupts_work_still_running_and_clears_it_for_the_next_
     await host.release()
     assert seen == [True]  # it stopped early, not after its full second
     assert not host.engine.interrupt.is_set()  # the next session starts clean
+
+
+class Closing(EchoEngine):
+    """Records the thread its ``close`` ran in; ``stuck`` makes it hang, ``broken`` raise."""
+
+    def __init__(self, stuck: threading.Event | None = None, broken: bool = False) -> None:
+        super().__init__()
+        self.closed_in: str | None = None
+        self.stuck, self.broken = stuck, broken
+
+    def close(self) -> None:
+        self.closed_in = threading.current_thread().name
+        if self.broken:
+            raise RuntimeError("the model's memory would not go")
+        if self.stuck is not None:
+            self.stuck.wait(5)
+
+
+async def test_close_releases_the_engine_in_its_own_thread() -> None:
+    engine = Closing()
+    host = EngineHost(engine)
+    await host.load()
+    await host.close()
+    assert engine.closed_in is not None and engine.closed_in.startswith("engine")
+
+
+async def test_close_goes_on_past_an_engine_that_fails_or_hangs_closing() -> None:
+    broken = EngineHost(Closing(broken=True))
+    await broken.close()  # logged, not raised: the other seats still close
+    stuck = threading.Event()
+    hung = EngineHost(Closing(stuck=stuck))
+    await asyncio.wait_for(hung.close(timeout_s=0.2), 2)  # the process's exit is not held
+    stuck.set()

@@ -14,7 +14,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import replace
 
-from omnivox.agent.events import ReplyCut, ReplyEnded, ReplyEvent, ReplyState
+from omnivox.agent.events import ReplyCut, ReplyEnded, ReplyEvent, ReplyPaused, ReplyResumed, ReplyState
 from omnivox.agent.reply import ReplyPlan
 from omnivox.core.ids import new_id
 from omnivox.protocol.chat import ChatMessage
@@ -91,6 +91,11 @@ class Responses:
             return
         response = self._worded.get(event.reply_id)
         if response is None:
+            # a reply that has said all it had still plays at the listener: its playback's pause
+            # and resume are the player's to hear (it stops at once on a barge-in at the reply's end)
+            ended = self._ended.get(event.reply_id)
+            if ended is not None and isinstance(event, ReplyPaused | ReplyResumed):
+                ended.on_event(event)
             return
         response.on_event(event)
         if isinstance(event, ReplyEnded):

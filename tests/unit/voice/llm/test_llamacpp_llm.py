@@ -268,6 +268,23 @@ def test_a_prefill_rolls_back_a_reply_that_was_prepared_then_discarded(llm):
     assert llm.last_stats.new_tokens <= 12
 
 
+# SmolLM2's chat template closes a user turn and opens the reply in six tokens ("<|im_end|>\n"
+# "<|im_start|>assistant\n" as llama.cpp tokenizes it): every prefill ends with them, so a reply after
+# one computes them again after its new words, and nothing more
+TEMPLATE_END = 6
+
+
+def test_the_reply_after_a_prefill_computes_exactly_its_new_words_and_the_template_end(llm):
+    history = [SYSTEM, user(QUESTIONS[0]), ChatMessage(role="assistant", content="I am fine, thanks.")]
+    prefilled = llm.prefill([*history, user("Can you tell me a fun")])
+    llm.complete([*history, user("Can you tell me a fun fact about cats?")])
+    reply = llm.last_stats
+    words = reply.prompt_tokens - prefilled.prompt_tokens  # " fact", " about", " cats", "?"
+    assert words == 4
+    assert reply.new_tokens == words + TEMPLATE_END
+    assert reply.cached_tokens == prefilled.prompt_tokens - TEMPLATE_END
+
+
 def test_calls_from_two_threads_take_turns(llm):
     results: dict[int, str] = {}
 

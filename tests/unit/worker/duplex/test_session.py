@@ -115,7 +115,7 @@ async def make_session() -> AsyncIterator:
         await asyncio.wait_for(asyncio.shield(s.running), 5)
         await s.handler.close()
         await s.host.release()
-        s.host.close()
+        await s.host.close()
 
 
 async def test_prepare_reports_the_effective_config_and_ignored_keys(make_session) -> None:

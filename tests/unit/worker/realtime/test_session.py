@@ -156,6 +156,30 @@ async def test_speech_over_the_reply_pauses_it_then_words_cancel_and_truncate_it
     assert not handler.agent.replying
 
 
+BARGE_IN_AT_THE_END = [
+    *TURN,
+    [Heard("speech_started", 1500.0)],  # the reply has said everything: its audio plays out
+    [Heard("speech_confirmed", 2650.0)],
+    [Heard("partial", 2700.0, "wait a moment")],
+]
+
+
+@pytest.mark.parametrize("session", [(BARGE_IN_AT_THE_END, False)], indirect=True)
+async def test_speech_over_a_reply_that_said_everything_pauses_its_player_then_truncates_it(session) -> None:
+    client, _, _ = session
+    client.append(4)
+    done = (await client.until("response.done"))[-1]["response"]
+    assert done["status"] == "completed"
+    client.append(3)
+    events = await client.until("conversation.item.truncated")
+    # the player hears the pause at once (before the words are judged), then the cut
+    paused = next(e for e in events if e["type"] == "omnivox.interruption.paused")
+    assert paused["response_id"] == done["id"] and paused["item_id"] == done["output"][0]["id"]
+    order = types(events)
+    assert order.index("omnivox.interruption.paused") < order.index("omnivox.interruption.judged")
+    assert events[-1]["item_id"] == done["output"][0]["id"]
+
+
 PAUSE = [
     [Heard("speech_started", 100.0)],
     [Heard("pause", 800.0, "call my")],  # a reply is prepared, held
