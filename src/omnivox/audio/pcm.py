@@ -63,10 +63,26 @@ def from_float32_bytes(data: bytes | bytearray | memoryview) -> np.ndarray:
     return a
 
 
+def from_pcm16_into(data: bytes | bytearray | memoryview, scratch: np.ndarray) -> np.ndarray:
+    """``from_pcm16`` written into ``scratch`` (float32, long enough): returns a view of it.
+
+    For a caller that converts every chunk of a stream and only hands the samples on to something
+    that copies them (a resampler): no new arrays per chunk. The next call overwrites the view.
+    """
+    if len(data) % 2:
+        raise InvalidAudio(f"PCM16 data must have an even number of bytes, got {len(data)}")
+    n = len(data) // 2
+    out = scratch[:n]
+    # times 2**-15 is exactly the division by 32768 (a power of two): the same samples
+    np.multiply(np.frombuffer(data, dtype=_PCM16), np.float32(1 / 32768), out=out, casting="unsafe")
+    return out
+
+
 def b64decode(text: str | bytes) -> bytes:
     """Strict base64 (standard alphabet, padding checked); bad input is ``InvalidAudio``."""
     try:
-        return base64.b64decode(text, validate=True)
+        # strict mode checks the alphabet and padding in C (b64decode's validate runs a regex first)
+        return binascii.a2b_base64(text, strict_mode=True)
     except (binascii.Error, ValueError, TypeError) as exc:
         raise InvalidAudio(f"audio is not valid base64: {exc}") from None
 

@@ -74,6 +74,16 @@ class StreamResampler:
             return a.copy()
         return self._stream.resample_chunk(np.ascontiguousarray(a), last=False)
 
+    def process_float32(self, chunk: np.ndarray) -> np.ndarray:
+        """``process`` for a chunk a decoder made: 1-D, contiguous, finite float32 (not checked).
+
+        Always a new array (the chunk may be the decoder's scratch buffer, reused next call). Per
+        40 ms chunk on a busy event loop the checks and copies cost more than the filter does.
+        """
+        if self._stream is None:
+            return chunk.copy()
+        return self._stream.resample_chunk(chunk, last=False)
+
     def flush(self) -> np.ndarray:
         """End the stream: returns the held-back tail and resets for the next stream."""
         if self._stream is None:

@@ -16,6 +16,7 @@ from omnivox.audio.pcm import (
     float32_to_b64,
     from_float32_bytes,
     from_pcm16,
+    from_pcm16_into,
     pcm16_to_b64,
     to_float32_bytes,
     to_pcm16,
@@ -190,3 +191,28 @@ def test_every_pcm16_value_through_float_and_back() -> None:
     changed = v[back != v]
     assert np.abs(changed).min() > 16000  # measured: the first value that moves is 16369
     assert back[0] == -32767 and back[-1] == 32766  # full scale becomes the symmetric +-32767 range
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 480, 961])
+def test_pcm16_into_a_scratch_buffer_gives_the_samples_of_from_pcm16(n: int) -> None:
+    data = np.random.default_rng(n).integers(-32768, 32768, n).astype("<i2").tobytes()
+    scratch = np.full(1000, 9.0, np.float32)
+    out = from_pcm16_into(data, scratch)
+    assert out.dtype == np.float32 and np.array_equal(out, from_pcm16(data))
+    assert out.base is scratch and (scratch[n:] == 9.0).all()  # no new array, the rest untouched
+
+
+def test_pcm16_into_rejects_half_a_sample() -> None:
+    with pytest.raises(InvalidAudio, match="even number of bytes"):
+        from_pcm16_into(b"\x00\x01\x02", np.zeros(4, np.float32))
+
+
+@pytest.mark.parametrize("text", ["QUJD", "QR==", "", "QUJDRA=="])
+def test_b64decode_matches_the_standard_librarys_validated_decode(text: str) -> None:
+    assert b64decode(text) == base64.b64decode(text, validate=True)
+
+
+@pytest.mark.parametrize("text", ["QQ", "QQ=", "QQ==QQ==", "=QQ=", "QUJD\n", "QU JD", "QQ===", "é"])
+def test_b64decode_rejects_what_the_validated_decode_rejects(text: str) -> None:
+    with pytest.raises(InvalidAudio, match="not valid base64"):
+        b64decode(text)

@@ -179,3 +179,20 @@ def test_stream_rejects_bad_chunks() -> None:
         r.process(np.array([np.inf], np.float32))
     with pytest.raises(InvalidAudio):
         resample(np.zeros((10, 2), np.float32), 16000, 24000)
+
+
+@pytest.mark.parametrize("src", [24000, 16000, 8000])
+def test_process_float32_gives_what_process_gives_in_new_arrays(src: int) -> None:
+    rng = np.random.default_rng(src)
+    checked, trusted = StreamResampler(src, 16000), StreamResampler(src, 16000)
+    scratch = np.zeros(2000, np.float32)
+    kept = []
+    for n in (1, 7, 960, 0, 1999, 3):
+        chunk = (0.2 * rng.standard_normal(n)).astype(np.float32)
+        scratch[:n] = chunk
+        got = trusted.process_float32(scratch[:n])
+        assert np.array_equal(got, checked.process(chunk))
+        assert not np.shares_memory(got, scratch)  # the caller reuses its buffer
+        kept.append((got, got.copy()))
+    assert all(np.array_equal(a, b) for a, b in kept)  # later chunks overwrote none of them
+    assert np.array_equal(trusted.flush(), checked.flush())

@@ -24,6 +24,8 @@ on the echo being a faithful linear copy of the reply (AEC3 let the live echo th
 
 from __future__ import annotations
 
+import math
+from bisect import bisect_left, insort
 from collections import deque
 
 import numpy as np
@@ -61,6 +63,7 @@ class EchoGate(EchoCanceller):
         self._part_ref = 0.0  # their reference energy (sum of squares)
         self._open = 0  # samples the gate stays open for (user speech just passed)
         self._echo: deque[float] = deque(maxlen=_LEARN)  # input / loudest reference of gated frames
+        self._echo_sorted: list[float] = []  # the same values in order, kept for the percentile
         self._passed: deque[bool] = deque(maxlen=_GREW[0])  # per audible frame: did it pass?
         self._threshold = factor
         self.gated = 0  # samples silenced so far (for the figures)
@@ -115,12 +118,35 @@ class EchoGate(EchoCanceller):
     def _learn(self, passed: bool, ratio: float) -> None:
         self._passed.append(passed)
         if not passed:
+            if len(self._echo) == _LEARN:  # the oldest leaves the window
+                del self._echo_sorted[bisect_left(self._echo_sorted, self._echo[0])]
             self._echo.append(ratio)
+            insort(self._echo_sorted, ratio)
         if len(self._passed) == _GREW[0] and sum(self._passed) > _GREW[1] * _GREW[0]:
             self._echo.clear()  # the echo got louder: start again
+            self._echo_sorted.clear()
             self._passed.clear()
         if len(self._echo) < _LEARNT:
             self._threshold = self.factor
             return
-        coupling = float(np.percentile(self._echo, 95))
+        coupling = percentile_of_sorted(self._echo_sorted, 0.95)
         self._threshold = min(self.factor, max(_FLOOR, self.margin * coupling))
+
+
+def percentile_of_sorted(values: list[float], q: float) -> float:
+    """``np.percentile(values, 100 * q)`` (linear, to the last bit) of values already in order.
+
+    The gate asks for it every 20 ms frame while a reply plays; kept in order as they come, the
+    window needs two look-ups instead of numpy's sort of a new array (7% of the input thread).
+    """
+    n = len(values)
+    at = (n - 1) * q  # numpy's virtual index for the linear method
+    if at >= n - 1:
+        return values[-1]
+    if at <= 0:
+        return values[0]
+    below = math.floor(at)
+    t = at - below
+    a, b = values[below], values[below + 1]
+    # numpy's _lerp: from the nearer end, so the result is exact at both ends
+    return b - (b - a) * (1 - t) if t >= 0.5 else a + (b - a) * t

@@ -14,7 +14,7 @@ import numpy as np
 
 from omnivox.audio.g711 import alaw_decode, alaw_encode, ulaw_decode, ulaw_encode
 from omnivox.audio.opus import OpusDecoder, OpusEncoder
-from omnivox.audio.pcm import b64decode, from_pcm16, to_pcm16
+from omnivox.audio.pcm import b64decode, from_pcm16_into, to_pcm16
 from omnivox.audio.resample import StreamResampler
 from omnivox.core.errors import InvalidAudio
 from omnivox.protocol.realtime.session_config import AudioFormat
@@ -22,8 +22,9 @@ from omnivox.protocol.realtime.session_config import AudioFormat
 TTS_RATE = 24000
 # a stream may start mid-page (its head is skipped), but this much data without a page is not Opus
 _OPUS_SEARCH_BYTES = 16 * 1024
-# the stateless formats: wire bytes -> float32, float32 -> wire bytes (Ogg-Opus keeps stream state)
-_DECODE = {"audio/pcm": from_pcm16, "audio/pcmu": ulaw_decode, "audio/pcma": alaw_decode}
+# the stateless formats: wire bytes -> float32 (PCM16 has its own path in decode), float32 -> wire
+# bytes (Ogg-Opus keeps stream state)
+_DECODE = {"audio/pcmu": ulaw_decode, "audio/pcma": alaw_decode}
 _ENCODE = {"audio/pcm": to_pcm16, "audio/pcmu": ulaw_encode, "audio/pcma": alaw_encode}
 
 
@@ -35,10 +36,18 @@ class InputDecoder:
         self.target_rate = target_rate
         self._opus = OpusDecoder(24000) if fmt.type == "audio/opus" else None
         self._resampler = StreamResampler(fmt.rate, target_rate)
+        # PCM16 chunks are converted into this (grown to the longest chunk) and resampled from it
+        self._scratch = np.zeros(0, np.float32)
 
     def decode(self, b64: str) -> np.ndarray:
         """One ``input_audio_buffer.append`` payload; raises ``InvalidAudio`` on bad data."""
         raw = b64decode(b64)
+        if self.format.type == "audio/pcm":
+            # the common format, once per 20-100 ms per session on the event loop: no checks
+            # that cannot fail (int16 samples are finite) and no new arrays but the output
+            if len(raw) // 2 > len(self._scratch):
+                self._scratch = np.zeros(len(raw) // 2, np.float32)
+            return self._resampler.process_float32(from_pcm16_into(raw, self._scratch))
         if self._opus is None:
             return self._resampler.process(_DECODE[self.format.type](raw))
         audio = self._opus.decode(raw)
@@ -58,6 +67,10 @@ class OutputEncoder:
         self._opus = OpusEncoder(24000) if fmt.type == "audio/opus" else None
 
     def encode(self, audio: np.ndarray) -> str:
+        if self._resampler.passthrough:
+            # the output rate is the TTS's (24 kHz PCM16, Opus): the encoders check the samples
+            # and copy nothing they do not change, so the pass-through's checked copy is skipped
+            return _b64(self._bytes(audio))
         return _b64(self._bytes(self._resampler.process(audio)))
 
     def flush(self) -> str:

@@ -9,7 +9,7 @@ import pytest
 from omnivox.voice.echo import gate as gate_module
 from omnivox.voice.echo.base import EchoCanceller
 from omnivox.voice.echo.choice import build_canceller
-from omnivox.voice.echo.gate import FRAME, EchoGate
+from omnivox.voice.echo.gate import FRAME, EchoGate, percentile_of_sorted
 
 
 def level(value: float, frames: int = 1) -> np.ndarray:
@@ -223,3 +223,29 @@ def test_build_canceller_kinds():
     assert isinstance(g, EchoGate) and g.factor == 0.4
     with pytest.raises(ValueError, match="unknown echo canceller"):
         build_canceller("bogus")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 24, 25, 26, 149, 150])
+def test_the_percentile_of_a_sorted_window_is_numpys_to_the_last_bit(n: int) -> None:
+    rng = np.random.default_rng(n)
+    for scale in (1e-3, 1.0, 30.0):
+        values = (rng.random(n) * scale).tolist()
+        for q in (0.95, 0.5, 0.05, 0.0, 1.0):
+            assert percentile_of_sorted(sorted(values), q) == float(np.percentile(values, 100 * q))
+
+
+def test_the_sorted_window_follows_the_learnt_frames_through_evictions_and_restarts() -> None:
+    g = EchoGate(hold_ms=0)
+    rng = np.random.default_rng(7)
+    # 400 echo frames of varying coupling (the window of 150 turns over), then a louder echo
+    # that passes (a restart), then more echo: the threshold is numpy's percentile throughout
+    near = np.concatenate([level(float(v)) for v in rng.uniform(0.01, 0.2, 400)])
+    frames_of(g, near, level(0.5, 400))
+    assert len(g._echo) == gate_module._LEARN and sorted(g._echo) == g._echo_sorted
+    want = min(0.7, max(gate_module._FLOOR, 2.0 * float(np.percentile(list(g._echo), 95))))
+    assert g.threshold() == want
+    frames_of(g, level(0.45, 60), level(0.5, 60))
+    assert g._echo_sorted == sorted(g._echo) and len(g._echo) < gate_module._LEARNT
+    frames_of(g, level(0.02, 40), level(0.5, 40))
+    assert g._echo_sorted == sorted(g._echo)
+    assert g.threshold() == min(0.7, max(gate_module._FLOOR, 2.0 * float(np.percentile(list(g._echo), 95))))

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import gc
 import json
+import weakref
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -451,3 +453,23 @@ async def test_images_for_an_llm_that_cannot_see_are_kept_and_said_once(session)
     err = (await client.until("error"))[-1]
     assert err["error"]["param"] == "item.content.0.image_url"
     assert len(handler.conversation) == 2
+
+
+async def test_a_session_that_ended_frees_its_input_resampler() -> None:
+    engine = FakeVoiceEngine([])
+    socket = MemorySocket()
+    conn = Connection(socket, REALTIME)
+    handler = RealtimeSession(conn, Host(engine), Settings(), SessionInfo("s1"))  # type: ignore[arg-type]
+    running = asyncio.create_task(conn.run(handler.on_frame, handler.main()))
+    client = Client(socket)
+    await client.until("session.created")
+    client.append(3)  # the decoder's stream has state (the resampler's held-back samples)
+    client.send("input_audio_buffer.commit")
+    await client.until("input_audio_buffer.committed")
+    resampler = weakref.ref(handler.decoder._resampler)
+    socket.hang_up()
+    await asyncio.wait_for(running, 5)
+    await handler.close()
+    del handler, conn, running, client
+    gc.collect()
+    assert resampler() is None  # nothing (a cache, a thread, a callback) keeps an ended stream
