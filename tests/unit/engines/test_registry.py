@@ -6,7 +6,7 @@ import pytest
 
 from omnivox.core.config import Settings
 from omnivox.engines.echo import EchoEngine
-from omnivox.engines.pipeline import PipelineEngine
+from omnivox.engines.pipeline import PipelineEngine, PipelineLink
 from omnivox.engines.registry import build_seat_engines, seats_refusal
 
 
@@ -51,11 +51,12 @@ class CountingClient:
         self.closed += 1
 
 
-def test_the_shared_link_is_closed_by_the_last_seat_to_close_once() -> None:
+def test_the_shared_link_is_closed_by_the_last_seat_to_close_once(monkeypatch) -> None:
+    client = CountingClient()
+    monkeypatch.setattr(PipelineLink, "_connect", lambda link: client)
     settings = Settings(engine="pipeline", coordinator="tcp://127.0.0.1:1", seats=3)
     seats = [e for e in build_seat_engines(settings) if isinstance(e, PipelineEngine)]
-    client = CountingClient()
-    seats[0].link._client = client  # type: ignore[assignment]  # (as a connected link holds it)
+    assert seats[0].link.connect() is client
     seats[0].close()
     seats[0].close()  # a second close of one seat is not another seat's
     seats[1].close()
@@ -64,9 +65,10 @@ def test_the_shared_link_is_closed_by_the_last_seat_to_close_once() -> None:
     assert client.closed == 1
 
 
-def test_a_pipeline_engine_of_its_own_closes_its_link() -> None:
-    engine = PipelineEngine(Settings(engine="pipeline", coordinator="tcp://127.0.0.1:1"))
+def test_a_pipeline_engine_of_its_own_closes_its_link(monkeypatch) -> None:
     client = CountingClient()
-    engine.link._client = client  # type: ignore[assignment]
+    monkeypatch.setattr(PipelineLink, "_connect", lambda link: client)
+    engine = PipelineEngine(Settings(engine="pipeline", coordinator="tcp://127.0.0.1:1"))
+    assert engine.link.connect() is client
     engine.close()
     assert client.closed == 1

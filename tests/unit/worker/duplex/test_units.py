@@ -23,7 +23,7 @@ async def host():
     await h.load()
     await h.call(engine.duplex.prepare, DuplexParams())
     yield h
-    h.close()
+    await h.close()
 
 
 def loop_for(host: EngineHost, **settings) -> tuple[UnitLoop, list[Result], list[OmnivoxError]]:
