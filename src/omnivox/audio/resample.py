@@ -18,8 +18,6 @@ from omnivox.core.errors import InvalidAudio
 SUPPORTED_RATES: tuple[int, ...] = (8000, 11025, 16000, 22050, 24000, 32000, 44100, 48000)
 # "HQ" is soxr's default; voice does not need VHQ's extra cost
 _QUALITY = "HQ"
-# soxr's quality recipes ("QQ" is cubic interpolation with no anti-alias filter: it aliases)
-QUALITIES: tuple[str, ...] = ("VHQ", "HQ", "MQ", "LQ", "QQ")
 
 
 def check_rate(rate: int) -> int:
@@ -47,17 +45,12 @@ class StreamResampler:
 
     soxr holds back a few milliseconds of output (its filter delay) until later input or the flush
     arrives, so a chunk's output can be shorter than the chunk; the total over the stream is exact.
-    One instance is one stream: ``reset`` before reusing it for an unrelated one. ``quality``: a
-    soxr recipe (``QUALITIES``); a lower one holds back less (HQ/MQ ~21 ms on average at 24 -> 16 kHz,
-    LQ ~11 ms) at the cost of a wider transition band; the one-shot ``resample`` is HQ.
+    One instance is one stream: ``reset`` before reusing it for an unrelated one.
     """
 
-    def __init__(self, src_rate: int, dst_rate: int, quality: str = _QUALITY) -> None:
+    def __init__(self, src_rate: int, dst_rate: int) -> None:
         self.src_rate = check_rate(src_rate)
         self.dst_rate = check_rate(dst_rate)
-        if quality not in QUALITIES:
-            raise ValueError(f"soxr quality {quality!r}: use one of {', '.join(QUALITIES)}")
-        self.quality = quality
         self._stream: soxr.ResampleStream | None = None
         self.reset()
 
@@ -71,7 +64,7 @@ class StreamResampler:
             self._stream = None
         else:
             self._stream = soxr.ResampleStream(
-                self.src_rate, self.dst_rate, 1, dtype="float32", quality=self.quality
+                self.src_rate, self.dst_rate, 1, dtype="float32", quality=_QUALITY
             )
 
     def process(self, chunk: np.ndarray) -> np.ndarray:

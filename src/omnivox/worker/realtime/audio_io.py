@@ -26,14 +26,6 @@ _OPUS_SEARCH_BYTES = 16 * 1024
 # bytes (Ogg-Opus keeps stream state)
 _DECODE = {"audio/pcmu": ulaw_decode, "audio/pcma": alaw_decode}
 _ENCODE = {"audio/pcm": to_pcm16, "audio/pcmu": ulaw_encode, "audio/pcma": alaw_encode}
-# The input's resampler feeds the VAD and the ASR, and every sample it holds back is heard that
-# much later (the end of speech too). At 24 -> 16 kHz in 40 ms chunks soxr's HQ (and MQ, the same
-# filter length here) holds back 6-37 ms (21 ms median), LQ 2.5-20 ms (11 ms median); QQ holds back
-# none but has no anti-alias filter (a 10 kHz tone comes out at -2 dB; LQ's at -110 dB). On 12
-# sentences (hibari, espeak-ng) LQ left Whisper tiny.en's words as they were (WER 0 and 3.8%
-# against HQ's 0 and 5.1%) and Silero's onsets/offsets within one 32 ms window (11 of 12 onsets and
-# 9 of 12 offsets identical), for 15% less CPU. The output (TTS) side keeps HQ: nobody waits on it.
-INPUT_QUALITY = "LQ"
 
 
 class InputDecoder:
@@ -43,7 +35,7 @@ class InputDecoder:
         self.format = fmt
         self.target_rate = target_rate
         self._opus = OpusDecoder(24000) if fmt.type == "audio/opus" else None
-        self._resampler = StreamResampler(fmt.rate, target_rate, INPUT_QUALITY)
+        self._resampler = StreamResampler(fmt.rate, target_rate)
         # PCM16 chunks are converted into this (grown to the longest chunk) and resampled from it
         self._scratch = np.zeros(0, np.float32)
 
