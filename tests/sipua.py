@@ -30,12 +30,25 @@ class Baresip:
         if shutil.which("baresip") is None:
             raise RuntimeError(MISSING)
         self.home = home
-        self.sip_port = free_port()
-        self.ctrl_port = free_port()
         home.mkdir(parents=True, exist_ok=True)
         (home / "snd").mkdir(exist_ok=True)
         (home / "mic.wav").write_bytes(write_wav(mic, 8000))
-        rtp = free_port()
+        creds = f";auth_user={auth[0]};auth_pass={auth[1]}" if auth else ""
+        self.events: list[dict] = []
+        self._buf = b""
+        # baresip binds UDP and TCP on its SIP port and TLS on the next one (1.0.0 cannot leave
+        # TLS out); a port taken between choosing and binding is a lost race, so start again
+        for attempt in range(5):
+            self.sip_port, self.ctrl_port, rtp = _sip_ports(), free_port(), free_port()
+            if self._start(user, creds, rtp):
+                break
+            if "Address already in use" not in self.log_text() or attempt == 4:
+                raise RuntimeError(f"baresip did not start: {self.log_text()[-2000:]}")
+        self.ctrl.settimeout(0.1)
+
+    def _start(self, user: str, creds: str, rtp: int) -> bool:
+        """Start baresip on the chosen ports; False when it stopped or never opened its control port."""
+        home = self.home
         (home / "config").write_text(
             "\n".join(
                 [
@@ -60,15 +73,12 @@ class Baresip:
                 ]
             )
         )
-        creds = f";auth_user={auth[0]};auth_pass={auth[1]}" if auth else ""
         (home / "accounts").write_text(
             f"<sip:{user}@127.0.0.1:{self.sip_port};transport=udp>{creds};regint=0;answermode=auto;"
             "audio_codecs=PCMU,PCMA\n"
         )
         self.log = open(home / "baresip.log", "wb")
         self.proc = subprocess.Popen(["baresip", "-f", str(home)], stdout=self.log, stderr=subprocess.STDOUT)
-        self.events: list[dict] = []
-        self._buf = b""
         deadline = time.monotonic() + 30  # a loaded machine starts it slowly
         while True:
             try:
@@ -77,9 +87,9 @@ class Baresip:
             except OSError:
                 if self.proc.poll() is not None or time.monotonic() > deadline:
                     self.stop()
-                    raise RuntimeError(f"baresip did not start: {self.log_text()[-2000:]}") from None
+                    return False
                 time.sleep(0.1)
-        self.ctrl.settimeout(0.1)
+        return True
 
     def command(self, name: str, params: str = "") -> None:
         body = json.dumps({"command": name, "params": params, "token": name}).encode()
@@ -126,6 +136,15 @@ class Baresip:
             self.proc.kill()
             self.proc.wait()
         self.log.close()
+
+
+def _sip_ports() -> int:
+    """A free port whose next port is free too (baresip's SIP/TLS listens there)."""
+    while True:
+        port = free_port()
+        with contextlib.suppress(OSError), socket.socket() as tls:
+            tls.bind(("127.0.0.1", port + 1))
+            return port
 
 
 def nothing_held(c: Cluster, within_s: float = 10.0) -> None:
