@@ -101,6 +101,25 @@ def seat_url(base: str, seat: int) -> str:
     return base.rstrip("/") + SEAT_PREFIX + str(seat)
 
 
+# every seat's health in one reply, so a gateway checks a process of N seats with one request a
+# round, not N (a seat's own ``/health`` stays, for a single check)
+SEATS_HEALTH_PATH = SEAT_PREFIX + "health"
+
+
+class SeatsHealth(BaseModel):
+    """``GET /seats/health`` on a worker process with seats: each seat's ``/health``, in seat order."""
+
+    seats: list[WorkerHealth]
+
+
+def seat_of(url: str) -> tuple[str, int] | None:
+    """(the process's URL, the seat) of a seat's URL (``http://h:7/seats/2`` -> ``("http://h:7", 2)``);
+    None for a URL that names no seat."""
+    base, prefix, tail = url.rstrip("/").rpartition(SEAT_PREFIX)
+    seat = seat_index(tail, MAX_SEATS) if prefix and base else None
+    return (base, seat) if seat is not None else None
+
+
 def seat_index(text: str, seats: int) -> int | None:
     """The seat a URL path segment names, if it names one of ``seats`` exactly (``"2"``; never
     ``"02"`` or ``"+2"``: one URL per seat, so the gateway never takes one seat for two workers)."""
