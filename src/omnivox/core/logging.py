@@ -47,7 +47,13 @@ class RedactSecrets(logging.Filter):
 
 # The access log's routine lines: health polls, heartbeats and scrapes, every second or two per
 # worker. They go at DEBUG (the log at INFO is for what happened to sessions).
-_ROUTINE_PATHS = ("/health", "/api/workers/register", "/metrics", "/api/pipeline")
+_ROUTINE_PATHS = (
+    "/health",
+    "/api/workers/register",
+    "/api/workers/register/seats",
+    "/metrics",
+    "/api/pipeline",
+)
 # a worker process with seats (``protocol.control.workers``) answers health under ``/seats/``:
 # ``/seats/N/health`` for one seat, ``/seats/health`` for all
 _SEAT_HEALTH = re.compile(r"/seats/(?:[0-9]+/)?health")

@@ -62,19 +62,12 @@ def create_worker_app(
         tasks = [asyncio.create_task(monitor.run(), name="dependencies")]
         for i, seat in enumerate(seats.all):
             tasks.append(asyncio.create_task(seat.host.load(), name=f"load-engine-{i}"))
-            if settings.gateway_url and seat.url:
-                tasks.append(
-                    asyncio.create_task(
-                        heartbeat_loop(
-                            settings.gateway_url,
-                            seat.url,
-                            functools.partial(report_health, seat.host),
-                            settings.heartbeat_interval_s,
-                            settings.key_for("worker"),
-                        ),
-                        name=f"heartbeat-{i}",
-                    )
-                )
+        public = [(seat.url, functools.partial(report_health, seat.host)) for seat in seats.all if seat.url]
+        if settings.gateway_url and public:
+            heartbeats = heartbeat_loop(
+                settings.gateway_url, public, settings.heartbeat_interval_s, settings.key_for("worker")
+            )
+            tasks.append(asyncio.create_task(heartbeats, name="heartbeat"))
         try:
             yield
         finally:

@@ -89,6 +89,17 @@ class RegistrationReply(BaseModel):
     heartbeat_interval_s: float
 
 
+class SeatsRegistration(BaseModel):
+    """``POST /api/workers/register/seats``: every seat of one worker process registers (and
+    re-registers, as their heartbeat) in one request, each as ``Registration`` alone would."""
+
+    seats: list[Registration] = Field(min_length=1, max_length=64)
+
+
+class SeatsRegistrationReply(BaseModel):
+    seats: list[RegistrationReply]  # one per seat, in the order registered
+
+
 # A worker process hosting several seats (``--seats N``) serves each under its own path: each seat is
 # a worker to the gateway (its own registration, health, epoch and session routes), all in one
 # process. The path is the only one a worker URL may have.
