@@ -76,8 +76,8 @@ async def test_two_workers_five_sessions_fifo(two_workers):
     order = [q for q in waiting]
     assert all(any(m["type"] == "queue_done" for m in q.seen) for q in order)
     c.wait_idle(2)
-    # every connection is gone, and so is every session record
-    for _ in range(50):
+    # every connection is gone, and so is every session record (10 s at most)
+    for _ in range(100):
         if httpx.get(c.url + "/api/sessions").json()["active_sessions"] == 0:
             break
         await asyncio.sleep(0.1)
@@ -95,8 +95,8 @@ async def test_cancel_queued_ticket_and_disconnect_while_queued(two_workers):
             assert (await gone.recv())["type"] == "queued"
         await q.send("prefill", messages=USER)
         queued = await q.recv()
-        # the vanished client's ticket is cancelled, so this one is first
-        for _ in range(50):
+        # the vanished client's ticket is cancelled, so this one is first (10 s at most)
+        for _ in range(100):
             tickets = httpx.get(c.url + "/api/queue").json()["tickets"]
             if len(tickets) == 1:
                 break
