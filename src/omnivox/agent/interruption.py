@@ -21,9 +21,11 @@ per user turn (``Phase``):
   when it is short, of few words, and unclear: the recogniser unsure of them, or too quiet against
   the reply playing meanwhile (a misheard "okay": "I'm Kay."; a lone word at a surer score than two
   or three: "door" for "sure"), or when it is one word looping (Whisper's hallucination on a
-  cough: "Duh, duh, duh, duh"). Words that ask the assistant to stop ("wait", "stop", "hold on",
-  "no", "sorry", "hey") cut it whatever the scores. A partial transcript can only cut (a
-  backchannel is judged once it is over).
+  cough: "Duh, duh, duh, duh"), or (when the policy weighs it, off by default) when the
+  recogniser, asked again, scores a backchannel on its sound as near as the few sure words it wrote
+  (``sounds_backchannel``: the backchannel witness, ``voice.witness``). Words that ask the
+  assistant to stop ("wait", "stop", "hold on", "no", "sorry", "hey") cut it whatever the scores.
+  A partial transcript can only cut (a backchannel is judged once it is over).
 - The thresholds are measured, not guessed: ``omnivox bench interruptions`` plays the bench's
   interjections over a reply's echo through the real hearing, prints each case's evidence and
   fits them (docs/benchmarks.md, "Judging speech over a reply").
@@ -120,7 +122,10 @@ class InterruptionPolicy:
     # ("Bye" for "i see"), which the unclear rules (for words it is unsure of) cannot take. Unsure
     # words are left to them: on the sound of a misheard barge-in ("Our" for espeak-ng's "sorry"
     # over G.711, -2.7) a backchannel scores as well as the garbage. Fitted by ``omnivox bench
-    # interruptions`` (docs/benchmarks.md, "The backchannel witness"); a margin of 99: off
+    # interruptions`` (docs/benchmarks.md, "The backchannel witness"). Off by default (99): live
+    # over G.711 it would have resumed two real barge-ins ("Thanks. actually.": a misheard onset
+    # before a sure word, a backchannel +0.86 above it) and it took no false cut the other rules
+    # leave there
     witness_margin_min: float = WITNESS_OFF
     witness_logprob_min: float = -1.0
     # one word said over and over ("Duh, duh, duh, duh"): Whisper's decoding loop on a noise, the
