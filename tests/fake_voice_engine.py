@@ -29,6 +29,7 @@ class ScriptedListener:
         self.references: list[np.ndarray | None] = []  # the echo reference each feed was given
         self.peeked = ""  # what ``peek`` says was heard so far
         self.pause_started_ms: float | None = None  # the scripted events say when pauses end
+        self.witness = True  # whether the backchannel witness would be computed (as ``Listener``)
 
     @property
     def audio_ms(self) -> float:
@@ -51,8 +52,10 @@ class ScriptedListener:
         self.pending_samples = 0
         self.cleared += 1
 
-    def configure(self, params: TurnParams | None) -> None:
+    def configure(self, params: TurnParams | None, witness: bool | None = None) -> None:
         self.configured.append(params)
+        if witness is not None:
+            self.witness = witness
 
     def transcribe_clip(self, audio: np.ndarray) -> str:
         return f"clip of {len(audio)} samples"

@@ -105,7 +105,7 @@ async def test_pause_and_resume_are_seen_by_the_gateway_and_audio_while_paused_i
         await cl.until("prepared")
         await cl.send("pause", timeout=30)
         assert (await cl.until("paused"))[-1]["timeout_s"] == 30
-        for _ in range(50):
+        for _ in range(200):  # the store follows the session's report: 10 s at most
             if worker_state(c) == "DUPLEX_PAUSED":
                 break
             await asyncio.sleep(0.05)
@@ -115,7 +115,7 @@ async def test_pause_and_resume_are_seen_by_the_gateway_and_audio_while_paused_i
         assert (await cl.chunk(SILENCE))["code"] == "session_paused"
         await cl.send("resume")
         await cl.until("resumed")
-        for _ in range(50):
+        for _ in range(200):  # the store follows the session's report: 10 s at most
             if worker_state(c) == "DUPLEX_ACTIVE":
                 break
             await asyncio.sleep(0.05)
@@ -182,6 +182,12 @@ async def test_a_worker_killed_mid_session_is_reported_and_the_gateway_recovers(
             assert err["code"] == "worker_lost"
             await asyncio.wait_for(cl.ws.wait_closed(), 5)
             assert cl.ws.close_code == 1011
+        # the gateway lets the session go after the client saw it closed (its taps finish first):
+        # wait for it (10 s at most), then say what is left
+        for _ in range(100):
+            if httpx.get(c.url + "/api/sessions").json()["active_sessions"] == 0:
+                break
+            await asyncio.sleep(0.1)
         assert worker_state(c) == "OFFLINE"
         assert httpx.get(c.url + "/api/sessions").json()["active_sessions"] == 0
         async with DuplexClient(c.ws, "next", timeout=30) as nxt:

@@ -8,6 +8,7 @@ import asyncio
 import http.client
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -119,8 +120,13 @@ async def test_sessions_run_on_when_recordings_cannot_be_written(tmp_path, fault
     with cluster(workers=1, engine="echo", log_dir=tmp_path, **env) as c:
         for n in range(3):
             await chat(c, f"s{n}", "hello", "and again")  # each session serves every turn
-        await asyncio.sleep(0.5)
-        metrics = httpx.get(c.url + "/metrics").text
+        # the recorder fails on its writer threads, after the session's words: wait for the third
+        # failure (10 s at most), then say what was counted
+        deadline = time.monotonic() + 10
+        while "omnivox_recording_failures_total 3.0" not in (metrics := httpx.get(c.url + "/metrics").text):
+            if time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.1)
     assert "omnivox_recording_failures_total 3.0" in metrics  # once per session, not per chunk
     log = (tmp_path / "gateway.log").read_text()
     assert log.count("recording of session") == 1, log  # logged once, not per session or chunk
@@ -140,6 +146,14 @@ async def test_cleanup_from_the_command_line_leaves_a_live_session_alone(tmp_pat
         async with StreamingClient(c.ws, "live") as cl:
             messages = [{"role": "user", "content": "still talking"}]
             await cl.turn(messages)
+            # the recorder writes on its own threads, after the reply went out: wait (10 s at most)
+            # until the turn is in what it holds so far, then say what that is
+            for _ in range(100):
+                so_far = httpx.get(c.url + "/api/recordings/live")
+                turns = so_far.json()["timeline"]["turns"] if so_far.status_code == 200 else []
+                if [t.get("text") for t in turns][:1] == ["still talking"]:
+                    break
+                await asyncio.sleep(0.1)
             assert (data / "sessions" / "live").is_dir()
             now = httpx.get(c.url + "/api/recordings/live").json()  # what it holds so far
             assert now["live"] and now["meta"]["status"] == "recording" and now["media"]["wav"] is None

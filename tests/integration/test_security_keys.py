@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 
 import httpx
 import pytest
@@ -63,8 +64,15 @@ async def test_a_key_in_the_query_string_is_refused_and_never_logged(keyed):
     _, code = await first_message(keyed.ws + "/ws/streaming/s4?api_key=client-k")
     assert code == 1008
     assert httpx.get(keyed.url + "/api/workers?api_key=admin-k").status_code == 401
-    await asyncio.sleep(0.5)
-    log = (keyed.log_dir / "gateway.log").read_text()
+    # the gateway writes each request's line a moment after answering it: wait (10 s at most) until
+    # both requests are in the log, so that what follows reads them
+    logged = ("/ws/streaming/s4?api_key=", "/api/workers?api_key=")
+    deadline = time.monotonic() + 10
+    while True:
+        log = (keyed.log_dir / "gateway.log").read_text()
+        if all(request in log for request in logged) or time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.1)
     assert "api_key=***" in log  # the requests were logged, their keys blanked
     assert "client-k" not in log and "admin-k" not in log
 

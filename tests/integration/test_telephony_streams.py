@@ -183,7 +183,12 @@ async def test_a_twilio_call_holds_a_conversation_with_marks_and_dtmf(phone_clus
     assert dtmf["event"] == "5"
     assert keyed["item"]["content"][0]["text"] == "[DTMF 5]"
     assert side.of("output_audio_buffer.started")[0]["response_id"] == rid
-    await asyncio.sleep(0.5)
+    # the stop ends the session when the gateway reads it, a moment after the client sent it
+    deadline = time.monotonic() + 10
+    while [s for s in sessions(phone_cluster) if s["session_id"].startswith("rtc")]:
+        if time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.1)
     assert not [s for s in sessions(phone_cluster) if s["session_id"].startswith("rtc")]  # stop ended it
 
 

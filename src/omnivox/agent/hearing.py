@@ -67,6 +67,7 @@ class Clear:
 @dataclass(frozen=True)
 class Configure:
     params: TurnParams | None
+    witness: bool = True  # the listener computes the backchannel witness (the judge weighs it)
 
 
 @dataclass(frozen=True)

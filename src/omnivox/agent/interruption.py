@@ -21,9 +21,11 @@ per user turn (``Phase``):
   when it is short, of few words, and unclear: the recogniser unsure of them, or too quiet against
   the reply playing meanwhile (a misheard "okay": "I'm Kay."; a lone word at a surer score than two
   or three: "door" for "sure"), or when it is one word looping (Whisper's hallucination on a
-  cough: "Duh, duh, duh, duh"). Words that ask the assistant to stop ("wait", "stop", "hold on",
-  "no", "sorry", "hey") cut it whatever the scores. A partial transcript can only cut (a
-  backchannel is judged once it is over).
+  cough: "Duh, duh, duh, duh"), or (when the policy weighs it, off by default) when the
+  recogniser, asked again, scores a backchannel on its sound as near as the few sure words it wrote
+  (``sounds_backchannel``: the backchannel witness, ``voice.witness``). Words that ask the
+  assistant to stop ("wait", "stop", "hold on", "no", "sorry", "hey") cut it whatever the scores.
+  A partial transcript can only cut (a backchannel is judged once it is over).
 - The thresholds are measured, not guessed: ``omnivox bench interruptions`` plays the bench's
   interjections over a reply's echo through the real hearing, prints each case's evidence and
   fits them (docs/benchmarks.md, "Judging speech over a reply").
@@ -54,6 +56,7 @@ from omnivox.core.transitions import Machine
 from omnivox.voice.turn.words import words
 
 _ONE_LETTER_WORDS = frozenset("ai0123456789")
+WITNESS_OFF = 99.0  # ``witness_margin_min`` no margin reaches: the witness is not weighed
 
 
 class Verdict(StrEnum):
@@ -62,6 +65,8 @@ class Verdict(StrEnum):
     BACKCHANNEL = "backchannel"  # "mhm", "yeah", "okay"
     ECHO = "echo"  # the assistant's own words coming back
     UNCLEAR = "unclear"  # a short utterance of few words, unsure or quiet: a misheard backchannel
+    # a short utterance whose sound the recogniser scores as near a backchannel as its own words
+    SOUNDS_BACKCHANNEL = "sounds_backchannel"
     WORDS = "words"  # the user says something: a real barge-in
 
 
@@ -73,6 +78,9 @@ class Evidence:
     avg_logprob: float | None = None  # its mean log-probability of the words
     voiced_ms: float | None = None  # voiced audio in the utterance
     over_echo_db: float | None = None  # microphone level against the reply playing meanwhile
+    # the best backchannel's forced log-probability on the sound less that of the words heard
+    # (``voice.witness``): near 0 or above, the sound is as much a backchannel as those words
+    backchannel_margin: float | None = None
 
     def describe(self) -> dict[str, float]:
         """The known fields, rounded (for the recording's timeline and the logs)."""
@@ -107,6 +115,19 @@ class InterruptionPolicy:
     # "mhm": -0.86 to -0.99) where a real barge-in of one word is a stop word or is followed by more
     # (the nearest, "actually": -0.80 wideband, -0.85 from espeak-ng over G.711: cut at once)
     unclear_single_logprob_max: float = -0.86
+    # the backchannel witness (``voice.witness``): a short utterance of at most ``unclear_max_words``
+    # words the recogniser is sure of (log-probability at least ``witness_logprob_min``, P(no speech)
+    # under ``no_speech_high_min``) whose sound scores a backchannel, forced, within
+    # ``witness_margin_min`` of those words is a misheard backchannel: Whisper sure of wrong words
+    # ("Bye" for "i see"), which the unclear rules (for words it is unsure of) cannot take. Unsure
+    # words are left to them: on the sound of a misheard barge-in ("Our" for espeak-ng's "sorry"
+    # over G.711, -2.7) a backchannel scores as well as the garbage. Fitted by ``omnivox bench
+    # interruptions`` (docs/benchmarks.md, "The backchannel witness"). Off by default (99): live
+    # over G.711 it would have resumed two real barge-ins ("Thanks. actually.": a misheard onset
+    # before a sure word, a backchannel +0.86 above it) and it took no false cut the other rules
+    # leave there
+    witness_margin_min: float = WITNESS_OFF
+    witness_logprob_min: float = -1.0
     # one word said over and over ("Duh, duh, duh, duh"): Whisper's decoding loop on a noise, the
     # failure its own long-form decoding retries on (its compression-ratio test); this many or more
     loop_min_repeats: int = 3
@@ -124,6 +145,12 @@ class InterruptionPolicy:
     # (a chunk, 40 ms, and the network); the VAD's onset is good to a window or two (32 ms each).
     # About 150 ms on loopback; the rest is room for a network
     player_lag_ms: int = 250
+
+    @property
+    def weighs_witness(self) -> bool:
+        """Whether the judge weighs the backchannel witness (the hearing computes it only then: it
+        costs a recogniser pass per short utterance over a reply)."""
+        return self.evidence and self.witness_margin_min < WITNESS_OFF
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_phrases", tuple({tuple(words(b)) for b in self.backchannels if words(b)}))
@@ -148,6 +175,8 @@ class InterruptionPolicy:
             return Verdict.NO_SPEECH
         if self.echo_words and is_echo(heard, words(spoken)):
             return Verdict.ECHO
+        if short and len(heard) <= self.unclear_max_words and self._sounds_backchannel(e):
+            return Verdict.SOUNDS_BACKCHANNEL
         if short and len(heard) <= self.unclear_max_words and self._unclear(e, len(heard)):
             return Verdict.UNCLEAR
         return Verdict.WORDS
@@ -159,6 +188,15 @@ class InterruptionPolicy:
             return False
         return (e.no_speech_prob >= self.no_speech_min and e.avg_logprob <= self.no_speech_logprob_max) or (
             e.no_speech_prob >= self.no_speech_high_min and e.avg_logprob <= self.no_speech_high_logprob_max
+        )
+
+    def _sounds_backchannel(self, e: Evidence) -> bool:
+        return (
+            e.backchannel_margin is not None
+            and e.backchannel_margin >= self.witness_margin_min
+            and e.avg_logprob is not None
+            and e.avg_logprob >= self.witness_logprob_min
+            and (e.no_speech_prob is None or e.no_speech_prob < self.no_speech_high_min)
         )
 
     def _looping(self, heard: list[str], e: Evidence) -> bool:

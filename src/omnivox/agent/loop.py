@@ -140,6 +140,7 @@ class VoiceAgent:
             contextvars.copy_context().run, voice.open_listener, params, confirm_ms, speculate_at
         )
         listener = opened.result()
+        listener.witness = settings.interruption.weighs_witness  # (before the thread hears anything)
         self.hearing = Hearing(listener, self.input_thread, self.playout)
         self.hearing.set_echo(settings.echo)
         self.turns = TurnTaking(
@@ -225,8 +226,10 @@ class VoiceAgent:
         turns = self.turns
         turns.vad = settings.turns
         turns.transcribe = settings.transcribe
-        if settings.turns != old.turns:
-            self.hearing.submit(Configure(settings.turns.params if settings.turns is not None else None))
+        witness = settings.interruption.weighs_witness
+        if settings.turns != old.turns or witness != old.interruption.weighs_witness:
+            params = settings.turns.params if settings.turns is not None else None
+            self.hearing.submit(Configure(params, witness))
         if settings.interruption != old.interruption:
             turns.interruption.policy = settings.interruption
         if settings.echo != old.echo:
@@ -304,7 +307,7 @@ class VoiceAgent:
             elif isinstance(job, Denoise):
                 await hearing.run(hearing.set_noise, job)
             else:
-                await hearing.run(hearing.listener.configure, job.params)
+                await hearing.run(hearing.listener.configure, job.params, job.witness)
 
     async def _hear(self, feeds: list[Feed]) -> None:
         """Hear the chunks (one trip to the input thread) and act on each in order, as if each had

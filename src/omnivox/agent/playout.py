@@ -34,6 +34,7 @@ Writers run on the event loop; the input thread reads the echo reference (locked
 
 from __future__ import annotations
 
+import bisect
 import math
 import threading
 import time
@@ -165,14 +166,19 @@ class PlayClock:
 
     def play_at(self, offset_ms: float) -> float | None:
         """When the audio at ``offset_ms`` plays (None: it does not, as things stand)."""
+        started_at, cutoff_ms = self.schedule()
+        if started_at is None or (cutoff_ms is not None and offset_ms >= cutoff_ms):
+            return None
+        return started_at + offset_ms / 1000
+
+    def schedule(self) -> tuple[float | None, float | None]:
+        """``play_at`` for every offset in one read: (when offset 0 plays, or None: nothing plays;
+        the offset from which nothing plays, paused or stopped there, or None: all that is sent)."""
         with self._lock:
             if self.started_at is None:
-                return None
-            if self._frozen_ms is not None and offset_ms >= self._frozen_ms:
-                return None
-            if self._end_ms is not None and offset_ms >= self._end_ms:
-                return None
-            return self.started_at + offset_ms / 1000
+                return None, None
+            cutoffs = [ms for ms in (self._frozen_ms, self._end_ms) if ms is not None]
+            return self.started_at, min(cutoffs, default=None)
 
     def _played(self, now: float) -> float:
         if self._end_ms is not None:
@@ -184,25 +190,64 @@ class PlayClock:
         return max(0.0, min(self.sent_ms, (now - self.started_at) * 1000))
 
 
+class _Track:
+    """One clock's reference audio: its pieces in the order sent, each starting where the one before
+    ends on the clock, so those that play over a stretch of microphone audio are found by bisection
+    (a reply's pieces number its 100 ms frames, and every 40 ms chunk heard reads the reference)."""
+
+    def __init__(self, clock: PlayClock, resampler: StreamResampler, offset_ms: float) -> None:
+        self.clock = clock
+        self.resampler = resampler
+        self.next_ms = offset_ms  # where the next resampled sample plays on the clock
+        self.offsets: list[float] = []  # where each piece starts (ms on the clock), ascending
+        self.audio: list[np.ndarray] = []
+
+    def add(self, out: np.ndarray, rate: int) -> None:
+        if len(out):
+            self.offsets.append(self.next_ms)
+            self.audio.append(out)
+            self.next_ms += len(out) * 1000 / rate
+
+    def mix(self, out: np.ndarray, start: float, arrival: float, rate: int) -> None:
+        """Add what played between ``start`` and ``arrival`` into ``out`` (at ``start``), and forget
+        the pieces that finished playing ``_KEEP_S`` before ``arrival`` or never will (stopped)."""
+        started_at, cutoff_ms = self.clock.schedule()
+        offsets, audio = self.offsets, self.audio
+        if started_at is None:  # not started (nothing of it plays yet), or stopped before it did
+            if self.clock.stopped:
+                del offsets[:], audio[:]
+            return
+        playable = len(offsets) if cutoff_ms is None else bisect.bisect_left(offsets, cutoff_ms)
+        if self.clock.stopped:  # what lies past the stop never plays
+            del offsets[playable:], audio[playable:]
+        # the pieces that may overlap [start, arrival), a piece to spare each side (rounding)
+        first = max(0, bisect.bisect_right(offsets, (start - started_at) * 1000, 0, playable) - 2)
+        last = min(playable, bisect.bisect_left(offsets, (arrival - started_at) * 1000, 0, playable) + 1)
+        n = len(out)
+        for k in range(first, last):
+            lo = round((started_at + offsets[k] / 1000 - start) * rate)
+            a, b = max(lo, 0), min(lo + len(audio[k]), n)
+            if a < b:
+                out[a:b] += audio[k][a - lo : b - lo]
+        gone, forget_before = 0, arrival - _KEEP_S
+        while gone < playable and started_at + offsets[gone] / 1000 + len(audio[gone]) / rate < forget_before:
+            gone += 1
+        del offsets[:gone], audio[:gone]
+
+
 class EchoReference:
     def __init__(self, rate: int = RATE) -> None:
         self.rate = rate
         self._lock = threading.Lock()
-        self._pieces: list[tuple[PlayClock, float, np.ndarray]] = []  # (clock, offset ms, audio)
-        self._resamplers: dict[int, StreamResampler] = {}
-        self._offsets: dict[int, float] = {}  # per clock: offset of the next resampled sample
+        self._tracks: dict[PlayClock, _Track] = {}  # per reply's clock, in the order first sent
 
     def add(self, clock: PlayClock, offset_ms: float, audio: np.ndarray, rate: int) -> None:
         """Reply audio (at ``rate``) that plays from ``offset_ms`` on ``clock``."""
-        key = id(clock)
         with self._lock:
-            if key not in self._resamplers:
-                self._resamplers[key] = StreamResampler(rate, self.rate)
-                self._offsets[key] = offset_ms
-            out = self._resamplers[key].process(audio)
-            if len(out):
-                self._pieces.append((clock, self._offsets[key], out))
-                self._offsets[key] += len(out) * 1000 / self.rate
+            track = self._tracks.get(clock)
+            if track is None:
+                track = self._tracks[clock] = _Track(clock, StreamResampler(rate, self.rate), offset_ms)
+            track.add(track.resampler.process(audio), self.rate)
 
     def take(self, arrival: float, n: int) -> np.ndarray:
         """The reply audio that played during the ``n`` samples of microphone audio that arrived
@@ -210,24 +255,16 @@ class EchoReference:
         out = np.zeros(n, np.float32)
         start = arrival - n / self.rate
         with self._lock:
-            keep = []
-            for clock, offset, audio in self._pieces:
-                at = clock.play_at(offset)
-                if at is None:
-                    if not clock.stopped:  # not started yet, or paused: it may still play
-                        keep.append((clock, offset, audio))
-                    continue
-                lo = round((at - start) * self.rate)
-                a, b = max(lo, 0), min(lo + len(audio), n)
-                if a < b:
-                    out[a:b] += audio[a - lo : b - lo]
-                if at + len(audio) / self.rate >= arrival - _KEEP_S:
-                    keep.append((clock, offset, audio))
-            self._pieces = keep
-            live = {id(c) for c, _, _ in keep}
-            for key in [k for k in self._resamplers if k not in live]:
-                del self._resamplers[key], self._offsets[key]
+            for clock, track in list(self._tracks.items()):
+                track.mix(out, start, arrival, self.rate)
+                if not track.offsets:  # all of it forgotten (its resampler with it)
+                    del self._tracks[clock]
         return out
+
+    def held(self) -> int:
+        """How many pieces of reply audio it holds (what is forgotten is not held)."""
+        with self._lock:
+            return sum(len(track.offsets) for track in self._tracks.values())
 
 
 class Playback:

@@ -59,6 +59,9 @@ from omnivox.core.ids import new_id
 from omnivox.voice.listener import Heard
 from omnivox.voice.vad.turn import TurnParams
 
+# verdicts of words that ask nothing of a reply playing on: "mhm", or what it was misheard as
+_ASKS_NOTHING = (Verdict.BACKCHANNEL, Verdict.UNCLEAR, Verdict.SOUNDS_BACKCHANNEL)
+
 
 def turn_id() -> str:
     return new_id("turn")
@@ -218,7 +221,7 @@ class TurnTaking:
             and (cut_now or not floor.responding)
             # "mhm" (or what it was misheard as) over a reply asks for nothing; as it ended, the
             # words may answer it ("yes"): nothing plays on, so they are answered
-            and (at_reply_end or verdict not in (Verdict.BACKCHANNEL, Verdict.UNCLEAR))
+            and (at_reply_end or verdict not in _ASKS_NOTHING)
         )
         return actions + self.commit(text, respond=respond, speech_end_at=speech_end_at)
 
@@ -314,4 +317,5 @@ def evidence(heard: Heard) -> Evidence:
         avg_logprob=scores.avg_logprob if scores is not None else None,
         voiced_ms=heard.voiced_ms,
         over_echo_db=heard.over_echo_db,
+        backchannel_margin=heard.backchannel_margin,
     )

@@ -24,7 +24,7 @@ Counted per turn:
   sentence pause), late when no reply began within ``--late-s`` of its end, else right;
 - voice-to-voice: the question's last voiced sample to the reply's first audio;
 - verdicts: every judgement of speech over a reply (``omnivox.interruption.judged``: no_words,
-  no_speech, backchannel, echo, unclear, words) by what the caller did then.
+  no_speech, backchannel, echo, unclear, sounds_backchannel, words) by what the caller did then.
 
 ``--line g711`` calls over a telephone line: the session's audio in and out is G.711 mu-law at 8 kHz
 (``audio/pcmu``), the caller's microphone is band-limited to it and the reply is heard from it.

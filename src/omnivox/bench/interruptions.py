@@ -10,10 +10,13 @@ of a resume) and every point where the agent's judge would settle the speech (ea
 the final transcript, the words so far when the pause has run ``resume_ms``) is kept with its
 evidence. A policy's outcome on a case: cut at the first point it judges ``words``, else the last
 point's verdict; a barge-in that never paused the reply (silero heard nothing) counts as missed.
+``--line g711`` puts the caller's voice and the reply's echo through a telephone line first (8 kHz
+G.711 mu-law and back; the server's reference stays the reply as sent).
 
 Then the thresholds of ``InterruptionPolicy`` (no speech: ``no_speech_min`` and
 ``no_speech_logprob_max``; unclear: ``unclear_logprob_max`` and ``unclear_over_echo_db_max``, then
-``unclear_single_logprob_max`` for a lone word) are fitted on those cases: the least errors, a
+``unclear_single_logprob_max`` for a lone word; the backchannel witness: ``witness_margin_min``
+and ``witness_logprob_min``) are fitted on those cases: the least errors, a
 missed barge-in counting ``--miss-weight`` times a false one; of the thresholds that make the least,
 those that cut fewest barge-ins late (a first word resumed, the cut only at the next point), then
 those that resume fewest cases on the evidence (a lost barge-in is the worse mistake), then the
@@ -33,7 +36,7 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
-from omnivox.agent.interruption import Evidence, InterruptionPolicy, Verdict
+from omnivox.agent.interruption import WITNESS_OFF, Evidence, InterruptionPolicy, Verdict
 from omnivox.agent.turns import evidence
 from omnivox.bench.table import print_table, write_json
 from omnivox.voice.listener import Listener
@@ -110,6 +113,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--miss-weight", type=float, default=3.0, help="a missed barge-in counts this much")
     parser.add_argument("--kinds", nargs="+", default=list(KINDS), choices=KINDS)
     parser.add_argument(
+        "--line",
+        default="wide",
+        choices=["wide", "g711"],
+        help="g711: the caller's voice and the reply's echo through a telephone line (8 kHz mu-law)",
+    )
+    parser.add_argument(
         "--observations",
         nargs="+",
         help="fit the cases of earlier runs' --json files instead of hearing them again",
@@ -150,11 +159,15 @@ def hear_case(
     delay_ms: float = 80.0,
     at_s: float = 1.0,
     resume_ms: float = 1500.0,
+    echo: np.ndarray | None = None,
 ) -> tuple[bool, list[Settled]]:
     """Play ``reply`` (16 kHz) into a speakerphone and say ``clip`` over it ``at_s`` in: whether the
     speech paused the reply (the speaker stops, as a client's player does), and every point the
     judge settles it at (each flush at a pause, the final transcript, or the words so far
-    ``resume_ms`` after the pause with nothing settled), as the agent's turn-taking would see them."""
+    ``resume_ms`` after the pause with nothing settled), as the agent's turn-taking would see them.
+    ``echo``: the reply as the caller's speaker plays it (over a telephone line; default ``reply``),
+    sample for sample; the server's reference stays ``reply``."""
+    heard_reply = reply if echo is None else echo
     listener = hearing.listener()
     gain = 10 ** (gain_db / 20)
     delay = int(RATE * delay_ms / 1000)
@@ -172,11 +185,13 @@ def hear_case(
     for at in range(0, min(end, len(voice)), CHUNK):
         n = min(CHUNK, len(voice) - at)
         out = np.zeros(n, np.float32)
+        played_out = np.zeros(n, np.float32)
         if paused_ms is None and played < len(reply):
-            take = min(n, len(reply) - played)
+            take = min(n, len(reply) - played, len(heard_reply) - played)
             out[:take] = reply[played : played + take]
+            played_out[:take] = heard_reply[played : played + take]
             played += take
-        speaker[at + delay : at + delay + n] = out
+        speaker[at + delay : at + delay + n] = played_out
         mic = voice[at : at + n] + gain * speaker[at : at + n]
         for heard in listener.feed(mic, out):
             if heard.kind == "speech_started":
@@ -198,6 +213,15 @@ def hear_case(
             heard = listener.peek_heard()
             points.append(Settled(heard.text, heard.audio_ms - started_ms, evidence(heard).describe()))
     return paused_ms is not None, points
+
+
+def telephone(audio: np.ndarray) -> np.ndarray:
+    """``audio`` (16 kHz) as it comes out of a G.711 telephone line: 8 kHz, mu-law, and back."""
+    from omnivox.audio.g711 import ulaw_decode, ulaw_encode
+    from omnivox.audio.resample import resample
+
+    narrow = ulaw_decode(ulaw_encode(resample(audio, RATE, 8000)))
+    return resample(narrow, 8000, RATE)[: len(audio)].astype(np.float32)
 
 
 def cases(voices: Iterable[str], kinds: Iterable[str]) -> list[tuple[str, str, str]]:
@@ -234,6 +258,7 @@ def fit(observations: list[Observation], miss_weight: float = 3.0) -> Interrupti
         return false + miss_weight * missed, late, _resumed_on_evidence(observations, policy)
 
     base = InterruptionPolicy(
+        witness_margin_min=WITNESS_OFF,
         no_speech_logprob_max=OFF,
         no_speech_high_logprob_max=OFF,
         unclear_logprob_max=OFF,
@@ -280,11 +305,26 @@ def fit(observations: list[Observation], miss_weight: float = 3.0) -> Interrupti
         cost,
         ("unclear_logprob_max", "unclear_single_logprob_max"),
     )
-    return _centre(
+    best = _centre(
         [replace(best, unclear_over_echo_db_max=db) for db in [OFF, *_steps(-30.0, 0.0, 1.0)]],
         cost,
         ("unclear_over_echo_db_max",),
     )
+    # the backchannel witness, given the rest: it takes what their scores cannot, Whisper sure of
+    # wrong words
+    # (the words as sure as the witness needs: it says nothing of a sound Whisper wrote garbage on)
+    best = _centre(
+        [replace(best, witness_margin_min=WITNESS_OFF)]
+        + [
+            replace(best, witness_margin_min=m, witness_logprob_min=lp)
+            for m, lp in itertools.product(_steps(-3.0, 1.0, 0.05), _steps(-1.5, -0.3, 0.1))
+        ],
+        cost,
+        ("witness_margin_min", "witness_logprob_min"),
+        off=("witness_margin_min",),
+        off_value=WITNESS_OFF,
+    )
+    return best
 
 
 OFF = -99.0  # a threshold no evidence reaches: the rule is off
@@ -296,13 +336,15 @@ FITTED = (
     "unclear_logprob_max",
     "unclear_over_echo_db_max",
     "unclear_single_logprob_max",
+    "witness_margin_min",
+    "witness_logprob_min",
 )
 
 
 def _resumed_on_evidence(observations: list[Observation], policy: InterruptionPolicy) -> int:
     """Cases the evidence rules resume (no_speech, unclear): of thresholds that make as few errors,
     the ones that lean on the evidence least are kept (a real barge-in lost is the worse mistake)."""
-    lean = (Verdict.NO_SPEECH.value, Verdict.UNCLEAR.value)
+    lean = (Verdict.NO_SPEECH.value, Verdict.UNCLEAR.value, Verdict.SOUNDS_BACKCHANNEL.value)
     return sum(o.judged_by(policy) in lean for o in observations)
 
 
@@ -311,6 +353,7 @@ def _centre(
     cost: Callable[[InterruptionPolicy], tuple[float, int, int]],
     names: tuple[str, ...],
     off: tuple[str, ...] | None = None,
+    off_value: float = OFF,
 ) -> InterruptionPolicy:
     """Of the candidates with the least cost (errors, then late cuts, then resumes on evidence),
     and of those the
@@ -322,7 +365,7 @@ def _centre(
     switches = names if off is None else off  # the thresholds whose OFF turns a rule off
 
     def n_off(c: InterruptionPolicy) -> int:
-        return sum(getattr(c, n) == OFF for n in switches)
+        return sum(getattr(c, n) == off_value for n in switches)
 
     most_off = max(n_off(c) for c in best)
     best = [c for c in best if n_off(c) == most_off]
@@ -352,7 +395,7 @@ def run(args: argparse.Namespace) -> int:
                 [name, kind, f"{cut}/{len(mine)}", ", ".join(f"{v} {c}" for v, c in sorted(verdicts.items()))]
             )
     print_table(
-        f"Speech over a reply (hibari, {args.delay_ms:.0f} ms, "
+        f"Speech over a reply (hibari, {getattr(args, 'line', 'wide')}, {args.delay_ms:.0f} ms, "
         f"{' / '.join(f'{g:g}' for g in args.gains_db)} dB), "
         f"judged on the real hearing; thresholds fitted (a miss weighs {args.miss_weight:g})",
         ["judge", "case", "cut", "verdicts"],
@@ -376,16 +419,18 @@ def hear(args: argparse.Namespace, words_only: InterruptionPolicy) -> list[Obser
 
     hearing = Hearing()
     voices = synthetic_voices()
+    line = telephone if args.line == "g711" else (lambda a: a)
     reply = trim(voices["hibari"](REPLY))
+    echo = line(reply)
     speak: dict[str, Callable[[str], np.ndarray]] = {v: voices[v] for v in args.voices}
     observations: list[Observation] = []
     for gain in args.gains_db:
         for kind, voice, said in cases(args.voices, args.kinds):
             clip = None
             if kind != "echo":
-                clip = trim((voices["espeak"] if kind == "noise" else speak[voice])(said))
+                clip = line(trim((voices["espeak"] if kind == "noise" else speak[voice])(said)))
             paused, points = hear_case(
-                hearing, reply, clip, gain_db=gain, delay_ms=args.delay_ms, at_s=args.at_s
+                hearing, reply, clip, gain_db=gain, delay_ms=args.delay_ms, at_s=args.at_s, echo=echo
             )
             o = Observation(kind, voice, said, gain, paused, points)
             observations.append(o)

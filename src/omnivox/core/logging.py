@@ -47,7 +47,16 @@ class RedactSecrets(logging.Filter):
 
 # The access log's routine lines: health polls, heartbeats and scrapes, every second or two per
 # worker. They go at DEBUG (the log at INFO is for what happened to sessions).
-_ROUTINE_PATHS = ("/health", "/api/workers/register", "/metrics", "/api/pipeline")
+_ROUTINE_PATHS = (
+    "/health",
+    "/api/workers/register",
+    "/api/workers/register/seats",
+    "/metrics",
+    "/api/pipeline",
+)
+# a worker process with seats (``protocol.control.workers``) answers health under ``/seats/``:
+# ``/seats/N/health`` for one seat, ``/seats/health`` for all
+_SEAT_HEALTH = re.compile(r"/seats/(?:[0-9]+/)?health")
 
 
 class QuietRoutine(logging.Filter):
@@ -57,7 +66,8 @@ class QuietRoutine(logging.Filter):
         args = record.args
         # uvicorn.access: (client, method, path with query, http version, status)
         if isinstance(args, tuple) and len(args) >= 3 and isinstance(args[2], str):
-            if args[2].split("?", 1)[0] in _ROUTINE_PATHS:
+            path = args[2].split("?", 1)[0]
+            if path in _ROUTINE_PATHS or _SEAT_HEALTH.fullmatch(path):
                 record.levelno, record.levelname = logging.DEBUG, "DEBUG"
                 return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
         return True

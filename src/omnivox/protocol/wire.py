@@ -109,7 +109,8 @@ def check_shape(data: Any) -> None:
     while stack:
         node, depth, path = stack.pop()
         if isinstance(node, str):
-            if _SURROGATE.search(node):
+            # (an ASCII string holds none, and says so at no cost: an append's base64 is not scanned)
+            if not node.isascii() and _SURROGATE.search(node):
                 raise InvalidMessage(
                     "message text holds a lone UTF-16 surrogate, which is not a character",
                     param=path or None,
@@ -120,7 +121,7 @@ def check_shape(data: Any) -> None:
         if isinstance(node, dict):
             for key, value in node.items():
                 child = f"{path}.{key}" if path else key
-                if _SURROGATE.search(key):
+                if not key.isascii() and _SURROGATE.search(key):
                     raise InvalidMessage("a key holds a lone UTF-16 surrogate", param=path or None)
                 stack.append((value, depth + 1, child))
         elif isinstance(node, list):

@@ -58,6 +58,7 @@ from omnivox.voice.turn.base import EndOfTurnModel
 from omnivox.voice.turn.semantic import SemanticTurn
 from omnivox.voice.vad.base import VoiceActivityDetector
 from omnivox.voice.vad.turn import TurnDetector, TurnEventType, TurnParams, TurnState
+from omnivox.voice.witness import backchannel_margin
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +80,9 @@ class Heard:
     scores: SpeechScores | None = None  # the recogniser's, on the last words decoded (transcripts)
     voiced_ms: float = 0.0  # voiced audio in the utterance so far (transcripts)
     over_echo_db: float | None = None  # microphone level over the utterance against the reference
+    # the best backchannel's forced score less the words' (``voice.witness``; settled transcripts
+    # of a short utterance over a reply only, else None)
+    backchannel_margin: float | None = None
 
 
 @dataclass
@@ -99,6 +103,11 @@ class _Levels:
                 self.ref += energy
                 self.ref_n += len(reference)
 
+    @property
+    def over_reply(self) -> bool:
+        """Whether a reply played while the utterance was heard."""
+        return self.ref_n > 0
+
     def over_echo_db(self) -> float | None:
         if not self.ref_n or not self.mic_n or self.mic <= 0:
             return None
@@ -116,7 +125,11 @@ class Listener:
         end_of_turn: EndOfTurnModel | None = None,
         echo: EchoCanceller | None = None,
         turn_words: bool = True,
+        witness: bool = True,
     ) -> None:
+        # ``witness``: a short utterance heard over a reply gets the backchannel witness's margin
+        self.witness = witness
+        self._witnessed: tuple[int, str, float | None] | None = None  # (turn start, words, margin)
         self.vad = vad
         self.turn_words = turn_words  # semantic_vad weighs the words heard with the model's judgement
         self.noise: NoiseSuppressor | None = None  # noise_reduction, after the echo canceller
@@ -166,8 +179,11 @@ class Listener:
     def speaking(self) -> bool:
         return self.detector is not None and self.detector.state is TurnState.SPEECH
 
-    def configure(self, params: TurnParams | None) -> None:
-        """New turn detection settings (None: manual turns). An utterance in progress is kept."""
+    def configure(self, params: TurnParams | None, witness: bool | None = None) -> None:
+        """New turn detection settings (None: manual turns). An utterance in progress is kept.
+        ``witness``: whether to compute the backchannel witness from now on (None: as it was)."""
+        if witness is not None:
+            self.witness = witness
         if params is None:
             self.detector, self.semantic = None, None
             return
@@ -248,7 +264,9 @@ class Listener:
             self._early_scores = flushed.scores
         self._early = " ".join(t for t in (self._early, text) if t)
         self._asr_from = None  # the silence that follows is not heard
-        heard.append(self._transcript("pause", self.detector.audio_ms, self._early, self._early_scores))
+        heard.append(
+            self._transcript("pause", self.detector.audio_ms, self._early, self._early_scores, settled=True)
+        )
 
     def _judge(self) -> None:
         """semantic_vad: the end-of-turn model hears the turn so far; its judgement sets the pause."""
@@ -299,7 +317,7 @@ class Listener:
         words = now.text if now is not None else ""
         scores = now.scores if now is not None and now.scores is not None else self._early_scores
         text = " ".join(t for t in (self._early, words) if t)
-        return self._transcript("partial", self.audio_ms, text, scores)
+        return self._transcript("partial", self.audio_ms, text, scores, settled=True)
 
     def commit(self) -> Heard:
         """End the user's utterance now (manual turns, or a client commit mid-speech)."""
@@ -359,10 +377,14 @@ class Listener:
         text = " ".join(t for t in (self._early, rest) if t)
         self._asr_from, self._early, self._early_scores = None, None, None
         self.pending_samples = 0
-        return self._transcript("final", self.audio_ms, text, scores)
+        return self._transcript("final", self.audio_ms, text, scores, settled=True)
 
-    def _transcript(self, kind: HeardKind, audio_ms: float, text: str, scores: SpeechScores | None) -> Heard:
-        """A transcript event with the utterance's evidence (see the module docstring)."""
+    def _transcript(
+        self, kind: HeardKind, audio_ms: float, text: str, scores: SpeechScores | None, settled: bool = False
+    ) -> Heard:
+        """A transcript event with the utterance's evidence (see the module docstring); a
+        ``settled`` one (a pause's, the final, one decoded now) of a short utterance over a reply
+        with the backchannel witness's margin too."""
         return Heard(
             kind,
             audio_ms,
@@ -370,7 +392,20 @@ class Listener:
             scores=scores,
             voiced_ms=self._voiced_ms,
             over_echo_db=self._levels.over_echo_db(),
+            backchannel_margin=self._witness(text) if settled else None,
         )
+
+    def _witness(self, text: str) -> float | None:
+        """The backchannel witness on the turn's audio so far (once per turn and words: a pause's
+        words are often the final's)."""
+        if not self.witness or not text or not self._levels.over_reply:
+            return None
+        if self._witnessed is not None and self._witnessed[:2] == (self._turn_from, text):
+            return self._witnessed[2]
+        audio = self._ring[max(0, self._turn_from - self._ring_start) :]
+        margin = backchannel_margin(self.asr, audio, text)
+        self._witnessed = (self._turn_from, text, margin)
+        return margin
 
     def _hear(self, heard: list[Heard], until: int | None = None) -> None:
         """Feed the ASR what it has not heard yet, up to ``until`` (default: everything)."""

@@ -15,7 +15,7 @@ from omnivox.core.errors import UnknownSeat
 from omnivox.core.keys import key_matches, offered_key
 from omnivox.engines.base import Engine
 from omnivox.engines.registry import build_seat_engines
-from omnivox.protocol.control.workers import WorkerHealth
+from omnivox.protocol.control.workers import SEATS_HEALTH_PATH, SeatsHealth, WorkerHealth
 from omnivox.worker.dependencies import DependencyMonitor, dependencies
 from omnivox.worker.duplex.session import DuplexSession
 from omnivox.worker.host import EngineHost
@@ -62,19 +62,12 @@ def create_worker_app(
         tasks = [asyncio.create_task(monitor.run(), name="dependencies")]
         for i, seat in enumerate(seats.all):
             tasks.append(asyncio.create_task(seat.host.load(), name=f"load-engine-{i}"))
-            if settings.gateway_url and seat.url:
-                tasks.append(
-                    asyncio.create_task(
-                        heartbeat_loop(
-                            settings.gateway_url,
-                            seat.url,
-                            functools.partial(report_health, seat.host),
-                            settings.heartbeat_interval_s,
-                            settings.key_for("worker"),
-                        ),
-                        name=f"heartbeat-{i}",
-                    )
-                )
+        public = [(seat.url, functools.partial(report_health, seat.host)) for seat in seats.all if seat.url]
+        if settings.gateway_url and public:
+            heartbeats = heartbeat_loop(
+                settings.gateway_url, public, settings.heartbeat_interval_s, settings.key_for("worker")
+            )
+            tasks.append(asyncio.create_task(heartbeats, name="heartbeat"))
         try:
             yield
         finally:
@@ -87,11 +80,22 @@ def create_worker_app(
     app.state.host = seats.all[0].host
     app.state.seats = seats
 
-    @app.get(seats.prefix + "/health", response_model=WorkerHealth)
-    async def health(request: Request) -> WorkerHealth:
+    def require_key(request: Request) -> None:
         key = settings.key_for("worker")
         if key and not key_matches(offered_key(request.headers), key):
             raise HTTPException(401, detail={"code": "unauthorized", "message": "the worker key is required"})
+
+    if seats.seated:
+
+        @app.get(SEATS_HEALTH_PATH, response_model=SeatsHealth)
+        async def seats_health(request: Request) -> SeatsHealth:
+            """Every seat's health in one reply (the gateway's health check of the process)."""
+            require_key(request)
+            return SeatsHealth(seats=[report_health(seat.host) for seat in seats.all])
+
+    @app.get(seats.prefix + "/health", response_model=WorkerHealth)
+    async def health(request: Request) -> WorkerHealth:
+        require_key(request)
         try:
             host = seats.find(request.path_params.get("seat"))
         except UnknownSeat as err:

@@ -10,7 +10,9 @@ states) needs no new concept: a process with four seats is four workers that sha
 one Python, one connection to the pipeline and its read-only models (``engines.registry``:
 ``build_seat_engines``). Each seat's session keeps its own VAD detector (its recurrent state), but
 the detectors share the process's one Silero model, and the windows that several seats' input
-threads score at the same moment go through it in one call (``voice.vad.batch``).
+threads score at the same moment go through it in one call (``voice.vad.batch``). What is per seat
+on the wire but not per session goes in one request for the process: the seats' heartbeat
+(``worker.registration``) and the gateway's health check (``GET /seats/health``).
 
 A process with one seat (the default) is the worker it always was, at the root of its URL.
 """

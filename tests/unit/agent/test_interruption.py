@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from omnivox.agent.interruption import (
@@ -191,6 +193,55 @@ def test_one_word_looping_is_no_speech_and_a_call_for_attention_cuts() -> None:
     assert POLICY.judge("Hey.", 420, SPOKEN, Evidence(0.75, -0.93)) is Verdict.WORDS
 
 
+# the witness as a fit on the offline hearings alone would set it (docs/benchmarks.md, "The
+# backchannel witness"); the default leaves it out: live over G.711 it would resume real barge-ins
+WITNESS = replace(POLICY, witness_margin_min=-0.5, witness_logprob_min=-1.0)
+
+
+def test_sure_wrong_words_whose_sound_scores_as_a_backchannel_resume_the_reply() -> None:
+    # the backchannel witness (voice.witness): "Bye" for hibari's "i see" over G.711, Whisper sure
+    # of it (-0.56: surer than the lone-word rule's threshold), a backchannel forced onto the same
+    # sound nearly as likely as "Bye"
+    bye = Evidence(no_speech_prob=0.46, avg_logprob=-0.56, backchannel_margin=-0.3)
+    assert WITNESS.judge("Bye", 288, SPOKEN, bye) is Verdict.SOUNDS_BACKCHANNEL
+    turn = Interruption(WITNESS)
+    turn.speech_started(1000.0)
+    turn.confirmed(1150.0, assistant_speaking=True)
+    assert turn.heard("Bye", 1500.0, SPOKEN, settled=True, evidence=bye) == Resume(Verdict.SOUNDS_BACKCHANNEL)
+    assert bye.describe()["backchannel_margin"] == -0.3  # in the timeline with the judgement
+    # a backchannel far below the words on the sound: they are the user's ("What about tomorrow?")
+    assert WITNESS.judge("Bye", 288, SPOKEN, replace(bye, backchannel_margin=-1.2)) is Verdict.WORDS
+    assert WITNESS.judge("Bye", 288, SPOKEN, replace(bye, backchannel_margin=None)) is Verdict.WORDS
+    # off by default: the words decide, and the hearing does not compute it
+    assert not POLICY.weighs_witness and WITNESS.weighs_witness
+    assert POLICY.judge("Bye", 288, SPOKEN, bye) is Verdict.WORDS
+    assert not replace(WITNESS, evidence=False).weighs_witness
+
+
+def test_the_witness_weighs_only_few_sure_words_and_never_a_stop_word() -> None:
+    near = 1.0  # a backchannel scoring above the words
+    # a stop word cuts whatever the witness says ("Hold on." and "Stop it!" over G.711)
+    hold = Evidence(0.3, -0.3, backchannel_margin=near)
+    assert WITNESS.judge("Hold on.", 450, SPOKEN, hold) is Verdict.WORDS
+    # the sound of a misheard barge-in: Whisper unsure of its words ("Our" for espeak-ng's "sorry",
+    # -2.7) or of there being speech ("up." for its "wait", P(no speech) 0.75): on such a sound a
+    # backchannel scores as well as the garbage, so the witness says nothing of it
+    assert WITNESS.judge("Our", 288, SPOKEN, Evidence(0.54, -2.7, backchannel_margin=near)) is not (
+        Verdict.SOUNDS_BACKCHANNEL
+    )
+    assert WITNESS.judge("up.", 670, SPOKEN, Evidence(0.745, -0.6, backchannel_margin=near)) is Verdict.WORDS
+    # more words than an unclear utterance, or a longer one than a backchannel
+    sure = Evidence(0.22, -0.4, backchannel_margin=near)
+    assert WITNESS.judge("Army what was that?", 1100, SPOKEN, sure) is Verdict.WORDS
+    assert WITNESS.judge("Bye", WITNESS.backchannel_max_ms + 1, SPOKEN, sure) is Verdict.WORDS
+    # what it cannot tell: live over G.711, hibari's "actually, tell me about the train instead"
+    # began "Thanks. actually." (P(no speech) 0.57, -0.60), and a backchannel scored 0.86 above
+    # those words on its sound: weighed, the witness resumes a real barge-in (why it is off)
+    live = Evidence(0.567, -0.598, backchannel_margin=0.863)
+    assert WITNESS.judge("Thanks. actually.", 900, SPOKEN, live) is Verdict.SOUNDS_BACKCHANNEL
+    assert POLICY.judge("Thanks. actually.", 900, SPOKEN, live) is Verdict.WORDS
+
+
 def test_without_evidence_or_with_it_off_only_the_words_judge() -> None:
     unsure = Evidence(no_speech_prob=0.9, avg_logprob=-2.0)
     assert POLICY.judge("That's it.", 600, SPOKEN) is Verdict.WORDS
@@ -218,15 +269,21 @@ def test_the_evidence_is_kept_with_the_judgement() -> None:
 
 @pytest.fixture(scope="module")
 def recorded():
-    from omnivox.bench.interruptions import REPLY, Hearing, Observation, hear_case
+    from omnivox.bench.interruptions import REPLY, Hearing, Observation, hear_case, telephone
     from omnivox.bench.turns import synthetic_voices, trim
 
     hearing, voices = Hearing(), synthetic_voices()
     reply = trim(voices["hibari"](REPLY))
+    phone_echo = telephone(reply)
 
-    def case(voice: str, said: str, gain_db: float = -10.0, noise: bool = False) -> Observation:
+    def case(
+        voice: str, said: str, gain_db: float = -10.0, noise: bool = False, line: str = "wide"
+    ) -> Observation:
         clip = trim(voices["espeak" if noise else voice](said))
-        paused, points = hear_case(hearing, reply, clip, gain_db=gain_db)
+        if line == "g711":  # the caller's voice and the reply's echo through a telephone line
+            clip = telephone(clip)
+        echo = phone_echo if line == "g711" else None
+        paused, points = hear_case(hearing, reply, clip, gain_db=gain_db, echo=echo)
         return Observation("case", voice, said, gain_db, paused, points)
 
     return case
@@ -268,6 +325,45 @@ def test_the_judge_on_recorded_speech_over_a_reply(
     # the words alone cut the reply on every one of these but the word-list and echo cases
     words_only = case.judged_by(InterruptionPolicy(evidence=False))
     assert (words_only == "words") is (verdict in ("no_speech", "unclear", "words"))
+
+
+# the same over a G.711 telephone line (8 kHz mu-law, ``bench interruptions --line g711``), with the
+# backchannel witness's margin: the default judge, and the witness weighed (``WITNESS``)
+RECORDED_G711 = [
+    # (voice, what is said, a noise burst, the default's verdict, the witness's, Whisper's words,
+    # the margin's sign: + a backchannel scores at least as well as the words, - below them)
+    ("hibari", "okay", False, "backchannel", "backchannel", "Okay.", "+"),
+    ("espeak", "yeah", False, "backchannel", "backchannel", "Yeah.", "+"),
+    ("hibari", "[[h@@]]", True, "no_words", "no_words", "", None),
+    ("hibari", "mm hmm", False, "no_speech", "no_speech", "Clear it.", "-"),  # P(no speech) 0.45
+    ("hibari", "uh huh", False, "no_speech", "no_speech", "Ahem", "+"),
+    # a lone word, unsure: unclear; its sound a backchannel's (+1.5): the witness's too
+    ("espeak", "mhm", False, "unclear", "sounds_backchannel", "MICAB.", "+"),
+    # what neither takes: Whisper sure of "Do I?" for "sure", and "Sure." far below it (-1.15)
+    ("hibari", "sure", False, "words", "words", "Do I?", "-"),
+    ("hibari", "hold on", False, "words", "words", "Hold on.", "-"),  # -2.68
+    ("espeak", "what about tomorrow", False, "words", "words", "But I'm out tomorrow.", "-"),  # -0.97
+    # a misheard barge-in a backchannel scores as well as (+0.10): Whisper unsure of it (-2.67),
+    # so the witness does not weigh it
+    ("espeak", "sorry, what was that", False, "words", "words", "Our", "+"),
+]
+
+
+@pytest.mark.parametrize(("voice", "said", "noise", "verdict", "witnessed", "heard", "sign"), RECORDED_G711)
+def test_the_judge_on_recorded_speech_over_a_reply_on_a_telephone_line(
+    recorded, voice, said, noise, verdict, witnessed, heard, sign
+) -> None:
+    case = recorded(voice, said, -10.0, noise, "g711")
+    assert case.paused
+    assert case.judged_by(POLICY) == verdict
+    assert case.judged_by(WITNESS) == witnessed
+    first = case.points[0]
+    assert first.text == heard
+    margin = first.evidence.get("backchannel_margin")
+    if sign is None:
+        assert margin is None  # no words: nothing to weigh
+    else:
+        assert margin is not None and (margin >= 0) is (sign == "+")
 
 
 # ---- speech as the reply plays out (the listener's player behind the server's model of it)

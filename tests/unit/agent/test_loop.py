@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -28,6 +29,7 @@ from omnivox.agent.events import (
     TranscriptDelta,
     UserTurn,
 )
+from omnivox.agent.interruption import InterruptionPolicy
 from omnivox.agent.loop import AgentSettings, VoiceAgent
 from omnivox.agent.pacing import LeadPacing
 from omnivox.agent.reply import ReplyPlan
@@ -162,7 +164,7 @@ async def test_the_next_turns_opening_is_computed_as_soon_as_a_reply_ends(harnes
     harness.feed(4)
     await harness.until(ReplyReport)
     engine = harness.engine
-    for _ in range(200):  # the prefill runs on the output thread
+    for _ in range(600):  # the prefill runs on the output thread
         if engine.kv[-1] == ("user", ""):
             break
         await asyncio.sleep(0.005)
@@ -278,7 +280,7 @@ async def test_a_pause_that_is_not_the_end_of_the_turn_discards_the_prepared_rep
     harness.feed(3)
     await harness.until(ReplyEnded)
     engine = harness.engine
-    for _ in range(200):  # the prefills run on the output thread after the prepared reply
+    for _ in range(600):  # the prefills run on the output thread after the prepared reply
         if len(engine.prefilled) == 2:
             break
         await asyncio.sleep(0.005)
@@ -329,7 +331,7 @@ async def test_a_prepared_reply_is_released_when_the_final_transcript_says_the_s
     harness.feed(1)
     # the settled words are prefilled on the output thread; a reply prepared before that thread got
     # to them makes them moot (by design), so the pause comes once they are computed
-    for _ in range(200):
+    for _ in range(600):
         if len(harness.engine.prefilled) == 2:
             break
         await asyncio.sleep(0.005)
@@ -414,6 +416,26 @@ async def test_manual_turns_commit_by_hand_and_refuse_too_little_audio(harness) 
     assert harness.engine.listener.configured == []  # opened for manual turns from the start
     await asyncio.sleep(0.05)
     assert not harness.of(ReplyStarted)  # a turn committed by hand is answered only when asked
+
+
+async def test_the_hearing_computes_the_backchannel_witness_only_while_the_judge_weighs_it(harness) -> None:
+    listener = harness.engine.listener
+    assert not listener.witness  # the default judge leaves it out: no second recogniser pass
+    weighs = replace(InterruptionPolicy(), witness_margin_min=-0.5)
+    await harness.agent.configure(replace(harness.agent.settings, interruption=weighs))
+    harness.feed()  # (settings take effect in audio order, on the input thread)
+    for _ in range(600):
+        if listener.witness:
+            break
+        await asyncio.sleep(0.005)
+    assert listener.witness and listener.configured[-1] == harness.agent.settings.turns.params
+    await harness.agent.configure(replace(harness.agent.settings, interruption=InterruptionPolicy()))
+    harness.feed()
+    for _ in range(600):
+        if not listener.witness:
+            break
+        await asyncio.sleep(0.005)
+    assert not listener.witness
 
 
 @pytest.mark.parametrize(

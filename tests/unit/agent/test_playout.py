@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from omnivox.agent.playout import REPORT_GRACE_S, EchoReference, Playback, PlayClock, Playout
+from omnivox.audio.resample import StreamResampler
 
 
 class Clock:
@@ -84,7 +85,76 @@ def test_a_stopped_reply_is_forgotten_once_its_echo_can_no_longer_come() -> None
     assert not ref.take(arrival=clock.now, n=1600).any()  # nothing played after the stop
     clock.now += 3.0  # kept a few seconds (a late echo of what did play), then forgotten
     ref.take(arrival=clock.now, n=1600)
-    assert ref._pieces == []
+    assert ref.held() == 0
+
+
+class PieceByPieceReference:
+    """The reference read piece by piece, each piece's ``play_at`` asked (what ``EchoReference`` did
+    before it bisected a reply's pieces): what it must still give, sample for sample."""
+
+    def __init__(self) -> None:
+        self.pieces: list[tuple[PlayClock, float, np.ndarray]] = []
+        self.resamplers: dict[PlayClock, tuple[StreamResampler, list[float]]] = {}
+
+    def add(self, clock: PlayClock, offset_ms: float, audio: np.ndarray, rate: int) -> None:
+        resampler, next_ms = self.resamplers.setdefault(clock, (StreamResampler(rate, 16000), [offset_ms]))
+        out = resampler.process(audio)
+        if len(out):
+            self.pieces.append((clock, next_ms[0], out))
+            next_ms[0] += len(out) * 1000 / 16000
+
+    def take(self, arrival: float, n: int) -> np.ndarray:
+        out = np.zeros(n, np.float32)
+        start = arrival - n / 16000
+        keep = []
+        for clock, offset, audio in self.pieces:
+            at = clock.play_at(offset)
+            if at is None:
+                if not clock.stopped:
+                    keep.append((clock, offset, audio))
+                continue
+            lo = round((at - start) * 16000)
+            a, b = max(lo, 0), min(lo + len(audio), n)
+            if a < b:
+                out[a:b] += audio[a - lo : b - lo]
+            if at + len(audio) / 16000 >= arrival - 3.0:
+                keep.append((clock, offset, audio))
+        self.pieces = keep
+        live = {clock for clock, _, _ in keep}
+        self.resamplers = {c: r for c, r in self.resamplers.items() if c in live}
+        return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_reference_gives_what_each_piece_played_through_pauses_stops_and_overlaps(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    clock = Clock()
+    ref, oracle = EchoReference(), PieceByPieceReference()
+    playing: list[PlayClock] = []
+    for _ in range(400):  # 40 ms microphone chunks; replies sent ahead in frames of any size
+        clock.now += 0.04
+        if not playing or rng.random() < 0.02:
+            playing.append(PlayClock(clock))
+        play = playing[-1]
+        if not play.stopped and play.ahead_ms() < 300:
+            samples = int(rng.integers(1, 2400))
+            audio = rng.standard_normal(samples).astype(np.float32)
+            play.start()
+            ref.add(play, play.sent_ms, audio, 24000)
+            oracle.add(play, play.sent_ms, audio, 24000)
+            play.sent(samples / 24)
+        event = rng.random()
+        if event < 0.03:
+            play.pause()
+        elif event < 0.06:
+            play.resume()
+        elif event < 0.08:
+            play.stop(None if rng.random() < 0.5 else float(rng.uniform(0, play.sent_ms)))
+        elif event < 0.09:
+            play.heard_started(clock.now + float(rng.uniform(-0.1, 0.3)))
+        n = 640 if rng.random() < 0.9 else int(rng.integers(1, 8000))
+        np.testing.assert_allclose(ref.take(clock.now, n), oracle.take(clock.now, n), atol=1e-6)
+        assert ref.held() == len(oracle.pieces)
 
 
 # ---- one reply's playback, and the session's ledger

@@ -7,11 +7,26 @@ from dataclasses import asdict
 from pathlib import Path
 
 from omnivox.agent.interruption import InterruptionPolicy
-from omnivox.bench.interruptions import OFF, Observation, Settled, errors, fit, from_conversation, load
+from omnivox.bench.interruptions import (
+    OFF,
+    WITNESS_OFF,
+    Observation,
+    Settled,
+    errors,
+    fit,
+    from_conversation,
+    load,
+    telephone,
+)
 
 
-def case(kind: str, text: str, no_speech: float, logprob: float, ms: float = 500.0) -> Observation:
-    point = Settled(text, ms, {"no_speech_prob": no_speech, "avg_logprob": logprob})
+def case(
+    kind: str, text: str, no_speech: float, logprob: float, ms: float = 500.0, margin: float | None = None
+) -> Observation:
+    evidence = {"no_speech_prob": no_speech, "avg_logprob": logprob}
+    if margin is not None:
+        evidence["backchannel_margin"] = margin
+    point = Settled(text, ms, evidence)
     return Observation(kind, "hibari", text, -10.0, True, [point])
 
 
@@ -110,3 +125,39 @@ def test_a_conversation_run_s_judged_interjections_are_cases(tmp_path: Path) -> 
     assert got[1].points == [Settled("i", 384.0, cut[0][2])]
     assert got[1].judged_by(InterruptionPolicy(no_speech_high_logprob_max=OFF)) == "words"
     assert got[1].judged_by(InterruptionPolicy()) == "no_speech"
+
+
+def test_the_witness_is_fitted_between_misheard_backchannels_and_barge_ins() -> None:
+    # Whisper sure of wrong words for a backchannel over G.711, and real barge-ins as sure of theirs
+    cases = [
+        case("backchannel", "Bye", 0.26, -0.45, 300.0, margin=-0.2),  # "i see"
+        case("backchannel", "Right there.", 0.27, -0.33, 350.0, margin=-0.1),  # "right"
+        # surer of their words than the unclear rules can be: only the witness tells them apart
+        case("barge_in", "actually", 0.42, -0.6, 500.0, margin=-1.9),
+        case("barge_in", "That's on.", 0.49, -0.30, 700.0, margin=-0.57),  # "no, that's wrong"
+        case("barge_in", "What about tomorrow?", 0.24, -0.7, 900.0, margin=-1.2),
+        # garbage for a barge-in, a backchannel as likely on its sound: left to the words
+        case("barge_in", "Our lead.", 0.25, -0.97, 500.0, margin=0.3),
+    ]
+    before = InterruptionPolicy(witness_margin_min=WITNESS_OFF)
+    assert errors(cases, before)[:2] == (2, 0)
+    fitted = fit(cases)
+    assert errors(cases, fitted)[:2] == (0, 0)
+    assert -0.57 < fitted.witness_margin_min <= -0.2
+    assert -0.97 < fitted.witness_logprob_min <= -0.45  # above the garbage's, to the sure words
+    assert [c.judged_by(fitted) for c in cases[:2]] == ["sounds_backchannel"] * 2
+    # without cases that need it, the witness stays off
+    assert fit(cases[2:]).witness_margin_min == WITNESS_OFF
+    assert errors(cases, InterruptionPolicy(evidence=False))[:2] == (2, 0)
+
+
+def test_a_telephone_line_band_limits_the_audio_and_keeps_its_length() -> None:
+    import numpy as np
+
+    t = np.arange(16000) / 16000
+    tone = (0.3 * np.sin(2 * np.pi * 440 * t) + 0.3 * np.sin(2 * np.pi * 6000 * t)).astype(np.float32)
+    line = telephone(tone)
+    assert len(line) == len(tone) and line.dtype == np.float32
+    spectrum = np.abs(np.fft.rfft(line[1000:-1000]))
+    freqs = np.fft.rfftfreq(len(line) - 2000, 1 / 16000)
+    assert spectrum[np.argmin(np.abs(freqs - 6000))] < 0.01 * spectrum[np.argmin(np.abs(freqs - 440))]

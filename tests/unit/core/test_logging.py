@@ -39,11 +39,13 @@ def test_health_polls_and_heartbeats_are_not_logged_at_info_but_sessions_are() -
 
     quiet = QuietRoutine()
     logging.getLogger("uvicorn.access").setLevel(logging.INFO)
-    for routine in ("/health", "/api/workers/register", "/metrics?x=1"):
+    routines = ("/health", "/api/workers/register", "/api/workers/register/seats", "/metrics?x=1")
+    for routine in (*routines, "/seats/3/health", "/seats/health"):
         record = _access(routine)
         assert quiet.filter(record) is False and record.levelname == "DEBUG"
-    kept = _access("/v1/realtime/calls")
-    assert quiet.filter(kept) is True and kept.levelname == "INFO"
+    for path in ("/v1/realtime/calls", "/seats/3/ws/realtime/s", "/seats/x/health"):
+        kept = _access(path)
+        assert quiet.filter(kept) is True and kept.levelname == "INFO"
     logging.getLogger("uvicorn.access").setLevel(logging.DEBUG)
     assert quiet.filter(_access("/health")) is True  # at DEBUG they are shown
     logging.getLogger("uvicorn.access").setLevel(logging.NOTSET)

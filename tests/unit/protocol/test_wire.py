@@ -344,6 +344,19 @@ def test_a_lone_surrogate_is_refused_and_named():
     assert info.value.details["param"] == "messages.0.content" and "surrogate" in info.value.message
 
 
+def test_a_lone_surrogate_in_a_key_is_refused_and_other_text_passes_whatever_its_script():
+    raw = json.dumps({"type": "prefill", "messages": [{"role": "user", "content": "x", "\udc00k": 1}]})
+    with pytest.raises(InvalidMessage, match="key holds a lone UTF-16 surrogate"):
+        p(raw)
+    text = "a" * 3000 + " café, 日本語"  # long, non-ASCII, no surrogate
+    assert (
+        p(json.dumps({"type": "prefill", "messages": [{"role": "user", "content": text}]}))
+        .messages[0]
+        .content
+        == text
+    )
+
+
 def test_a_pair_of_surrogates_is_a_character_and_passes():
     raw = json.dumps({"type": "prefill", "messages": [{"role": "user", "content": "\U0001f600"}]})
     assert p(raw).messages[0].content == "\U0001f600"

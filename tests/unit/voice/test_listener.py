@@ -322,3 +322,40 @@ def test_the_recent_audio_keeps_every_sample_the_asr_hears_in_order_across_many_
         assert listener._ring[-1] == stream[min(i + 640, len(stream)) - 1]
     assert np.array_equal(np.concatenate(asr.fed), stream)
     assert len(listener._buffer) <= 4 * _KEEP_MS * 16
+
+
+def test_a_short_utterance_over_a_reply_gets_the_backchannel_witness(models, whisper) -> None:
+    from omnivox.voice.tts.hibari import HibariTts
+
+    vad, _, _ = models
+    said = resample(np.concatenate([c.audio for c in HibariTts(seed=0).synthesize("I see.")]), 24000, 16000)
+    audio = np.concatenate([np.zeros(8000, np.float32), said, np.zeros(16000, np.float32)])
+    reply = (0.01 * np.sin(np.arange(len(audio)) * 2 * np.pi * 220 / 16000)).astype(np.float32)
+
+    def final(reference: np.ndarray | None) -> object:
+        vad.reset(), whisper.reset()
+        listener = Listener(vad, whisper, TurnParams(silence_duration_ms=500), confirm_ms=150)
+        heard = []
+        for i in range(0, len(audio), 640):
+            ref = None if reference is None else reference[i : i + 640]
+            heard += listener.feed(audio[i : i + 640], ref)
+        return [h for h in heard if h.kind in ("pause", "final")]
+
+    scorings = whisper.scorings
+    over = final(reply)
+    assert [h.kind for h in over] == ["pause", "final"] and over[-1].text
+    # said over a reply: the pause's and the final transcript carry the margin, scored once (the
+    # same words); heard as said, its own backchannel ("I see.") is as likely as the words
+    assert (
+        over[0].backchannel_margin is not None and over[-1].backchannel_margin == over[0].backchannel_margin
+    )
+    assert whisper.scorings == scorings + 1
+    assert over[-1].backchannel_margin > -0.5
+    # with nothing playing there is nothing to judge it against: no second pass
+    alone = final(None)
+    assert [h.backchannel_margin for h in alone] == [None, None] and whisper.scorings == scorings + 1
+    # nor with the witness off
+    vad.reset(), whisper.reset()
+    off = Listener(vad, whisper, TurnParams(silence_duration_ms=500), confirm_ms=150, witness=False)
+    heard = [h for i in range(0, len(audio), 640) for h in off.feed(audio[i : i + 640], reply[i : i + 640])]
+    assert all(h.backchannel_margin is None for h in heard) and whisper.scorings == scorings + 1

@@ -88,6 +88,15 @@ def test_sessions_on_two_seats_run_at_once_and_one_vanishing_costs_the_other_not
     assert health["epoch"] == 2 and client.get("/seats/2/health").json()["sessions_served"] == 0
 
 
+def test_the_process_reports_every_seat_s_health_in_one_reply_in_seat_order(client) -> None:
+    with client.websocket_connect("/seats/1/ws/streaming/a?epoch=4") as ws:
+        _turn(ws, SHORT)
+    _wait(client, 1, lambda h: h["sessions_served"] == 1)
+    reports = client.get("/seats/health").json()["seats"]
+    assert reports == [client.get(f"/seats/{seat}/health").json() for seat in range(SEATS)]
+    assert [r["sessions_served"] for r in reports] == [0, 1, 0] and reports[1]["epoch"] == 4
+
+
 def test_epochs_are_fenced_per_seat(client) -> None:
     with client.websocket_connect("/seats/0/ws/streaming/a?epoch=5") as ws:
         _turn(ws, SHORT)
@@ -131,6 +140,8 @@ def test_a_worker_key_is_asked_before_the_seat_is_looked_up() -> None:
     with TestClient(app) as c:
         assert c.get("/seats/5/health").status_code == 401
         assert c.get("/seats/1/health", headers={"Authorization": "Bearer k"}).status_code == 200
+        assert c.get("/seats/health").status_code == 401
+        assert len(c.get("/seats/health", headers={"Authorization": "Bearer k"}).json()["seats"]) == 2
         with pytest.raises(WebSocketDisconnect) as closed:
             with c.websocket_connect("/seats/5/ws/streaming/s"):
                 pass

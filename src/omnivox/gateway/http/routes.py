@@ -16,7 +16,14 @@ from omnivox.gateway.auth import allowed, offered_key, require, require_same_ori
 from omnivox.gateway.context import GatewayContext
 from omnivox.gateway.metrics import GatewayMetrics
 from omnivox.protocol.control.pipeline import PipelineReport
-from omnivox.protocol.control.workers import Registration, RegistrationReply, WorkerState, worker_base_url
+from omnivox.protocol.control.workers import (
+    Registration,
+    RegistrationReply,
+    SeatsRegistration,
+    SeatsRegistrationReply,
+    WorkerState,
+    worker_base_url,
+)
 
 router = APIRouter()
 
@@ -100,15 +107,34 @@ async def list_workers(request: Request) -> dict[str, Any]:
 async def register(body: Registration, request: Request) -> RegistrationReply:
     """A worker registers (and re-registers as its heartbeat). What it says of its health is not
     taken: the gateway checks the worker itself, at once when it is new."""
-    ctx = _ctx(request)
+    return (await _register(_ctx(request), [body]))[0]
+
+
+@router.post(
+    "/api/workers/register/seats",
+    response_model=SeatsRegistrationReply,
+    dependencies=[Depends(require("worker"))],
+)
+async def register_seats(body: SeatsRegistration, request: Request) -> SeatsRegistrationReply:
+    """The seats of one worker process register (their heartbeat) in one request, each as it
+    would alone; a URL that is refused refuses the request before any seat is registered."""
+    return SeatsRegistrationReply(seats=await _register(_ctx(request), body.seats))
+
+
+async def _register(ctx: GatewayContext, registrations: list[Registration]) -> list[RegistrationReply]:
     try:
-        url = worker_base_url(body.url)
-        worker_id, new = await ctx.store.register(url, body.worker_id)
+        urls = [worker_base_url(body.url) for body in registrations]
+        replies = []
+        for body, url in zip(registrations, urls, strict=True):
+            worker_id, new = await ctx.store.register(url, body.worker_id)
+            if new:
+                ctx.health.check_soon(worker_id, url)
+            replies.append(
+                RegistrationReply(worker_id=worker_id, heartbeat_interval_s=ctx.settings.heartbeat_interval_s)
+            )
     except OmnivoxError as err:
         raise _refuse(err) from None
-    if new:
-        ctx.health.check_soon(worker_id, url)
-    return RegistrationReply(worker_id=worker_id, heartbeat_interval_s=ctx.settings.heartbeat_interval_s)
+    return replies
 
 
 @router.post("/api/pipeline", dependencies=[Depends(require("worker"))])

@@ -23,7 +23,7 @@ import httpx
 
 from omnivox.core.errors import OmnivoxError
 from omnivox.gateway.scheduling.store import SchedulerStore, WorkerView
-from omnivox.protocol.control.workers import WorkerHealth
+from omnivox.protocol.control.workers import SEATS_HEALTH_PATH, SeatsHealth, WorkerHealth, seat_of
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -77,35 +77,84 @@ class HealthMonitor:
                     task.cancel()
 
     async def check_all(self) -> None:
-        """Check every worker this gateway monitors (with several gateways, each checks its share)."""
-        workers = await self.store.monitored()
-        await asyncio.gather(*(self.check(worker_id, url) for worker_id, url in workers))
+        """Check every worker this gateway monitors (with several gateways, each checks its share);
+        the seats of one worker process with one request (``_check_seats``)."""
+        checks: list[Awaitable[Any]] = []
+        processes: dict[str, list[tuple[str, str, int]]] = {}
+        for worker_id, url in await self.store.monitored():
+            seat = seat_of(url)
+            if seat is None:
+                checks.append(self.check(worker_id, url))
+            else:
+                processes.setdefault(seat[0], []).append((worker_id, url, seat[1]))
+        for base, seated in processes.items():
+            if len(seated) == 1:
+                checks.append(self.check(*seated[0][:2]))
+            else:
+                checks.append(self._check_seats(base, seated))
+        await asyncio.gather(*checks)
+
+    async def _check_seats(self, base: str, seated: list[tuple[str, str, int]]) -> None:
+        """Check the seats (worker id, URL, seat) of the worker process at ``base`` with one
+        ``GET /seats/health``: each seat's report counts as its own check. A process that cannot
+        be reached fails every seat's check; one that does not answer that path (a worker from
+        before it) or answers garbage is checked seat by seat."""
+        client = self._client
+        if client is None:
+            return
+        try:
+            resp = await client.get(base + SEATS_HEALTH_PATH)
+        except Exception as exc:  # unreachable: every seat is (one process)
+            await asyncio.gather(*(self._unreachable(worker_id, url, exc) for worker_id, url, _ in seated))
+            return
+        try:
+            resp.raise_for_status()
+            reports = SeatsHealth.model_validate(resp.json()).seats
+        except Exception:
+            await asyncio.gather(*(self.check(worker_id, url) for worker_id, url, _ in seated))
+            return
+        await asyncio.gather(
+            *(
+                self._check(worker_id, url, reports[seat])
+                if seat < len(reports)
+                else self._unreachable(worker_id, url, LookupError(f"the process has no seat {seat}"))
+                for worker_id, url, seat in seated
+            )
+        )
 
     async def check(self, worker_id: str, url: str) -> WorkerHealth | None:
         """One check of the worker; never raises (but for cancellation)."""
         seen = await self._check(worker_id, url)
         return seen[0] if seen is not None else None
 
-    async def _check(self, worker_id: str, url: str) -> tuple[WorkerHealth, WorkerView | None] | None:
-        """What the worker said, and the store's view after it (None: unreachable)."""
+    async def _check(
+        self, worker_id: str, url: str, health: WorkerHealth | None = None
+    ) -> tuple[WorkerHealth, WorkerView | None] | None:
+        """What the worker said (asked here, unless ``health`` came with its process's other seats'),
+        and the store's view after it (None: unreachable)."""
         client = self._client
         if client is None:
             return None
-        try:
-            resp = await client.get(url.rstrip("/") + "/health")
-            resp.raise_for_status()
-            health = WorkerHealth.model_validate(resp.json())
-        except Exception as exc:  # whatever a check meets is the worker's failure, never the loop's
-            if worker_id not in self._failing:
-                self._failing.add(worker_id)
-                log.warning("health check of worker %s (%s) failed: %r", worker_id, url, exc)
-            await _quietly(self.store.report_unreachable(worker_id, self.offline_after))
-            return None
+        if health is None:
+            try:
+                resp = await client.get(url.rstrip("/") + "/health")
+                resp.raise_for_status()
+                health = WorkerHealth.model_validate(resp.json())
+            except Exception as exc:  # whatever a check meets is the worker's failure, never the loop's
+                await self._unreachable(worker_id, url, exc)
+                return None
         self._failing.discard(worker_id)
         view = await _quietly(self.store.report_health(worker_id, health))
         if view is not None and _winding_down(view) and worker_id not in self._confirming:
             self.confirm(worker_id, url)  # busy on its own word only: look again soon, not next round
         return health, view
+
+    async def _unreachable(self, worker_id: str, url: str, exc: Exception) -> None:
+        """A failed check: the worker's, logged once until it recovers."""
+        if worker_id not in self._failing:
+            self._failing.add(worker_id)
+            log.warning("health check of worker %s (%s) failed: %r", worker_id, url, exc)
+        await _quietly(self.store.report_unreachable(worker_id, self.offline_after))
 
     def check_soon(self, worker_id: str, url: str) -> None:
         """Check the worker now, not at the next round (a worker that just registered)."""

@@ -89,6 +89,17 @@ class RegistrationReply(BaseModel):
     heartbeat_interval_s: float
 
 
+class SeatsRegistration(BaseModel):
+    """``POST /api/workers/register/seats``: every seat of one worker process registers (and
+    re-registers, as their heartbeat) in one request, each as ``Registration`` alone would."""
+
+    seats: list[Registration] = Field(min_length=1, max_length=64)
+
+
+class SeatsRegistrationReply(BaseModel):
+    seats: list[RegistrationReply]  # one per seat, in the order registered
+
+
 # A worker process hosting several seats (``--seats N``) serves each under its own path: each seat is
 # a worker to the gateway (its own registration, health, epoch and session routes), all in one
 # process. The path is the only one a worker URL may have.
@@ -99,6 +110,25 @@ MAX_SEATS = 64
 def seat_url(base: str, seat: int) -> str:
     """The URL of seat ``seat`` of the worker process at ``base`` (``http://host:port/seats/2``)."""
     return base.rstrip("/") + SEAT_PREFIX + str(seat)
+
+
+# every seat's health in one reply, so a gateway checks a process of N seats with one request a
+# round, not N (a seat's own ``/health`` stays, for a single check)
+SEATS_HEALTH_PATH = SEAT_PREFIX + "health"
+
+
+class SeatsHealth(BaseModel):
+    """``GET /seats/health`` on a worker process with seats: each seat's ``/health``, in seat order."""
+
+    seats: list[WorkerHealth]
+
+
+def seat_of(url: str) -> tuple[str, int] | None:
+    """(the process's URL, the seat) of a seat's URL (``http://h:7/seats/2`` -> ``("http://h:7", 2)``);
+    None for a URL that names no seat."""
+    base, prefix, tail = url.rstrip("/").rpartition(SEAT_PREFIX)
+    seat = seat_index(tail, MAX_SEATS) if prefix and base else None
+    return (base, seat) if seat is not None else None
 
 
 def seat_index(text: str, seats: int) -> int | None:

@@ -359,14 +359,15 @@ class InterruptionResumed(ExtensionEvent):
     response_id: str
     item_id: str
     audio_start_ms: int
-    reason: Literal["no_words", "no_speech", "backchannel", "echo", "unclear"]
+    reason: Literal["no_words", "no_speech", "backchannel", "echo", "unclear", "sounds_backchannel"]
 
 
 class InterruptionJudged(ExtensionEvent):
     """omnivox extension: speech over the reply was judged (``verdict``: no_words, no_speech,
-    backchannel, echo, unclear, words), and the reply resumed or was cut; ``text`` and ``evidence``
-    (the recogniser's no-speech probability and mean log-probability, voiced ms, level against the
-    reply in dB) are what it was judged on. Sent before the ``.resumed`` or the cancellation."""
+    backchannel, echo, unclear, sounds_backchannel, words), and the reply resumed or was cut;
+    ``text`` and ``evidence`` (the recogniser's no-speech probability and mean log-probability,
+    voiced ms, level against the reply in dB, the backchannel witness's margin) are what it was
+    judged on. Sent before the ``.resumed`` or the cancellation."""
 
     type: Literal["omnivox.interruption.judged"] = "omnivox.interruption.judged"
     verdict: str

@@ -131,6 +131,11 @@ class StreamingAsr(ABC):
         utterance so far now, whatever its pace, so that a ``flush`` naming this end takes its words
         (this one keeps none: nothing to do)."""
 
+    def score_texts(self, audio: np.ndarray, texts: Sequence[str]) -> list[float] | None:
+        """Each of ``texts`` forced onto ``audio`` (a clip at ``sample_rate``, outside the stream):
+        the mean log-probability of its tokens. None: this backend cannot score a given text."""
+        return None
+
     def reset(self) -> None:
         """Abandon any utterance in flight and start a new session; the model stays loaded."""
         if self._utterance_start is not None:

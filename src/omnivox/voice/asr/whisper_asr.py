@@ -148,6 +148,8 @@ class WhisperAsr(StreamingAsr):
         self.last_partial_s = 0.0
         self.last_decode_s = 0.0
         self.finals_from_partials = 0  # final transcripts that were a partial's words (no decode)
+        self.scorings = 0  # ``score_texts`` calls (the backchannel witness), and their cost
+        self.scoring_seconds = 0.0
 
     # ---- StreamingAsr hooks
 
@@ -381,6 +383,35 @@ class WhisperAsr(StreamingAsr):
             else:
                 hyps.append((_clean(self._tokenizer.decode(tokens)), (), scores))
         return hyps
+
+    def score_texts(self, audio: np.ndarray, texts: Sequence[str]) -> list[float] | None:
+        """Each of ``texts`` forced onto ``audio`` (float32 at ``sample_rate``): the mean
+        log-probability Whisper gives its tokens, teacher-forced, on one encoding of the clip (in
+        the window a decode of it takes). The words Whisper wrote, scored this way beside a
+        backchannel's, say how near the backchannel came (``voice.witness``). None: the clip is
+        too long for a short window (a backchannel never is)."""
+        if not texts or not len(audio):
+            return None
+        if self.sample_rate != WHISPER_RATE:
+            audio = resample(audio, self.sample_rate, WHISPER_RATE)
+        window = self.window_for(len(audio) / WHISPER_RATE)
+        if window is None:
+            return None
+        began = time.perf_counter()
+        frames = round(window * _FRAMES_PER_S)
+        features = self.model.feature_extractor(audio)
+        n = min(frames, features.shape[-1])
+        batch = np.zeros((1, features.shape[0], frames), np.float32)
+        batch[0, :, :n] = features[:, :n]
+        encoded = np.asarray(self.model.model.encode(ctranslate2.StorageView.from_array(batch), to_cpu=True))
+        tokens = [self._tokenizer.encode(" " + t.strip()) or [self._tokenizer.eot] for t in texts]
+        # the one encoding, once per text: the decoder alone runs per text
+        tiled = ctranslate2.StorageView.from_array(np.ascontiguousarray(np.repeat(encoded, len(texts), 0)))
+        start = [*self._tokenizer.sot_sequence, self._tokenizer.no_timestamps]
+        results = self.model.model.align(tiled, start, tokens, [n] * len(texts))
+        self.scorings += 1
+        self.scoring_seconds += time.perf_counter() - began
+        return [float(np.mean(np.log(np.maximum(r.text_token_probs, 1e-9)))) for r in results]
 
     def _decode_standard(self, audio: np.ndarray) -> Hypothesis:
         segments, _ = self.model.transcribe(

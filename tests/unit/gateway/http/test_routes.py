@@ -106,3 +106,21 @@ def test_health_reports_the_bytes_held_for_waiting_clients() -> None:
     assert http.get("/health").json()["queued_bytes_held"] == 600
     held.give(600)
     assert http.get("/health").json()["queued_bytes_held"] == 0
+
+
+def test_the_seats_of_a_process_register_in_one_request_each_as_alone() -> None:
+    app = create_gateway_app(Settings(worker_key="wk"))
+    http = TestClient(app)  # not entered: no health loop
+    key = {"Authorization": "Bearer wk"}
+    seats = {"seats": [{"url": f"http://127.0.0.1:9001/seats/{i}"} for i in range(3)]}
+    assert http.post("/api/workers/register/seats", json=seats).status_code == 401
+    first = http.post("/api/workers/register/seats", json=seats, headers=key).json()["seats"]
+    workers = {w.worker_id: w.url for w in app.state.ctx.store.pool.workers.values()}
+    assert [workers[r["worker_id"]] for r in first] == [s["url"] for s in seats["seats"]]
+    ids = [r["worker_id"] for r in first]
+    again = {"seats": [{**s, "worker_id": i} for s, i in zip(seats["seats"], ids, strict=True)]}
+    assert http.post("/api/workers/register/seats", json=again, headers=key).json()["seats"] == first
+    bad = {"seats": [{"url": "http://127.0.0.1:9002/seats/0"}, {"url": "http://127.0.0.1:9002/admin"}]}
+    refused = http.post("/api/workers/register/seats", json=bad, headers=key)
+    assert refused.status_code == 400 and refused.json()["detail"]["code"] == "invalid_worker_url"
+    assert len(app.state.ctx.store.pool.workers) == 3  # the refused request registered no seat

@@ -105,3 +105,67 @@ async def test_a_worker_busy_on_its_own_word_is_watched_until_it_is_free():
             break
         await asyncio.sleep(0.01)
     assert (await view(store, w)).state is WorkerState.IDLE
+
+
+async def test_the_seats_of_one_process_are_checked_with_one_request_each_by_its_own_report():
+    store = MemoryStore(WorkerPool())
+    seats = [(await store.register(f"http://w:7/seats/{i}"))[0] for i in range(3)]
+    alone, _ = await store.register("http://w:8")
+    asked: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        asked.append(str(request.url))
+        one = {"engine": "echo", "capabilities": {}}
+        if request.url.path == "/seats/health":
+            states = ["IDLE", "ERROR", "LOADING"]
+            return httpx.Response(200, json={"seats": [{"state": s, **one} for s in states]})
+        return httpx.Response(200, json={"state": "IDLE", **one})
+
+    await monitor_with(store, handler).check_all()
+    assert sorted(asked) == ["http://w:7/seats/health", "http://w:8/health"]
+    states = {x.worker_id: x.state for x in await store.workers()}
+    assert [states[w] for w in seats] == [WorkerState.IDLE, WorkerState.ERROR, WorkerState.LOADING]
+    assert states[alone] is WorkerState.IDLE
+
+
+async def test_a_process_without_the_seats_report_is_checked_seat_by_seat_and_a_missing_seat_fails():
+    store = MemoryStore(WorkerPool())
+    seats = [(await store.register(f"http://w:7/seats/{i}"))[0] for i in range(2)]
+    old = [(await store.register(f"http://old:7/seats/{i}"))[0] for i in range(2)]
+    asked: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        asked.append(str(request.url))
+        one = {"state": "IDLE", "engine": "echo", "capabilities": {}}
+        if request.url.host == "old":  # a worker from before the seats' report
+            return (
+                httpx.Response(404) if request.url.path == "/seats/health" else httpx.Response(200, json=one)
+            )
+        return httpx.Response(200, json={"seats": [one]})  # it has one seat only
+
+    await monitor_with(store, handler).check_all()
+    assert sorted(asked) == [
+        "http://old:7/seats/0/health",
+        "http://old:7/seats/1/health",
+        "http://old:7/seats/health",
+        "http://w:7/seats/health",
+    ]
+    states = {x.worker_id: x.state for x in await store.workers()}
+    assert [states[w] for w in old] == [WorkerState.IDLE, WorkerState.IDLE]
+    assert [states[w] for w in seats] == [WorkerState.IDLE, WorkerState.OFFLINE]
+
+
+async def test_an_unreachable_process_fails_every_seat_s_check_with_one_request(caplog):
+    store = MemoryStore(WorkerPool())
+    seats = [(await store.register(f"http://w:7/seats/{i}"))[0] for i in range(3)]
+    asked: list[str] = []
+
+    def refuse(request: httpx.Request) -> httpx.Response:
+        asked.append(str(request.url))
+        raise httpx.ConnectError("connection refused")
+
+    with caplog.at_level(logging.WARNING):
+        await monitor_with(store, refuse).check_all()
+    assert asked == ["http://w:7/seats/health"]
+    assert all(x.state is WorkerState.OFFLINE for x in await store.workers() if x.worker_id in seats)
+    assert sum("health check" in r.message for r in caplog.records) == 3  # once for each seat

@@ -13,6 +13,7 @@ from omnivox.protocol.control.workers import (
     RegistrationReply,
     WorkerHealth,
     WorkerState,
+    seat_of,
     worker_base_url,
 )
 
@@ -150,3 +151,18 @@ def test_a_worker_url_is_scheme_host_and_port(url, base):
 def test_anything_more_or_less_is_refused(url):
     with pytest.raises(InvalidWorkerUrl):
         worker_base_url(url)
+
+
+@pytest.mark.parametrize(
+    "url, seat",
+    [
+        ("http://h:7/seats/2", ("http://h:7", 2)),
+        ("https://[::1]:7/seats/0/", ("https://[::1]:7", 0)),
+        ("http://h:7", None),
+        ("http://h:7/seats/02", None),
+        ("http://h:7/seats/health", None),
+        ("/seats/1", None),
+    ],
+)
+def test_a_seat_s_url_names_its_process_and_its_seat(url, seat):
+    assert seat_of(url) == seat

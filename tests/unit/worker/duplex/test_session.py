@@ -6,7 +6,8 @@ import asyncio
 import base64
 import json
 import threading
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -80,6 +81,26 @@ class Session:
 
     async def ended(self) -> None:
         await asyncio.wait_for(asyncio.shield(self.running), 5)
+
+
+async def _until(check: Callable[[], bool], within_s: float = 10.0) -> None:
+    """Let the session run until ``check()`` holds (at most ``within_s``: a busy machine runs its
+    threads late); the test's assertions then say what was not reached."""
+    deadline = time.monotonic() + within_s
+    while not check():
+        if time.monotonic() > deadline:
+            return
+        await asyncio.sleep(0.01)
+
+
+async def held_in_the_engine(engine: FakeDuplexEngine) -> None:
+    """Until the first unit's prefill is in the engine (held there by its gate)."""
+    await _until(lambda: "prefill" in engine.names())
+
+
+async def piled_up(s: Session, chunks: int) -> None:
+    """Until ``chunks`` chunks wait for the next unit."""
+    await _until(lambda: s.handler.loop is not None and s.handler.loop.waiting == chunks)
 
 
 @pytest.fixture
@@ -211,10 +232,10 @@ async def test_chunks_that_pile_up_are_merged_into_one_lagging_unit(make_session
     s = await make_session(engine, prepare={})
     engine.gate = threading.Event()
     s.client.chunk()
-    await asyncio.sleep(0.1)  # the first unit is now held in the engine
+    await held_in_the_engine(engine)
     for _ in range(3):
         s.client.chunk()
-    await asyncio.sleep(0.1)
+    await piled_up(s, 3)
     engine.gate.set()
     first, merged = await s.client.next(), await s.client.next()
     assert first["lagging"] is False and first["merged_chunks"] == 1
@@ -229,10 +250,10 @@ async def test_audio_beyond_the_lag_bound_is_dropped_oldest_first(make_session) 
     s = await make_session(engine, prepare={}, duplex_max_lag_ms=2000)
     engine.gate = threading.Event()
     s.client.chunk()
-    await asyncio.sleep(0.1)
+    await held_in_the_engine(engine)
     for _ in range(4):
         s.client.chunk()
-    await asyncio.sleep(0.1)
+    await piled_up(s, 4)
     engine.gate.set()
     await s.client.next()
     merged = await s.client.next()
