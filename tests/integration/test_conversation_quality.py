@@ -153,12 +153,9 @@ async def test_mhm_over_the_reply_is_kept_and_does_not_interrupt(quality_cluster
             assert "hmm" in committed.transcript.lower()
         await _finish(caller, events)
     _whole(events, done)
-    # Whisper tiny hears espeak's hum as "Mm-hmm", as no speech at all ("and" at P(no speech) 0.45
-    # with the input resampled at HQ) or as a lone letter ("M." at LQ, the realtime 24 kHz input's:
-    # no words): either way the reply plays on (a hum heard as no words or no speech leaves nothing
-    # in the conversation)
-    assert judged.action == "resume", judged
-    assert judged.verdict in ("backchannel", "no_speech", "no_words", "unclear"), judged
+    # Whisper tiny hears espeak's hum either as "Mm-hmm" or as no speech at all: either way the reply
+    # plays on (a no-speech hum leaves nothing in the conversation)
+    assert judged.action == "resume" and judged.verdict in ("backchannel", "no_speech", "unclear"), judged
     assert len(events.of("response.created")) == 1  # and it asked for no reply
     resumed = events.of("omnivox.interruption.resumed")
     assert all(r.reason == judged.verdict for r in resumed)  # paused at most for that judgement

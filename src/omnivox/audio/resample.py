@@ -17,9 +17,7 @@ from omnivox.core.errors import InvalidAudio
 
 SUPPORTED_RATES: tuple[int, ...] = (8000, 11025, 16000, 22050, 24000, 32000, 44100, 48000)
 # "HQ" is soxr's default; voice does not need VHQ's extra cost
-DEFAULT_QUALITY = "HQ"
-# soxr's quality recipes ("QQ" is cubic interpolation with no anti-alias filter: it aliases)
-QUALITIES: tuple[str, ...] = ("VHQ", "HQ", "MQ", "LQ", "QQ")
+_QUALITY = "HQ"
 
 
 def check_rate(rate: int) -> int:
@@ -39,7 +37,7 @@ def resample(audio: np.ndarray, src_rate: int, dst_rate: int) -> np.ndarray:
     a = as_float32(audio)
     if src_rate == dst_rate or a.size == 0:
         return a.copy()
-    return soxr.resample(a, src_rate, dst_rate, quality=DEFAULT_QUALITY).astype(np.float32, copy=False)
+    return soxr.resample(a, src_rate, dst_rate, quality=_QUALITY).astype(np.float32, copy=False)
 
 
 class StreamResampler:
@@ -47,17 +45,12 @@ class StreamResampler:
 
     soxr holds back a few milliseconds of output (its filter delay) until later input or the flush
     arrives, so a chunk's output can be shorter than the chunk; the total over the stream is exact.
-    One instance is one stream: ``reset`` before reusing it for an unrelated one. ``quality``: a
-    soxr recipe (``QUALITIES``); a lower one holds back less (HQ/MQ ~21 ms on average at 24 -> 16 kHz,
-    LQ ~11 ms) at the cost of a wider transition band; the one-shot ``resample`` is HQ.
+    One instance is one stream: ``reset`` before reusing it for an unrelated one.
     """
 
-    def __init__(self, src_rate: int, dst_rate: int, quality: str = DEFAULT_QUALITY) -> None:
+    def __init__(self, src_rate: int, dst_rate: int) -> None:
         self.src_rate = check_rate(src_rate)
         self.dst_rate = check_rate(dst_rate)
-        if quality not in QUALITIES:
-            raise ValueError(f"soxr quality {quality!r}: use one of {', '.join(QUALITIES)}")
-        self.quality = quality
         self._stream: soxr.ResampleStream | None = None
         self.reset()
 
@@ -71,7 +64,7 @@ class StreamResampler:
             self._stream = None
         else:
             self._stream = soxr.ResampleStream(
-                self.src_rate, self.dst_rate, 1, dtype="float32", quality=self.quality
+                self.src_rate, self.dst_rate, 1, dtype="float32", quality=_QUALITY
             )
 
     def process(self, chunk: np.ndarray) -> np.ndarray:

@@ -7,7 +7,6 @@ import itertools
 import hypothesis.strategies as st
 import numpy as np
 import pytest
-import soxr
 from hypothesis import given, settings
 
 from omnivox.audio.resample import (
@@ -197,17 +196,3 @@ def test_process_float32_gives_what_process_gives_in_new_arrays(src: int) -> Non
         kept.append((got, got.copy()))
     assert all(np.array_equal(a, b) for a, b in kept)  # later chunks overwrote none of them
     assert np.array_equal(trusted.flush(), checked.flush())
-
-
-@pytest.mark.parametrize("quality", ["LQ", "QQ"])
-def test_a_lower_quality_stream_is_continuous_and_exact_in_length(quality: str) -> None:
-    x = noise(4000)
-    r = StreamResampler(24000, 16000, quality)
-    y = np.concatenate([*(r.process(x[a : a + 960]) for a in range(0, 4000, 960)), r.flush()])
-    ref = soxr.resample(x, 24000, 16000, quality=quality)
-    assert len(y) == len(ref) and np.allclose(y, ref, atol=1e-5)
-
-
-def test_an_unknown_quality_is_refused() -> None:
-    with pytest.raises(ValueError, match="quality"):
-        StreamResampler(24000, 16000, "best")

@@ -15,7 +15,7 @@ import numpy as np
 from omnivox.audio.g711 import alaw_decode, alaw_encode, ulaw_decode, ulaw_encode
 from omnivox.audio.opus import OpusDecoder, OpusEncoder
 from omnivox.audio.pcm import b64decode, from_pcm16_into, to_pcm16
-from omnivox.audio.resample import DEFAULT_QUALITY, StreamResampler
+from omnivox.audio.resample import StreamResampler
 from omnivox.core.errors import InvalidAudio
 from omnivox.protocol.realtime.session_config import AudioFormat
 
@@ -26,21 +26,6 @@ _OPUS_SEARCH_BYTES = 16 * 1024
 # bytes (Ogg-Opus keeps stream state)
 _DECODE = {"audio/pcmu": ulaw_decode, "audio/pcma": alaw_decode}
 _ENCODE = {"audio/pcm": to_pcm16, "audio/pcmu": ulaw_encode, "audio/pcma": alaw_encode}
-# The input's resampler feeds the VAD and the ASR, and every sample it holds back is heard that
-# much later (the end of speech too). At 24 -> 16 kHz in 40 ms chunks soxr's HQ (and MQ, the same
-# filter length here) holds back 6-37 ms (21 ms median), LQ 2.5-20 ms (11 ms median); QQ holds back
-# none but has no anti-alias filter (a 10 kHz tone comes out at -2 dB; LQ's at -110 dB). On 12
-# sentences (hibari, espeak-ng) LQ left Whisper tiny.en's words as they were and Silero's edges
-# within one 32 ms window (docs/benchmarks.md, round five), for 15% less CPU. Only that downsampling
-# takes LQ: a G.711 phone line's 8 kHz *up*sampled at LQ loses its top to LQ's wider transition band
-# and Whisper misheard two test calls (WER 0.75), so every other rate, and the output, keep HQ.
-INPUT_QUALITY = "LQ"
-INPUT_QUALITY_RATES = (24000, 16000)  # (client rate, model rate) resampled at INPUT_QUALITY
-
-
-def input_quality(src_rate: int, dst_rate: int) -> str:
-    """The soxr quality the input's resampler runs at from ``src_rate`` to ``dst_rate``."""
-    return INPUT_QUALITY if (src_rate, dst_rate) == INPUT_QUALITY_RATES else DEFAULT_QUALITY
 
 
 class InputDecoder:
@@ -50,7 +35,7 @@ class InputDecoder:
         self.format = fmt
         self.target_rate = target_rate
         self._opus = OpusDecoder(24000) if fmt.type == "audio/opus" else None
-        self._resampler = StreamResampler(fmt.rate, target_rate, input_quality(fmt.rate, target_rate))
+        self._resampler = StreamResampler(fmt.rate, target_rate)
         # PCM16 chunks are converted into this (grown to the longest chunk) and resampled from it
         self._scratch = np.zeros(0, np.float32)
 

@@ -5,17 +5,16 @@ from __future__ import annotations
 import base64
 import gc
 import weakref
-from collections.abc import Callable
 
 import numpy as np
 import pytest
 
-from omnivox.audio.g711 import alaw_encode, ulaw_decode, ulaw_encode
+from omnivox.audio.g711 import alaw_encode, ulaw_decode
 from omnivox.audio.pcm import from_pcm16, to_pcm16
 from omnivox.audio.resample import StreamResampler
 from omnivox.core.errors import InvalidAudio
 from omnivox.protocol.realtime.session_config import AudioFormat
-from omnivox.worker.realtime.audio_io import INPUT_QUALITY, InputDecoder, OutputEncoder
+from omnivox.worker.realtime.audio_io import InputDecoder, OutputEncoder
 
 
 def test_audio_codecs_on_the_wire() -> None:
@@ -60,8 +59,7 @@ CUTS = [1, 7, 0, 961, 4800, 3, 480, 959, 2]
 def test_pcm16_chunks_decode_to_the_samples_of_the_checked_path() -> None:
     pcm = to_pcm16(_speechlike(sum(CUTS)))
     fast = InputDecoder(AudioFormat(type="audio/pcm", rate=24000), 16000)
-    # the path every chunk took before: checked, copied
-    checked = StreamResampler(24000, 16000, INPUT_QUALITY)
+    checked = StreamResampler(24000, 16000)  # the path every chunk took before: checked, copied
     at = 0
     for n in CUTS:
         piece = pcm[2 * at : 2 * (at + n)]
@@ -86,56 +84,6 @@ def test_a_chunked_pcm16_stream_is_continuous_across_chunk_edges() -> None:
     n = min(len(one), len(out))
     assert n > 4000  # of the 5475 samples at 16 kHz: at most soxr's delay (under 1100) held back
     np.testing.assert_allclose(out[:n], one[:n], atol=1e-6)
-
-
-# samples of 16 kHz output the input's resampler may owe after any 40 ms chunk: 20 ms (LQ's most);
-# HQ's filter owes up to ~37 ms, heard that much late by the VAD and the ASR
-HELD_BACK_BOUND = 320
-
-
-def _most_held_back(decode: Callable[[np.ndarray], np.ndarray]) -> int:
-    fed = got = most = 0
-    chunk = _speechlike(24000 * 3, seed=2)
-    for at in range(0, len(chunk), 960):  # 40 ms chunks at 24 kHz
-        got += len(decode(chunk[at : at + 960]))
-        fed += 960
-        most = max(most, fed * 2 // 3 - got)
-    return most
-
-
-def test_the_input_resampler_holds_back_less_than_20ms_after_any_chunk() -> None:
-    dec = InputDecoder(AudioFormat(type="audio/pcm", rate=24000), 16000)
-    assert _most_held_back(lambda a: dec.decode(_b64(to_pcm16(a)))) <= HELD_BACK_BOUND
-    # the bound is not one any resampler meets: soxr's default (HQ, the output side's) owes more
-    hq = StreamResampler(24000, 16000)
-    assert _most_held_back(hq.process) > HELD_BACK_BOUND
-
-
-@pytest.mark.parametrize(
-    ("fmt", "encode"),
-    [(AudioFormat(type="audio/pcmu"), ulaw_encode), (AudioFormat(type="audio/pcm", rate=48000), to_pcm16)],
-)
-def test_a_phone_line_and_other_rates_are_resampled_at_hq(
-    fmt: AudioFormat, encode: Callable[[np.ndarray], bytes]
-) -> None:
-    # a G.711 line is upsampled 8 -> 16 kHz: LQ's wider transition band cost it its top and Whisper
-    # its words, so only 24 -> 16 kHz is resampled at INPUT_QUALITY
-    dec = InputDecoder(fmt, 16000)
-    wire = encode(_speechlike(fmt.rate // 2, seed=3))
-    hq, lq = StreamResampler(fmt.rate, 16000), StreamResampler(fmt.rate, 16000, INPUT_QUALITY)
-    src = from_pcm16(wire) if fmt.type == "audio/pcm" else ulaw_decode(wire)
-    got = np.concatenate([dec.decode(_b64(wire[a : a + 320])) for a in range(0, len(wire), 320)])
-    want = np.concatenate([hq.process(src[a : a + b]) for a, b in _chunks(len(wire), 320, fmt)])
-    assert np.allclose(got, want, atol=1e-6)
-    other = lq.process(src)
-    n = min(len(got), len(other))
-    assert n > 0 and not np.allclose(got[:n], other[:n], atol=1e-4)  # the check tells them apart
-
-
-def _chunks(n_bytes: int, step: int, fmt: AudioFormat) -> list[tuple[int, int]]:
-    """The wire chunks' sample spans (PCM16 is two bytes a sample, G.711 one)."""
-    width = 2 if fmt.type == "audio/pcm" else 1
-    return [(a // width, step // width) for a in range(0, n_bytes, step)]
 
 
 def test_a_decoded_chunk_is_not_overwritten_by_the_next() -> None:
