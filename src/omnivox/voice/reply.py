@@ -104,7 +104,8 @@ def produce_reply(
                 return
             yield Word(word)
             if sentences is not None:
-                for sentence in sentences.push(word):
+                # a word the chunker gave is whole (the next has begun, or the text ended)
+                for sentence in sentences.push(word, whole=True):
                     yield from say(tts, sentence, request, stop, clock)
 
     first = True

@@ -145,6 +145,36 @@ async def test_a_held_reply_for_other_words_is_dropped_without_a_sample_sent(sid
     assert side.replies.active is None and side.replies.held is None
 
 
+async def test_a_held_reply_writes_and_speaks_its_first_words_before_release_and_sends_at_once(side) -> None:
+    await side.replies.speculate(lambda: ReplyPlan(request("good morning")), "good morning")
+    for _ in range(200):  # the reply's task hands its work to the output thread in its own time
+        if side.models.asked:
+            break
+        await asyncio.sleep(0.005)
+    await side.drained()  # the models have written and spoken the whole reply, held
+    held = side.replies.held
+    assert held is not None and held.figures.times.tts_first_audio is not None
+    assert side.models.asked == ["good morning"]
+    assert not [e for e in side.events if isinstance(e, ReplyAudio)]  # nothing sent while held
+    assert await side.replies.confirm("good morning", speech_end_at=99.0)
+    for _ in range(200):
+        if side.finished:
+            break
+        await asyncio.sleep(0.005)
+    audio = [e for e in side.events if isinstance(e, ReplyAudio)]
+    assert [e.reply_id for e in audio] == [held.reply_id] and side.models.asked == ["good morning"]
+
+
+async def test_a_held_reply_is_dropped_unheard_when_the_user_goes_on(side) -> None:
+    await side.replies.speculate(lambda: ReplyPlan(request("call my")), "call my")
+    await side.drained()
+    await side.replies.discard_speculation()  # the user speaks again
+    (end,) = side.ended()
+    assert end.state is ReplyState.DISCARDED and side.replies.held is None
+    assert not await side.replies.confirm("call my", speech_end_at=None)  # nothing left to release
+    assert not [e for e in side.events if isinstance(e, ReplyAudio)] and side.finished == []
+
+
 @pytest.mark.parametrize(
     ("a", "b", "same"),
     [

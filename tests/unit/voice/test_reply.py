@@ -68,6 +68,18 @@ def test_words_are_whole_and_rejoin_to_the_reply_and_sentences_are_spoken_cleane
     assert first_audio < max(i for i, p in enumerate(pieces) if isinstance(p, Word))
 
 
+def test_the_first_words_go_to_the_tts_as_the_token_after_them_begins() -> None:
+    # the third word is known whole when the fourth's token begins: its audio is made before the
+    # LLM is asked for a fifth (not once the fourth word is whole too)
+    asked: list[int] = []
+    tts = PiecesTts()
+    llm = DeltaLlm(["The", " weather", " in", " Par", "is", " today", " is", " fine."], asked.append)
+    pieces = produce_reply(llm, tts, request(), threading.Event())
+    first = next(p for p in pieces if isinstance(p, Spoken))
+    assert first.text == "The weather in" and tts.said == ["The weather in"]
+    assert asked == [0, 1, 2, 3]  # " Par" has come; "is" and " today" not yet
+
+
 def test_text_only_replies_have_no_speech() -> None:
     tts = PiecesTts()
     pieces = list(produce_reply(DeltaLlm(DELTAS), tts, request(speak=False), threading.Event()))

@@ -82,10 +82,14 @@ class SentenceChunker:
         self._buf = ""
         self._emitted = 0
 
-    def push(self, text: str) -> list[str]:
+    def push(self, text: str, whole: bool = False) -> list[str]:
+        """Add ``text``; returns the sentences (and first pieces) it completed. ``whole``: the text
+        ends where a word ends (its writer saw the next word begin, as ``WordChunker``'s words are
+        made), so a cut after that word need not wait for the space that comes with the next one:
+        a reply's first words go to the TTS one LLM token sooner."""
         self._buf += text
         out = []
-        while (cut := self._next_cut()) is not None:
+        while (cut := self._next_cut(whole)) is not None:
             sentence, self._buf = self._buf[:cut].strip(), self._buf[cut:]
             if sentence:
                 out.append(sentence)
@@ -97,8 +101,9 @@ class SentenceChunker:
         self._emitted = 0
         return [rest] if rest else []
 
-    def _next_cut(self) -> int | None:
-        buf = self._buf
+    def _next_cut(self, whole: bool = False) -> int | None:
+        # a word known whole reads as one followed by its space (a cut there leaves no text behind)
+        buf = self._buf + " " if whole and self._buf and not self._buf[-1].isspace() else self._buf
         cut = self._punctuation_cut(buf)
         if cut is not None and len(buf[:cut].split()) <= self.max_words:
             return cut

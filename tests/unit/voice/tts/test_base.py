@@ -422,6 +422,20 @@ def test_first_max_words_cuts_a_long_first_sentence_after_that_many_whole_words(
     assert SentenceChunker(first_max_words=3).push("One two three") == []  # "three" may go on
 
 
+def test_words_pushed_whole_are_cut_after_without_waiting_for_the_next_word() -> None:
+    c = SentenceChunker(first_max_words=3, then_max_words=8)
+    out = [c.push(w, whole=True) for w in ["The", " weather", " in", " Paris", " is", " mild.", " It"]]
+    # the first piece goes with its third word, a sentence with its last (not with the word after)
+    assert out == [[], [], ["The weather in"], [], [], ["Paris is mild."], []]
+    assert c.flush() == ["It"]
+    # pushed without ``whole`` the same words wait for the space after them, as before
+    plain = SentenceChunker(first_max_words=3)
+    assert [plain.push(w) for w in ["The", " weather", " in", " Paris"]] == [[], [], [], ["The weather in"]]
+    # a word known whole at a clause or a sentence's end cuts there too, markup kept whole
+    assert SentenceChunker().push("Well, yes.", whole=True) == ["Well, yes."]
+    assert SentenceChunker(first_max_words=2).push("*smiles. warmly", whole=True) == []  # still open
+
+
 def test_then_max_words_cuts_the_second_piece_short_too_at_a_clause_or_after_that_many_words() -> None:
     def pieces(text: str) -> list[str]:
         c = SentenceChunker(first_clause_words=3, first_max_words=3, then_max_words=4)
