@@ -249,6 +249,10 @@ class OmnivoxOptions(_Strict):
     # every function call is asynchronous: the reply goes on while the client runs it, and its
     # output starts a response of its own (a function tool's ``async`` says so of one function)
     async_function_calls: bool = False
+    # the line the caller's voice comes over: ``phone`` (G.711 at 8 kHz; a phone call's session is
+    # set so by the gateway, and a client bridging its own calls says so) or ``wideband`` (a
+    # microphone's own audio). It chooses what the judge of speech over a reply weighs
+    line: Literal["wideband", "phone"] = "wideband"
 
 
 Modality = Literal["text", "audio"]

@@ -38,7 +38,7 @@ from omnivox.agent.events import (
     UserTurn,
 )
 from omnivox.agent.hearing import Denoise, Echo
-from omnivox.agent.interruption import InterruptionPolicy
+from omnivox.agent.interruption import InterruptionPolicy, Line
 from omnivox.agent.loop import AgentSettings, VoiceAgent
 from omnivox.agent.pacing import LeadPacing
 from omnivox.agent.turns import TurnSettings
@@ -96,6 +96,7 @@ def interruption_policy(options: OmnivoxOptions) -> InterruptionPolicy:
         backchannels=tuple(options.backchannels),
         backchannel_max_ms=options.backchannel_max_ms,
         echo_words=options.echo_guard,
+        line=Line(options.line),
     )
 
 
