@@ -219,7 +219,7 @@ def test_audio_of_a_reply_not_yet_started_waits_for_its_start():
     audio = ramp(160)
     ref.add(play, 0, audio, RATE)
     assert not ref.take(arrival=100.01, n=160).any()
-    assert len(ref._pieces) == 1  # kept: it may still play
+    assert ref.held() == 1  # kept: it may still play
     clock.now = 200.0
     play.start()
     play.sent(10)
@@ -235,7 +235,7 @@ def test_audio_after_a_pause_is_kept_and_plays_after_the_resume():
     ref.add(play, 10.0, late, RATE)
     clock.now += 1.0
     assert not ref.take(arrival=clock.now, n=160).any()
-    assert len(ref._pieces) == 1
+    assert ref.held() == 1
     play.resume()
     clock.now += 0.01
     np.testing.assert_array_equal(ref.take(arrival=clock.now, n=160), late)
@@ -248,8 +248,8 @@ def test_audio_after_a_stop_is_dropped():
     reached = play.stop()
     ref.add(play, reached + 1.0, ramp(160), RATE)
     assert not ref.take(arrival=clock.now + 0.01, n=160).any()
-    assert ref._pieces == []
-    assert ref._resamplers == {} and ref._offsets == {}
+    assert ref.held() == 0
+    assert ref._tracks == {}  # its resampler and clock with it
 
 
 def test_played_audio_is_kept_a_few_seconds_then_forgotten():
@@ -257,9 +257,9 @@ def test_played_audio_is_kept_a_few_seconds_then_forgotten():
     ref = EchoReference()
     ref.add(play, 0, ramp(160), RATE)  # plays 100.00 .. 100.01
     ref.take(arrival=102.9, n=160)
-    assert len(ref._pieces) == 1
+    assert ref.held() == 1
     ref.take(arrival=103.02, n=160)
-    assert ref._pieces == [] and ref._resamplers == {}
+    assert ref.held() == 0 and ref._tracks == {}
 
 
 def test_the_reference_resamples_to_its_rate():
