@@ -452,6 +452,21 @@ def test_the_judge_weighs_the_backchannel_witness_on_a_wideband_line_only():
     assert info.value.details["param"] == "session.omnivox.line"
 
 
+@pytest.mark.parametrize("fmt", ["audio/pcmu", "audio/pcma"])
+def test_a_g711_input_is_a_phone_line_unless_the_session_says_otherwise(fmt):
+    from omnivox.agent.interruption import Line
+    from omnivox.protocol.realtime.session_config import SessionConfig, apply_update
+    from omnivox.worker.realtime.session import agent_settings
+
+    g711 = apply_update(SessionConfig(), {"audio": {"input": {"format": {"type": fmt}}}})
+    assert g711.omnivox.line is None
+    assert agent_settings(g711).interruption.line is Line.PHONE  # a client bridging its own calls
+    said = apply_update(g711, {"omnivox": {"line": "wideband"}})
+    assert agent_settings(said).interruption.line is Line.WIDEBAND  # its word is taken
+    opus = apply_update(SessionConfig(), {"audio": {"input": {"format": {"type": "audio/opus"}}}})
+    assert agent_settings(opus).interruption.line is Line.WIDEBAND
+
+
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
 
 
