@@ -21,8 +21,8 @@ per user turn (``Phase``):
   when it is short, of few words, and unclear: the recogniser unsure of them, or too quiet against
   the reply playing meanwhile (a misheard "okay": "I'm Kay."; a lone word at a surer score than two
   or three: "door" for "sure"), or when it is one word looping (Whisper's hallucination on a
-  cough: "Duh, duh, duh, duh"), or (when the policy weighs it, off by default) when the
-  recogniser, asked again, scores a backchannel on its sound as near as the few sure words it wrote
+  cough: "Duh, duh, duh, duh"), or (on a wideband line only: ``Line``) when the recogniser, asked
+  again, scores a backchannel on its sound as near as the few sure words it wrote
   (``sounds_backchannel``: the backchannel witness, ``voice.witness``). Words that ask the
   assistant to stop ("wait", "stop", "hold on", "no", "sorry", "hey") cut it whatever the scores.
   A partial transcript can only cut (a backchannel is judged once it is over).
@@ -57,6 +57,21 @@ from omnivox.voice.turn.words import words
 
 _ONE_LETTER_WORDS = frozenset("ai0123456789")
 WITNESS_OFF = 99.0  # ``witness_margin_min`` no margin reaches: the witness is not weighed
+# the witness's threshold on a wideband line: offline (bench interruptions, A and B wideband) it
+# took 5 -> 2 of 80 backchannels cut and lost no barge-in (docs/benchmarks.md, "The backchannel
+# witness")
+WITNESS_MARGIN_WIDEBAND = -0.5
+
+
+class Line(StrEnum):
+    """The line the user's voice comes over, as the adapter that built the session knows it."""
+
+    # the microphone's own audio: realtime WebSocket clients, WebRTC calls, duplex
+    WIDEBAND = "wideband"
+    # G.711 at 8 kHz: SIP calls and carriers' media streams (Twilio, Telnyx, Plivo). The witness is
+    # not weighed there: live it resumed two real barge-ins (a misheard onset before a sure word,
+    # "Thanks. actually.") and offline it took no backchannel the other rules cut
+    PHONE = "phone"
 
 
 class Verdict(StrEnum):
@@ -122,11 +137,11 @@ class InterruptionPolicy:
     # ("Bye" for "i see"), which the unclear rules (for words it is unsure of) cannot take. Unsure
     # words are left to them: on the sound of a misheard barge-in ("Our" for espeak-ng's "sorry"
     # over G.711, -2.7) a backchannel scores as well as the garbage. Fitted by ``omnivox bench
-    # interruptions`` (docs/benchmarks.md, "The backchannel witness"). Off by default (99): live
-    # over G.711 it would have resumed two real barge-ins ("Thanks. actually.": a misheard onset
-    # before a sure word, a backchannel +0.86 above it) and it took no false cut the other rules
-    # leave there
-    witness_margin_min: float = WITNESS_OFF
+    # interruptions`` (docs/benchmarks.md, "The backchannel witness"). Weighed on a wideband
+    # ``line`` only (99: nowhere): live over G.711 it would have resumed two real barge-ins
+    # ("Thanks. actually.": a misheard onset before a sure word, a backchannel +0.86 above it) and
+    # it took no false cut the other rules leave there
+    witness_margin_min: float = WITNESS_MARGIN_WIDEBAND
     witness_logprob_min: float = -1.0
     # one word said over and over ("Duh, duh, duh, duh"): Whisper's decoding loop on a noise, the
     # failure its own long-form decoding retries on (its compression-ratio test); this many or more
@@ -145,12 +160,16 @@ class InterruptionPolicy:
     # (a chunk, 40 ms, and the network); the VAD's onset is good to a window or two (32 ms each).
     # About 150 ms on loopback; the rest is room for a network
     player_lag_ms: int = 250
+    # the session's line (set by the adapter that built the session): the witness is weighed on a
+    # wideband one only
+    line: Line = Line.WIDEBAND
 
     @property
     def weighs_witness(self) -> bool:
         """Whether the judge weighs the backchannel witness (the hearing computes it only then: it
-        costs a recogniser pass per short utterance over a reply)."""
-        return self.evidence and self.witness_margin_min < WITNESS_OFF
+        costs a recogniser pass per short utterance over a reply): on a wideband line, with the
+        evidence weighed and a threshold set."""
+        return self.evidence and self.line is Line.WIDEBAND and self.witness_margin_min < WITNESS_OFF
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_phrases", tuple({tuple(words(b)) for b in self.backchannels if words(b)}))
@@ -192,7 +211,8 @@ class InterruptionPolicy:
 
     def _sounds_backchannel(self, e: Evidence) -> bool:
         return (
-            e.backchannel_margin is not None
+            self.weighs_witness
+            and e.backchannel_margin is not None
             and e.backchannel_margin >= self.witness_margin_min
             and e.avg_logprob is not None
             and e.avg_logprob >= self.witness_logprob_min

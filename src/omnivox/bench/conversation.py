@@ -27,7 +27,8 @@ Counted per turn:
   no_speech, backchannel, echo, unclear, sounds_backchannel, words) by what the caller did then.
 
 ``--line g711`` calls over a telephone line: the session's audio in and out is G.711 mu-law at 8 kHz
-(``audio/pcmu``), the caller's microphone is band-limited to it and the reply is heard from it.
+(``audio/pcmu``), the caller's microphone is band-limited to it and the reply is heard from it, and
+the session is told it is on a phone line (``omnivox.line``, as the gateway tells a phone call's).
 ``--noise`` (babble, pink, fan: ``bench noise``'s) plays behind the caller all call long at
 ``--snr-db`` under its voice; ``--noise-reduction`` asks the session for ``noise_reduction``;
 ``--eagerness`` turns on ``semantic_vad`` instead of server VAD. ``--playback-reports`` has the
@@ -323,6 +324,7 @@ class ConversationCaller(realtime.RealtimeCaller):
         if args.line == "g711":
             audio["input"]["format"] = {"type": "audio/pcmu"}
             audio["output"] = {"format": {"type": "audio/pcmu"}}
+            session["omnivox"]["line"] = "phone"  # as the gateway sets a phone call's session
         return session
 
     async def _talk(self, ws: ClientConnection, turns: int) -> None:

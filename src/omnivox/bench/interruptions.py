@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
-from omnivox.agent.interruption import WITNESS_OFF, Evidence, InterruptionPolicy, Verdict
+from omnivox.agent.interruption import WITNESS_OFF, Evidence, InterruptionPolicy, Line, Verdict
 from omnivox.agent.turns import evidence
 from omnivox.bench.table import print_table, write_json
 from omnivox.voice.listener import Listener
@@ -384,7 +384,9 @@ def run(args: argparse.Namespace) -> int:
     )
     observations += [o for path in args.conversations for o in from_conversation(path)]
     fitted = fit(observations, args.miss_weight)
-    policies = {"words only": words_only, "defaults": InterruptionPolicy(), "fitted": fitted}
+    # the defaults of a session on the cases' line (``--observations`` from another line: say it)
+    defaults = InterruptionPolicy(line=Line.PHONE if args.line == "g711" else Line.WIDEBAND)
+    policies = {"words only": words_only, "defaults": defaults, "fitted": fitted}
     rows = []
     for name, policy in policies.items():
         for kind in args.kinds:

@@ -7,10 +7,12 @@ from dataclasses import replace
 import pytest
 
 from omnivox.agent.interruption import (
+    WITNESS_OFF,
     Cut,
     Evidence,
     Interruption,
     InterruptionPolicy,
+    Line,
     Pause,
     Phase,
     Resume,
@@ -193,9 +195,26 @@ def test_one_word_looping_is_no_speech_and_a_call_for_attention_cuts() -> None:
     assert POLICY.judge("Hey.", 420, SPOKEN, Evidence(0.75, -0.93)) is Verdict.WORDS
 
 
-# the witness as a fit on the offline hearings alone would set it (docs/benchmarks.md, "The
-# backchannel witness"); the default leaves it out: live over G.711 it would resume real barge-ins
-WITNESS = replace(POLICY, witness_margin_min=-0.5, witness_logprob_min=-1.0)
+# the witness as the offline hearings set it (docs/benchmarks.md, "The backchannel witness"): a
+# wideband session's default. A phone line's judge leaves it out: live over G.711 it would resume
+# real barge-ins
+WITNESS = InterruptionPolicy(line=Line.WIDEBAND)
+PHONE = InterruptionPolicy(line=Line.PHONE)
+
+
+def test_the_witness_is_weighed_on_a_wideband_line_and_never_on_a_phone_line() -> None:
+    assert (WITNESS.witness_margin_min, WITNESS.witness_logprob_min) == (-0.5, -1.0)
+    assert POLICY.line is Line.WIDEBAND and POLICY.weighs_witness
+    assert not PHONE.weighs_witness
+    # no threshold moves a phone line's judge onto it, nor a policy that weighs no evidence
+    assert not replace(PHONE, witness_margin_min=-5.0).weighs_witness
+    assert not replace(WITNESS, evidence=False).weighs_witness
+    assert not replace(WITNESS, witness_margin_min=WITNESS_OFF).weighs_witness
+    sure_wrong = Evidence(no_speech_prob=0.46, avg_logprob=-0.56, backchannel_margin=+0.5)
+    assert WITNESS.judge("Bye", 288, SPOKEN, sure_wrong) is Verdict.SOUNDS_BACKCHANNEL
+    # the same evidence on a phone line: the words decide (even a margin computed all the same)
+    assert PHONE.judge("Bye", 288, SPOKEN, sure_wrong) is Verdict.WORDS
+    assert replace(PHONE, witness_margin_min=-5.0).judge("Bye", 288, SPOKEN, sure_wrong) is Verdict.WORDS
 
 
 def test_sure_wrong_words_whose_sound_scores_as_a_backchannel_resume_the_reply() -> None:
@@ -212,10 +231,9 @@ def test_sure_wrong_words_whose_sound_scores_as_a_backchannel_resume_the_reply()
     # a backchannel far below the words on the sound: they are the user's ("What about tomorrow?")
     assert WITNESS.judge("Bye", 288, SPOKEN, replace(bye, backchannel_margin=-1.2)) is Verdict.WORDS
     assert WITNESS.judge("Bye", 288, SPOKEN, replace(bye, backchannel_margin=None)) is Verdict.WORDS
-    # off by default: the words decide, and the hearing does not compute it
-    assert not POLICY.weighs_witness and WITNESS.weighs_witness
-    assert POLICY.judge("Bye", 288, SPOKEN, bye) is Verdict.WORDS
-    assert not replace(WITNESS, evidence=False).weighs_witness
+    # off on a phone line: the words decide, and the hearing does not compute it
+    assert not PHONE.weighs_witness and WITNESS.weighs_witness
+    assert PHONE.judge("Bye", 288, SPOKEN, bye) is Verdict.WORDS
 
 
 def test_the_witness_weighs_only_few_sure_words_and_never_a_stop_word() -> None:
@@ -236,10 +254,11 @@ def test_the_witness_weighs_only_few_sure_words_and_never_a_stop_word() -> None:
     assert WITNESS.judge("Bye", WITNESS.backchannel_max_ms + 1, SPOKEN, sure) is Verdict.WORDS
     # what it cannot tell: live over G.711, hibari's "actually, tell me about the train instead"
     # began "Thanks. actually." (P(no speech) 0.57, -0.60), and a backchannel scored 0.86 above
-    # those words on its sound: weighed, the witness resumes a real barge-in (why it is off)
+    # those words on its sound: weighed, the witness resumes a real barge-in (why a phone line's
+    # judge leaves it out)
     live = Evidence(0.567, -0.598, backchannel_margin=0.863)
     assert WITNESS.judge("Thanks. actually.", 900, SPOKEN, live) is Verdict.SOUNDS_BACKCHANNEL
-    assert POLICY.judge("Thanks. actually.", 900, SPOKEN, live) is Verdict.WORDS
+    assert PHONE.judge("Thanks. actually.", 900, SPOKEN, live) is Verdict.WORDS
 
 
 def test_without_evidence_or_with_it_off_only_the_words_judge() -> None:
@@ -327,10 +346,22 @@ def test_the_judge_on_recorded_speech_over_a_reply(
     assert (words_only == "words") is (verdict in ("no_speech", "unclear", "words"))
 
 
+def test_on_a_wideband_line_the_witness_takes_a_backchannel_heard_as_sure_wrong_words(recorded) -> None:
+    # hibari's "i see" loud over the reply (-6 dB): Whisper sure of "I say..." (-0.56, two words:
+    # no unclear rule takes it), "I see." forced onto the sound 0.33 below it
+    case = recorded("hibari", "i see", -6.0)
+    first = case.points[0]
+    assert case.paused and first.text == "I say..."
+    assert first.evidence["backchannel_margin"] >= WITNESS.witness_margin_min
+    assert case.judged_by(POLICY) == "sounds_backchannel"  # a wideband session's judge resumes it
+    assert case.judged_by(PHONE) == "words"  # a phone line's judge would cut the reply
+
+
 # the same over a G.711 telephone line (8 kHz mu-law, ``bench interruptions --line g711``), with the
-# backchannel witness's margin: the default judge, and the witness weighed (``WITNESS``)
+# backchannel witness's margin: a phone line's judge (``PHONE``), and the witness weighed
+# (``WITNESS``, a wideband session's judge)
 RECORDED_G711 = [
-    # (voice, what is said, a noise burst, the default's verdict, the witness's, Whisper's words,
+    # (voice, what is said, a noise burst, the phone judge's verdict, the witness's, Whisper's words,
     # the margin's sign: + a backchannel scores at least as well as the words, - below them)
     ("hibari", "okay", False, "backchannel", "backchannel", "Okay.", "+"),
     ("espeak", "yeah", False, "backchannel", "backchannel", "Yeah.", "+"),
@@ -355,7 +386,7 @@ def test_the_judge_on_recorded_speech_over_a_reply_on_a_telephone_line(
 ) -> None:
     case = recorded(voice, said, -10.0, noise, "g711")
     assert case.paused
-    assert case.judged_by(POLICY) == verdict
+    assert case.judged_by(PHONE) == verdict
     assert case.judged_by(WITNESS) == witnessed
     first = case.points[0]
     assert first.text == heard

@@ -29,7 +29,7 @@ from omnivox.agent.events import (
     TranscriptDelta,
     UserTurn,
 )
-from omnivox.agent.interruption import InterruptionPolicy
+from omnivox.agent.interruption import InterruptionPolicy, Line
 from omnivox.agent.loop import AgentSettings, VoiceAgent
 from omnivox.agent.pacing import LeadPacing
 from omnivox.agent.reply import ReplyPlan
@@ -420,22 +420,28 @@ async def test_manual_turns_commit_by_hand_and_refuse_too_little_audio(harness) 
 
 async def test_the_hearing_computes_the_backchannel_witness_only_while_the_judge_weighs_it(harness) -> None:
     listener = harness.engine.listener
-    assert not listener.witness  # the default judge leaves it out: no second recogniser pass
-    weighs = replace(InterruptionPolicy(), witness_margin_min=-0.5)
-    await harness.agent.configure(replace(harness.agent.settings, interruption=weighs))
-    harness.feed()  # (settings take effect in audio order, on the input thread)
-    for _ in range(600):
-        if listener.witness:
-            break
-        await asyncio.sleep(0.005)
-    assert listener.witness and listener.configured[-1] == harness.agent.settings.turns.params
-    await harness.agent.configure(replace(harness.agent.settings, interruption=InterruptionPolicy()))
-    harness.feed()
-    for _ in range(600):
-        if not listener.witness:
-            break
-        await asyncio.sleep(0.005)
-    assert not listener.witness
+    assert listener.witness  # a wideband session's judge (the default) weighs it: computed
+
+    async def judged_on(policy: InterruptionPolicy) -> None:
+        await harness.agent.configure(replace(harness.agent.settings, interruption=policy))
+        harness.feed()  # (settings take effect in audio order, on the input thread)
+        for _ in range(600):
+            if listener.witness is policy.weighs_witness:
+                break
+            await asyncio.sleep(0.005)
+
+    # a phone line's judge never weighs it: no second recogniser pass
+    await judged_on(InterruptionPolicy(line=Line.PHONE))
+    assert not listener.witness and listener.configured[-1] == harness.agent.settings.turns.params
+    await judged_on(InterruptionPolicy(line=Line.WIDEBAND))
+    assert listener.witness
+
+
+@pytest.mark.parametrize(
+    "harness", [([], False, AgentSettings(interruption=InterruptionPolicy(line=Line.PHONE)))], indirect=True
+)
+async def test_a_phone_lines_hearing_never_computes_the_witness(harness) -> None:
+    assert not harness.engine.listener.witness  # set before the input thread hears anything
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from collections.abc import Callable
 from typing import Any
 
 from omnivox.protocol.realtime import events as ev
@@ -37,10 +38,14 @@ def fixed_formats(session: dict[str, Any], audio_format: dict[str, Any]) -> dict
     return out
 
 
-def with_fixed_formats(frame: str, audio_format: dict[str, Any]) -> str:
-    """A client's frame with any session update's formats fixed (anything else as it is: a frame
-    that is not JSON, or nested past what the parser takes, goes on too, and the worker says what is
-    wrong with it)."""
+def with_fixed_formats(
+    frame: str,
+    audio_format: dict[str, Any],
+    fixed: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+) -> str:
+    """A client's frame with any session update's formats fixed, and whatever else the call fixes
+    (``fixed``: the phone's line); anything else as it is: a frame that is not JSON, or nested past
+    what the parser takes, goes on too, and the worker says what is wrong with it."""
     try:
         event = json.loads(frame)
     except (ValueError, RecursionError):
@@ -50,7 +55,8 @@ def with_fixed_formats(frame: str, audio_format: dict[str, Any]) -> str:
         and event.get("type") in _SESSION_UPDATES
         and isinstance(event.get("session"), dict)
     ):
-        event["session"] = fixed_formats(event["session"], audio_format)
+        session = fixed_formats(event["session"], audio_format)
+        event["session"] = fixed(session) if fixed is not None else session
         return json.dumps(event)
     return frame
 

@@ -7,7 +7,9 @@ The session takes and speaks G.711 (``audio/pcmu`` or ``audio/pcma``), whatever 
 and what the caller heard of a cut reply is told to the session as a client's
 ``conversation.item.truncate`` would. The built-in ``end_call`` tool hangs up; ``send_dtmf`` (offered
 on SIP calls whose profile asks for it) presses keys, to get through a phone menu: its result comes
-back as the function call's output, and no response is asked for (the menu speaks next).
+back as the function call's output, and no response is asked for (the menu speaks next). The
+session is told it is on a telephone line (``omnivox.line: "phone"``, kept through a sideband's
+updates as the formats are): the judge of speech over a reply weighs what it does over G.711.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ END_CALL_TOOL = {
     "description": "Hang up the phone call. Call it once the conversation is over and you have said goodbye.",
     "parameters": {"type": "object", "properties": {"reason": {"type": "string"}}},
 }
+PHONE_LINE = "phone"  # ``OmnivoxOptions.line`` of every phone call's session
 SEND_DTMF = "send_dtmf"
 SEND_DTMF_TOOL = {
     "type": "function",
@@ -47,7 +50,9 @@ class RealtimePhone(PhoneBridge):
     def preamble(
         self, session: dict[str, Any] | None, encoding: str, end_call: bool, send_dtmf: bool = False
     ) -> list[str]:
-        patch = calls.fixed_formats({"type": "realtime", **(session or {})}, {"type": encoding})
+        patch = _on_phone_line(
+            calls.fixed_formats({"type": "realtime", **(session or {})}, {"type": encoding})
+        )
         builtin = [t for on, t in ((end_call, END_CALL_TOOL), (send_dtmf, SEND_DTMF_TOOL)) if on]
         if builtin:
             names = {t["name"] for t in builtin}
@@ -82,7 +87,7 @@ class RealtimePhone(PhoneBridge):
         return calls.append(payload)
 
     def client_frame(self, frame: str, encoding: str) -> str | None:
-        return calls.with_fixed_formats(frame, {"type": encoding})
+        return calls.with_fixed_formats(frame, {"type": encoding}, _on_phone_line)
 
     def route(self, frame: str) -> PhoneRoute:
         try:
@@ -177,3 +182,12 @@ def _digits(arguments: Any) -> str:
 
 
 REALTIME_PHONE = RealtimePhone()
+
+
+def _on_phone_line(session: dict[str, Any]) -> dict[str, Any]:
+    """``session`` (a session update's) saying the session is on a telephone line (options that are
+    not an object go on as they are: the worker says what is wrong with them)."""
+    options = session.get("omnivox") or {}
+    if not isinstance(options, dict):
+        return session
+    return {**session, "omnivox": {**options, "line": PHONE_LINE}}

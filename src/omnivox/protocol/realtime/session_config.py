@@ -34,6 +34,7 @@ BETA_FORMATS: dict[str, dict[str, Any]] = {
     "opus": {"type": "audio/opus"},
 }
 _FIXED_RATES = {"audio/pcmu": 8000, "audio/pcma": 8000, "audio/opus": 24000}
+G711_FORMATS = frozenset({"audio/pcmu", "audio/pcma"})  # a telephone line's audio, at 8 kHz
 
 
 class _Strict(BaseModel):
@@ -249,6 +250,11 @@ class OmnivoxOptions(_Strict):
     # every function call is asynchronous: the reply goes on while the client runs it, and its
     # output starts a response of its own (a function tool's ``async`` says so of one function)
     async_function_calls: bool = False
+    # the line the caller's voice comes over: ``phone`` (G.711 at 8 kHz; a phone call's session is
+    # set so by the gateway, and a client bridging its own calls says so) or ``wideband`` (a
+    # microphone's own audio). It chooses what the judge of speech over a reply weighs. Unset, a
+    # G.711 input (``audio/pcmu``, ``audio/pcma``) is taken for a phone line, any other for wideband
+    line: Literal["wideband", "phone"] | None = None
 
 
 Modality = Literal["text", "audio"]

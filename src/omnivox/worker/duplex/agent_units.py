@@ -44,7 +44,7 @@ from omnivox.agent.events import (
     UserTurn,
 )
 from omnivox.agent.hearing import Echo
-from omnivox.agent.interruption import InterruptionPolicy
+from omnivox.agent.interruption import InterruptionPolicy, Line
 from omnivox.agent.loop import AgentSettings, VoiceAgent
 from omnivox.agent.pacing import UnitPacing
 from omnivox.agent.reply import Reply, ReplyPlan
@@ -141,6 +141,7 @@ class AgentUnits:
                     backchannels=tuple(b.strip() for b in s.backchannels.split(",") if b.strip()),
                     backchannel_max_ms=s.backchannel_max_ms,
                     echo_words=s.echo_guard,
+                    line=Line.WIDEBAND,  # a client's microphone: no phone adapter builds duplex sessions
                 ),
                 echo=Echo(s.echo_canceller, s.echo_gate_factor),
                 transcribe=False,

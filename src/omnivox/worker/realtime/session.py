@@ -38,7 +38,7 @@ from omnivox.agent.events import (
     UserTurn,
 )
 from omnivox.agent.hearing import Denoise, Echo
-from omnivox.agent.interruption import InterruptionPolicy
+from omnivox.agent.interruption import InterruptionPolicy, Line
 from omnivox.agent.loop import AgentSettings, VoiceAgent
 from omnivox.agent.pacing import LeadPacing
 from omnivox.agent.turns import TurnSettings
@@ -48,6 +48,7 @@ from omnivox.core.ids import new_id
 from omnivox.protocol.realtime import events as ev
 from omnivox.protocol.realtime import wire as rt
 from omnivox.protocol.realtime.session_config import (
+    G711_FORMATS,
     OmnivoxOptions,
     SessionConfig,
     TurnDetection,
@@ -90,12 +91,15 @@ def turn_settings(vad: TurnDetection | None) -> TurnSettings | None:
     return TurnSettings(params, vad.create_response, vad.interrupt_response, vad.idle_timeout_ms)
 
 
-def interruption_policy(options: OmnivoxOptions) -> InterruptionPolicy:
+def interruption_policy(options: OmnivoxOptions, input_format: str = "audio/pcm") -> InterruptionPolicy:
+    """The judge's policy; the line is the session's ``line``, else a G.711 input's (phone)."""
+    line = options.line or ("phone" if input_format in G711_FORMATS else "wideband")
     return InterruptionPolicy(
         resume_ms=options.false_interruption_ms,
         backchannels=tuple(options.backchannels),
         backchannel_max_ms=options.backchannel_max_ms,
         echo_words=options.echo_guard,
+        line=Line(line),
     )
 
 
@@ -104,7 +108,7 @@ def agent_settings(config: SessionConfig) -> AgentSettings:
     options = config.omnivox
     return AgentSettings(
         turns=turn_settings(config.audio.input.turn_detection),
-        interruption=interruption_policy(options),
+        interruption=interruption_policy(options, config.audio.input.format.type),
         echo=Echo(options.echo_canceller, options.echo_gate_factor),
         noise=Denoise(noise.type if (noise := config.audio.input.noise_reduction) is not None else None),
         transcribe=config.audio.input.transcription is not None,

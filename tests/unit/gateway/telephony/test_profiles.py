@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 from omnivox.core.config import PhoneProfile, Settings
-from omnivox.gateway.telephony.profiles import greeting_instructions, profile_for
+from omnivox.gateway.telephony.profiles import greeting_instructions, opening, profile_for
+from omnivox.protocol.realtime.phone import REALTIME_PHONE
 
 
 def _settings(**profiles: PhoneProfile) -> Settings:
@@ -33,3 +36,15 @@ def test_no_number_or_no_match_without_a_default_gives_a_fresh_default_profile()
 def test_the_greeting_is_quoted_into_the_first_replys_instructions() -> None:
     text = greeting_instructions("Hello, this is Ada.")
     assert text.endswith('"Hello, this is Ada."') and "Greet the caller" in text
+
+
+def test_every_calls_session_opens_on_a_phone_line() -> None:
+    # SIP (inbound, dialled out, accepted with an application's session) and the carriers' media
+    # streams all open their session here: the judge of speech over a reply then never weighs the
+    # backchannel witness (omnivox.line; agent.interruption.Line)
+    profile = PhoneProfile(instructions="desk", greeting="Hello.")
+    for session in (None, {"type": "realtime", "omnivox": {"line": "wideband", "echo_guard": False}}):
+        frames = opening(REALTIME_PHONE, profile, "audio/pcmu", session, keypad=True)
+        update = json.loads(frames[0])
+        assert update["type"] == "session.update" and update["session"]["omnivox"]["line"] == "phone"
+        assert len(frames) == 2  # and the greeting

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from omnivox.core.errors import DialFailed
-from omnivox.protocol.realtime.phone import END_CALL, SEND_DTMF
+from omnivox.protocol.realtime.phone import END_CALL, PHONE_LINE, SEND_DTMF
 from omnivox.protocol.realtime.phone import REALTIME_PHONE as phone
 
 
@@ -19,6 +19,30 @@ def test_the_preamble_fixes_g711_and_offers_end_call_once() -> None:
     assert session["tools"][0]["description"] != "an old one"
     (plain,) = phone.preamble(None, "audio/pcmu", end_call=False)
     assert "tools" not in json.loads(plain)["session"]
+
+
+def test_a_call_tells_its_session_it_is_on_a_phone_line_and_a_sideband_cannot_undo_it() -> None:
+    # the judge of speech over a reply weighs what it does over G.711 (omnivox.line)
+    (frame,) = phone.preamble({"omnivox": {"echo_guard": False}}, "audio/pcmu", end_call=False)
+    assert json.loads(frame)["session"]["omnivox"] == {"echo_guard": False, "line": PHONE_LINE}
+    (plain,) = phone.preamble(None, "audio/pcma", end_call=True)
+    assert json.loads(plain)["session"]["omnivox"] == {"line": "phone"}
+    update = {
+        "type": "session.update",
+        "session": {"omnivox": {"line": "wideband", "backchannel_max_ms": 900}},
+    }
+    session = json.loads(phone.client_frame(json.dumps(update), "audio/pcmu") or "")["session"]
+    assert session["omnivox"] == {"line": "phone", "backchannel_max_ms": 900}
+    # an update without options gets them (a sideband's update cannot leave the line unsaid)
+    other = {"type": "session.update", "session": {"instructions": "hi"}}
+    assert json.loads(phone.client_frame(json.dumps(other), "audio/pcmu") or "")["session"]["omnivox"] == {
+        "line": "phone"
+    }
+    # options that are not an object go on as they are: the worker says what is wrong with them
+    bad = {"type": "session.update", "session": {"omnivox": "phone"}}
+    assert (
+        json.loads(phone.client_frame(json.dumps(bad), "audio/pcmu") or "")["session"]["omnivox"] == "phone"
+    )
 
 
 def test_session_frames_become_call_actions() -> None:

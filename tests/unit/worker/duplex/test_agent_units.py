@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from omnivox.agent.events import ReplyReport
+from omnivox.agent.interruption import Line
 from omnivox.audio.resample import resample
 from omnivox.core.config import Settings
 from omnivox.core.errors import PrepareRequired
@@ -60,6 +61,14 @@ async def test_units_before_prepare_are_refused(source) -> None:
     await source.cleanup()
     with pytest.raises(PrepareRequired):
         await source.step(Chunk(SILENCE), False, finalize=False)
+
+
+async def test_a_duplex_session_is_on_a_wideband_line_and_its_judge_weighs_the_witness(source) -> None:
+    # no phone adapter builds duplex sessions: a client's microphone, the backchannel witness weighed
+    await source.prepare(DuplexParams())
+    assert source.agent is not None
+    policy = source.agent.settings.interruption
+    assert policy.line is Line.WIDEBAND and policy.weighs_witness
 
 
 async def test_the_user_is_heard_then_answered_in_unit_sized_pieces(source, weather) -> None:

@@ -432,6 +432,41 @@ def test_noise_reduction_is_served_and_reaches_the_agent(kind):
     assert agent_settings(off).noise == Denoise(None)
 
 
+def test_the_judge_weighs_the_backchannel_witness_on_a_wideband_line_only():
+    from omnivox.agent.interruption import Line
+    from omnivox.core.errors import InvalidMessage
+    from omnivox.protocol.realtime.session_config import SessionConfig, apply_update
+    from omnivox.worker.realtime.session import agent_settings
+
+    wide = SessionConfig()  # a WebSocket or WebRTC client's microphone
+    assert agent_settings(wide).interruption.line is Line.WIDEBAND
+    assert agent_settings(wide).interruption.weighs_witness
+    # a phone call's session, as the gateway's preamble sets it (protocol.realtime.phone)
+    phone = apply_update(wide, {"omnivox": {"line": "phone"}})
+    assert agent_settings(phone).interruption.line is Line.PHONE
+    assert not agent_settings(phone).interruption.weighs_witness
+    # other options leave the line as it is
+    assert apply_update(phone, {"omnivox": {"echo_guard": False}}).omnivox.line == "phone"
+    with pytest.raises(InvalidMessage) as info:
+        apply_update(wide, {"omnivox": {"line": "g711"}})
+    assert info.value.details["param"] == "session.omnivox.line"
+
+
+@pytest.mark.parametrize("fmt", ["audio/pcmu", "audio/pcma"])
+def test_a_g711_input_is_a_phone_line_unless_the_session_says_otherwise(fmt):
+    from omnivox.agent.interruption import Line
+    from omnivox.protocol.realtime.session_config import SessionConfig, apply_update
+    from omnivox.worker.realtime.session import agent_settings
+
+    g711 = apply_update(SessionConfig(), {"audio": {"input": {"format": {"type": fmt}}}})
+    assert g711.omnivox.line is None
+    assert agent_settings(g711).interruption.line is Line.PHONE  # a client bridging its own calls
+    said = apply_update(g711, {"omnivox": {"line": "wideband"}})
+    assert agent_settings(said).interruption.line is Line.WIDEBAND  # its word is taken
+    opus = apply_update(SessionConfig(), {"audio": {"input": {"format": {"type": "audio/opus"}}}})
+    assert agent_settings(opus).interruption.line is Line.WIDEBAND
+
+
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
 
 
