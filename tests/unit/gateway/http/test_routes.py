@@ -124,3 +124,16 @@ def test_the_seats_of_a_process_register_in_one_request_each_as_alone() -> None:
     refused = http.post("/api/workers/register/seats", json=bad, headers=key)
     assert refused.status_code == 400 and refused.json()["detail"]["code"] == "invalid_worker_url"
     assert len(app.state.ctx.store.pool.workers) == 3  # the refused request registered no seat
+
+
+def test_a_seats_registration_of_none_or_too_many_seats_is_refused_whole() -> None:
+    app = create_gateway_app(Settings(worker_key="wk"))
+    http = TestClient(app)  # not entered: no health loop
+    key = {"Authorization": "Bearer wk"}
+    none = http.post("/api/workers/register/seats", json={"seats": []}, headers=key)
+    many = {"seats": [{"url": f"http://127.0.0.1:9001/seats/{i}"} for i in range(65)]}
+    too_many = http.post("/api/workers/register/seats", json=many, headers=key)
+    assert none.status_code == too_many.status_code == 422
+    assert [e["type"] for e in none.json()["detail"]] == ["too_short"]
+    assert [e["type"] for e in too_many.json()["detail"]] == ["too_long"]
+    assert not app.state.ctx.store.pool.workers  # nothing registered
