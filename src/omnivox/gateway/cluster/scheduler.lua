@@ -697,10 +697,18 @@ function ops.reassert()
   for _ = 1, n do
     local tid, seq, task, hash, enq = A[i], tonumber(A[i + 1]), A[i + 2], A[i + 3], A[i + 4]
     i = i + 5
-    if redis.call('EXISTS', tkey(tid)) == 0 then
+    local state = redis.call('HGET', tkey(tid), 'state')
+    if state == false then
       redis.call('HSET', tkey(tid), 'task', task, 'hash', hash, 'gw', gw, 'seq', fmt(seq), 'state', 'queued',
         'enq_ms', enq)
       redis.call('ZADD', qkey(task), seq, tid)
+      redis.call('SADD', gkey(gw, 'tickets'), tid)
+    elseif state == 'orphaned' then
+      -- the reap of this gateway kept its place for its client to come back; the client never
+      -- left (the gateway lived on): it takes it back, as ops.reattach would
+      redis.call('ZREM', P .. ':orphans', tid)
+      redis.call('HSET', tkey(tid), 'state', 'queued', 'gw', gw)
+      redis.call('ZADD', qkey(task), redis.call('HGET', tkey(tid), 'seq'), tid)
       redis.call('SADD', gkey(gw, 'tickets'), tid)
     end
     if seq > top then top = seq end
