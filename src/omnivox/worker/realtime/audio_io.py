@@ -13,6 +13,7 @@ import base64
 import numpy as np
 
 from omnivox.audio.g711 import alaw_decode, alaw_encode, ulaw_decode, ulaw_encode
+from omnivox.audio.halfband import HalfBandUpsampler
 from omnivox.audio.opus import OpusDecoder, OpusEncoder
 from omnivox.audio.pcm import b64decode, from_pcm16_into, to_pcm16
 from omnivox.audio.resample import StreamResampler
@@ -35,7 +36,13 @@ class InputDecoder:
         self.format = fmt
         self.target_rate = target_rate
         self._opus = OpusDecoder(24000) if fmt.type == "audio/opus" else None
-        self._resampler = StreamResampler(fmt.rate, target_rate)
+        # a phone line's 8 kHz is heard 4 ms behind by the half-band interpolator, where soxr's
+        # blocks hold back 12-115 ms (docs/benchmarks.md, "Conversation quality, round six")
+        self._resampler: StreamResampler | HalfBandUpsampler = (
+            HalfBandUpsampler()
+            if (fmt.rate, target_rate) == (8000, 16000)
+            else StreamResampler(fmt.rate, target_rate)
+        )
         # PCM16 chunks are converted into this (grown to the longest chunk) and resampled from it
         self._scratch = np.zeros(0, np.float32)
 

@@ -127,3 +127,20 @@ def test_pcm16_out_at_the_tts_rate_is_the_samples_as_pcm16_and_bad_samples_are_r
     assert enc.flush() == ""  # nothing held back at the same rate
     with pytest.raises(InvalidAudio):
         enc.encode(np.array([0.1, np.nan], np.float32))
+
+
+@pytest.mark.parametrize("fmt", ["audio/pcmu", "audio/pcma"])
+def test_a_phone_line_s_audio_is_heard_4_ms_behind(fmt: str) -> None:
+    """G.711 goes to 16 kHz through the half-band interpolator: each 40 ms chunk comes out whole
+    but for the same 4 ms (soxr's blocks held back up to 115 ms: a barge-in heard that late)."""
+    from omnivox.audio.g711 import ulaw_encode
+
+    encode = ulaw_encode if fmt == "audio/pcmu" else alaw_encode
+    line = InputDecoder(AudioFormat(type=fmt), 16000)
+    speech = _speechlike(8000)[::3]  # 1/3 s at 8 kHz
+    fed = given = 0
+    for at in range(0, len(speech), 320):
+        piece = speech[at : at + 320]
+        fed += len(piece)
+        given += len(line.decode(_b64(encode(piece))))
+        assert 2 * fed - given == 64  # 4 ms at 16 kHz
