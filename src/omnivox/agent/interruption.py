@@ -40,7 +40,17 @@ per user turn (``Phase``):
   turn. But the reply has played out: nothing is left to resume, and the words may answer it (a
   quick "yes" after its question), so a backchannel or an unclear utterance heard there is answered
   as the user's turn, not swallowed (``agent.turns``). A listener that reports its playback says
-  exactly when its player stopped: its reports decide, with no allowance.
+  exactly when its player stopped: its reports decide, with no allowance. A reply that has sent
+  all its audio and has at most ``player_lag_ms`` left to play as modelled is at its end too
+  (``left_s``): it has said everything but what the player's own lag holds, and the words may
+  answer it as well.
+- At the reply's end an unclear utterance costs nothing it said: it is answered as the user's turn
+  either way, and a resume plays on at most the player's lag. So the judge cuts there only on a
+  stop word or on words the recogniser is sure of: two or three words are unclear at the lone
+  word's bar (``reply_end_unclear_logprob_max``), not only below ``unclear_logprob_max``. Over
+  G.711 Whisper wrote "That's it." (-0.87) and "I hope..." (-0.95) for a "mm hmm" said as a reply
+  ended, with no reply audio under it to weigh (docs/benchmarks.md, "Conversation quality, round
+  six").
 
 Pure: no clocks of its own (audio times in milliseconds come in), no I/O.
 """
@@ -130,6 +140,10 @@ class InterruptionPolicy:
     # "mhm": -0.86 to -0.99) where a real barge-in of one word is a stop word or is followed by more
     # (the nearest, "actually": -0.80 wideband, -0.85 from espeak-ng over G.711: cut at once)
     unclear_single_logprob_max: float = -0.86
+    # at the reply's end (``Interruption.at_reply_end``) an utterance of at most
+    # ``unclear_max_words`` is unclear at this bar: answered either way, it costs at most the
+    # player's lag of the reply to resume there (the module docstring)
+    reply_end_unclear_logprob_max: float = -0.86
     # the backchannel witness (``voice.witness``): a short utterance of at most ``unclear_max_words``
     # words the recogniser is sure of (log-probability at least ``witness_logprob_min``, P(no speech)
     # under ``no_speech_high_min``) whose sound scores a backchannel, forced, within
@@ -175,10 +189,16 @@ class InterruptionPolicy:
         object.__setattr__(self, "_phrases", tuple({tuple(words(b)) for b in self.backchannels if words(b)}))
 
     def judge(
-        self, text: str, speech_ms: float, spoken: str = "", evidence: Evidence | None = None
+        self,
+        text: str,
+        speech_ms: float,
+        spoken: str = "",
+        evidence: Evidence | None = None,
+        at_reply_end: bool = False,
     ) -> Verdict:
         """What ``text`` (heard over ``speech_ms`` of the user's turn) is, given the assistant's
-        recently ``spoken`` words and what else the hearing knows of it (``evidence``)."""
+        recently ``spoken`` words and what else the hearing knows of it (``evidence``);
+        ``at_reply_end``: it came as the reply played out (``Interruption.at_reply_end``)."""
         # a lone letter is a fragment the recogniser made of a sound ("W-" for a cut-off "yeah", "x"
         # for a click), not a word anyone interrupts with
         heard = [w for w in words(text) if len(w) > 1 or w in _ONE_LETTER_WORDS]
@@ -196,7 +216,7 @@ class InterruptionPolicy:
             return Verdict.ECHO
         if short and len(heard) <= self.unclear_max_words and self._sounds_backchannel(e):
             return Verdict.SOUNDS_BACKCHANNEL
-        if short and len(heard) <= self.unclear_max_words and self._unclear(e, len(heard)):
+        if short and len(heard) <= self.unclear_max_words and self._unclear(e, len(heard), at_reply_end):
             return Verdict.UNCLEAR
         return Verdict.WORDS
 
@@ -226,8 +246,11 @@ class InterruptionPolicy:
             e.no_speech_prob is not None and e.no_speech_prob >= 0.5 and loops(heard, self.loop_min_repeats)
         )
 
-    def _unclear(self, e: Evidence, n_words: int) -> bool:
-        most = self.unclear_single_logprob_max if n_words == 1 else self.unclear_logprob_max
+    def _unclear(self, e: Evidence, n_words: int, at_reply_end: bool = False) -> bool:
+        if at_reply_end:
+            most = self.reply_end_unclear_logprob_max
+        else:
+            most = self.unclear_single_logprob_max if n_words == 1 else self.unclear_logprob_max
         unsure = e.avg_logprob is not None and e.avg_logprob <= max(most, self.unclear_logprob_max)
         quiet = e.over_echo_db is not None and e.over_echo_db <= self.unclear_over_echo_db_max
         return unsure or quiet
@@ -327,17 +350,24 @@ class Interruption:
         self.started_ms = audio_ms
 
     def confirmed(
-        self, audio_ms: float, assistant_speaking: bool, played_out_s: float | None = None
+        self,
+        audio_ms: float,
+        assistant_speaking: bool,
+        played_out_s: float | None = None,
+        left_s: float | None = None,
     ) -> Decision | None:
         """The user's speech holds (enough voiced audio). ``played_out_s``: the reply on the floor
         finished playing this long ago as modelled (None: the listener reports its playback, or no
-        reply was heard)."""
+        reply was heard); ``left_s``: a reply that has sent all its audio has this much of it left
+        to play as modelled (None: a reply is still being made, or the listener reports)."""
         if self.phase is not P.NONE:
             return None
         if not assistant_speaking:
             if not self.began_while_playing(audio_ms, played_out_s):
                 return None
             self.at_reply_end = True
+        elif left_s is not None and left_s * 1000 <= self.policy.player_lag_ms:
+            self.at_reply_end = True  # playing out: all but the player's lag is said
         if self.policy.resume_ms <= 0:
             self._machine.move(P.BARGED_IN)
             return Cut()
@@ -364,7 +394,7 @@ class Interruption:
         its first pause; else a partial transcript, which can only cut)."""
         if self.phase is not P.PAUSED:
             return None
-        verdict = self.policy.judge(text, audio_ms - self.started_ms, spoken, evidence)
+        verdict = self.policy.judge(text, audio_ms - self.started_ms, spoken, evidence, self.at_reply_end)
         self.heard_text, self.evidence = text, evidence
         if verdict is Verdict.WORDS:
             return self._cut(verdict)
@@ -386,7 +416,7 @@ class Interruption:
         """``due``: the words so far (``text``, decoded now) settle it."""
         if self.phase is not P.PAUSED:
             return None
-        verdict = self.policy.judge(text, audio_ms - self.started_ms, spoken, evidence)
+        verdict = self.policy.judge(text, audio_ms - self.started_ms, spoken, evidence, self.at_reply_end)
         self.heard_text, self.evidence = text, evidence
         return self._cut(verdict) if verdict is Verdict.WORDS else self._resume(verdict)
 

@@ -380,6 +380,14 @@ class Playback:
             return None
         return max(0.0, at - end)
 
+    def ends_in_s(self, at: float) -> float | None:
+        """How long after ``at`` this reply finishes playing as modelled (0: it had already; None:
+        it is paused or stopped, or never played)."""
+        end = self.clock.modelled_end()
+        if end is None or self.clock.stopped or self.audio_ms <= 0:
+            return None
+        return max(0.0, end - at)
+
     def heard_text(self, heard_ms: float) -> str:
         """The words of the sentences heard in the first ``heard_ms``, the last one cut at its share."""
         words: list[str] = []
@@ -453,6 +461,14 @@ class Playout:
         if self.reported or self.current is None:
             return None
         return self.current.played_out_s(self.clock() if at is None else at)
+
+    def ends_in_s(self, at: float | None = None) -> float | None:
+        """How long after ``at`` (default: now) the reply on the floor finishes playing as modelled,
+        for a listener that does not report its playback (``Playback.ends_in_s``; None: none is on
+        the floor, it is paused, or the listener reports its playback)."""
+        if self.reported or self.current is None:
+            return None
+        return self.current.ends_in_s(self.clock() if at is None else at)
 
     def left_s(self) -> float:
         """Seconds of the reply on the floor the listener has yet to play."""

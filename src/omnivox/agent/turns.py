@@ -88,6 +88,10 @@ class Floor:
     # listener reports its playback, or none was heard): speech that began before the listener's
     # player stopped is still over the reply (``Interruption.began_while_playing``)
     played_out_s: float | None = None
+    # a reply that has sent all its audio has this much left to play by the model (None: a reply
+    # is being made, none is on the floor, or the listener reports its playback): its last
+    # ``player_lag_ms`` is its end too (``Interruption.confirmed``)
+    left_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -186,7 +190,9 @@ class TurnTaking:
             return started + self._prefill("", floor)
         if heard.kind == "speech_confirmed":
             if vad is not None and vad.interrupt_response:
-                return self._act(judge.confirmed(heard.audio_ms, floor.speaking, floor.played_out_s))
+                return self._act(
+                    judge.confirmed(heard.audio_ms, floor.speaking, floor.played_out_s, floor.left_s)
+                )
             return []
         if heard.kind == "partial":
             cut = self._act(judge.heard(heard.text, heard.audio_ms, floor.spoken, False, evidence(heard)))

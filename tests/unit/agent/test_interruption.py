@@ -434,3 +434,51 @@ def test_without_recovery_speech_as_the_reply_plays_out_cuts_it() -> None:
     turn = Interruption(InterruptionPolicy(resume_ms=0))
     turn.speech_started(1000)
     assert isinstance(turn.confirmed(1150, False, played_out_s=0.1), Cut) and turn.at_reply_end
+
+
+# "mm hmm" said as a G.711 hibari reply ended (bench conversation, turn 33 of two 50-turn runs):
+# Whisper wrote two words it was unsure of, on a sound with no reply audio under it to weigh
+AT_THE_END = [
+    ("That's it.", Evidence(no_speech_prob=0.64, avg_logprob=-0.867, voiced_ms=320.0)),
+    ("I hope...", Evidence(no_speech_prob=0.483, avg_logprob=-0.947, voiced_ms=384.0)),
+]
+
+
+@pytest.mark.parametrize(("text", "evidence"), AT_THE_END)
+def test_unsure_words_as_the_reply_plays_out_are_unclear_and_cut_over_it(
+    text: str, evidence: Evidence
+) -> None:
+    assert POLICY.judge(text, 600, SPOKEN, evidence, at_reply_end=True) is Verdict.UNCLEAR
+    assert POLICY.judge(text, 600, SPOKEN, evidence) is Verdict.WORDS  # over the reply: the words cut
+    turn = Interruption(POLICY)
+    turn.speech_started(1000)
+    assert isinstance(turn.confirmed(1200, False, played_out_s=0.1), Pause) and turn.at_reply_end
+    assert turn.heard(text, 1600, SPOKEN, settled=True, evidence=evidence) == Resume(Verdict.UNCLEAR)
+
+
+def test_as_the_reply_plays_out_a_stop_word_or_sure_words_still_cut() -> None:
+    sure = Evidence(no_speech_prob=0.32, avg_logprob=-0.585, voiced_ms=576.0)  # hibari's "actually"
+    assert POLICY.judge("Actually...", 600, SPOKEN, sure, at_reply_end=True) is Verdict.WORDS
+    assert POLICY.judge(
+        "Thanks. actually.", 600, SPOKEN, replace(sure, avg_logprob=-0.6), at_reply_end=True
+    ) is (Verdict.WORDS)
+    unsure = Evidence(no_speech_prob=0.24, avg_logprob=-1.46, voiced_ms=352.0)
+    assert POLICY.judge("But, hold it.", 600, SPOKEN, unsure, at_reply_end=True) is Verdict.WORDS
+    # four words are never unclear, wherever they come
+    four = Evidence(no_speech_prob=0.45, avg_logprob=-0.95, voiced_ms=700.0)
+    assert POLICY.judge("I am out tomorrow.", 900, SPOKEN, four, at_reply_end=True) is Verdict.WORDS
+
+
+def test_a_reply_that_has_sent_everything_is_at_its_end_in_its_players_last_lag() -> None:
+    turn = Interruption(POLICY)  # player_lag_ms 250
+    turn.speech_started(1000)
+    assert isinstance(turn.confirmed(1200, True, played_out_s=0.0, left_s=0.25), Pause)
+    assert turn.at_reply_end  # all but what the player's own lag holds is said
+    turn.turn_ended()
+    turn.speech_started(3000)
+    assert isinstance(turn.confirmed(3200, True, played_out_s=0.0, left_s=0.26), Pause)
+    assert not turn.at_reply_end  # more is left: over the reply
+    turn.turn_ended()
+    turn.speech_started(5000)
+    assert isinstance(turn.confirmed(5200, True, played_out_s=None, left_s=None), Pause)
+    assert not turn.at_reply_end  # a reply still being made (or a listener that reports)

@@ -329,6 +329,22 @@ def test_the_ledger_says_how_long_ago_the_model_played_the_reply_out() -> None:
     assert Playout(clock).played_out_s() is None  # no reply heard
 
 
+def test_the_ledger_says_how_long_the_model_has_the_reply_play_on() -> None:
+    clock, playout, playback = on_the_floor(1.0)
+    assert playout.ends_in_s() == pytest.approx(1.0)
+    clock.now += 0.8
+    assert playout.ends_in_s() == pytest.approx(0.2)
+    assert playout.ends_in_s(at=clock.now - 0.5) == pytest.approx(0.7)  # (audio that arrived earlier)
+    clock.now += 0.5
+    assert playout.ends_in_s() == 0.0  # played out
+    playback.pause()
+    assert playout.ends_in_s() is None  # paused: it does not end as things stand
+    playback.resume()
+    playout.expect_reports()
+    assert playout.ends_in_s() is None  # the listener reports when it stops: no model
+    assert Playout(clock).ends_in_s() is None  # no reply heard
+
+
 def test_a_listener_that_reports_its_playback_gets_no_allowance_past_the_model() -> None:
     clock, playout, playback = on_the_floor(1.0)
     playout.heard(playback, started=True, at=clock.now)

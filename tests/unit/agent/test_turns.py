@@ -377,3 +377,25 @@ def test_the_next_turns_opening_is_prefilled_when_a_reply_ends_unless_the_user_s
     assert TurnTaking(TurnSettings(create_response=False)).reply_over(QUIET) == []  # no reply will come
     assert TurnTaking(None).reply_over(QUIET) == []
     assert TurnTaking(TurnSettings()).reply_over(TALKING) == []  # another reply has the LLM
+
+
+def test_unsure_words_in_a_finished_reply_s_last_lag_resume_it_and_are_answered() -> None:
+    # the reply has sent everything and has 100 ms left to play as modelled: "mm hmm" heard as
+    # "That's it." (unsure) resumes what is left, and the words are answered as a turn
+    ending = Floor(speaking=True, responding=False, played_out_s=0.0, left_s=0.1)
+    turns = at_the_end(ending)
+    assert turns.heard(Heard("speech_confirmed", 1200.0), 10.2, ending) == [PauseReply()]
+    unsure = SpeechScores(0.64, -0.867)
+    assert acts(turns.heard(Heard("pause", 1500.0, "That's it.", scores=unsure), 10.5, ending))[0] == (
+        ResumeReply("unclear")
+    )
+    turns.heard(Heard("speech_stopped", 1400.0), 10.9, QUIET)
+    final = turns.heard(Heard("final", 1900.0, "That's it.", scores=unsure), 10.9, QUIET)
+    commit = next(a for a in final if isinstance(a, CommitTurn))
+    assert commit.text == "That's it." and commit.respond
+    # the same words with more of the reply to play cut it: over the reply, the words decide
+    playing = Floor(speaking=True, responding=False, played_out_s=0.0, left_s=0.9)
+    over = at_the_end(playing)
+    assert over.heard(Heard("speech_confirmed", 1200.0), 10.2, playing) == [PauseReply()]
+    cut = over.heard(Heard("pause", 1500.0, "That's it.", scores=unsure), 10.5, playing)
+    assert acts(cut)[0] == BargeIn("turn_detected")
