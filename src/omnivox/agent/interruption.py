@@ -40,10 +40,12 @@ per user turn (``Phase``):
   turn. But the reply has played out: nothing is left to resume, and the words may answer it (a
   quick "yes" after its question), so a backchannel or an unclear utterance heard there is answered
   as the user's turn, not swallowed (``agent.turns``). A listener that reports its playback says
-  exactly when its player stopped: its reports decide, with no allowance. A reply that has sent
-  all its audio and has at most ``player_lag_ms`` left to play as modelled is at its end too
-  (``left_s``): it has said everything but what the player's own lag holds, and the words may
-  answer it as well.
+  exactly when its player stopped: its reports decide, with no allowance. A reply with at most
+  ``player_lag_ms`` of the audio it has sent left to play as modelled is at its end too
+  (``left_s``): it has said all but what the player's own lag holds (or its next words are late),
+  and the words may answer it as well (they are answered if it has ended by the turn's end).
+  Over G.711 a "mm hmm" said a second into a 1.4 s reply was confirmed in its last 0.1 s while
+  the reply's stream had not ended yet.
 - At the reply's end an unclear utterance costs nothing it said: it is answered as the user's turn
   either way, and a resume plays on at most the player's lag. So the judge cuts there only on a
   stop word or on words the recogniser is sure of: two or three words are unclear at the lone
@@ -358,8 +360,8 @@ class Interruption:
     ) -> Decision | None:
         """The user's speech holds (enough voiced audio). ``played_out_s``: the reply on the floor
         finished playing this long ago as modelled (None: the listener reports its playback, or no
-        reply was heard); ``left_s``: a reply that has sent all its audio has this much of it left
-        to play as modelled (None: a reply is still being made, or the listener reports)."""
+        reply was heard); ``left_s``: the reply on the floor has this much of the audio it sent left
+        to play as modelled (None: none, or the listener reports its playback)."""
         if self.phase is not P.NONE:
             return None
         if not assistant_speaking:
@@ -367,7 +369,7 @@ class Interruption:
                 return None
             self.at_reply_end = True
         elif left_s is not None and left_s * 1000 <= self.policy.player_lag_ms:
-            self.at_reply_end = True  # playing out: all but the player's lag is said
+            self.at_reply_end = True  # all it has sent but the player's lag has played
         if self.policy.resume_ms <= 0:
             self._machine.move(P.BARGED_IN)
             return Cut()

@@ -372,7 +372,7 @@ class VoiceAgent:
             responding=replies.active is not None,
             spoken=replies.spoken_recently() if echo_words else "",
             played_out_s=None if replies.active is not None else self.playout.played_out_s(arrival),
-            left_s=None if replies.active is not None else self.playout.ends_in_s(arrival),
+            left_s=self.playout.ends_in_s(arrival),
         )
 
     def _plan(self, extra: list[ChatMessage], speech_end_at: float | None = None) -> ReplyPlan:

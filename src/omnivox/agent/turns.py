@@ -88,8 +88,8 @@ class Floor:
     # listener reports its playback, or none was heard): speech that began before the listener's
     # player stopped is still over the reply (``Interruption.began_while_playing``)
     played_out_s: float | None = None
-    # a reply that has sent all its audio has this much left to play by the model (None: a reply
-    # is being made, none is on the floor, or the listener reports its playback): its last
+    # the reply on the floor has this much of the audio it has sent left to play by the model
+    # (None: none is on the floor, or the listener reports its playback): its last
     # ``player_lag_ms`` is its end too (``Interruption.confirmed``)
     left_s: float | None = None
 

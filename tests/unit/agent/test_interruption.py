@@ -481,4 +481,4 @@ def test_a_reply_that_has_sent_everything_is_at_its_end_in_its_players_last_lag(
     turn.turn_ended()
     turn.speech_started(5000)
     assert isinstance(turn.confirmed(5200, True, played_out_s=None, left_s=None), Pause)
-    assert not turn.at_reply_end  # a reply still being made (or a listener that reports)
+    assert not turn.at_reply_end  # a listener that reports its playback: its reports decide

@@ -380,7 +380,7 @@ def test_the_next_turns_opening_is_prefilled_when_a_reply_ends_unless_the_user_s
 
 
 def test_unsure_words_in_a_finished_reply_s_last_lag_resume_it_and_are_answered() -> None:
-    # the reply has sent everything and has 100 ms left to play as modelled: "mm hmm" heard as
+    # the reply has 100 ms of what it sent left to play as modelled: "mm hmm" heard as
     # "That's it." (unsure) resumes what is left, and the words are answered as a turn
     ending = Floor(speaking=True, responding=False, played_out_s=0.0, left_s=0.1)
     turns = at_the_end(ending)
@@ -393,6 +393,16 @@ def test_unsure_words_in_a_finished_reply_s_last_lag_resume_it_and_are_answered(
     final = turns.heard(Heard("final", 1900.0, "That's it.", scores=unsure), 10.9, QUIET)
     commit = next(a for a in final if isinstance(a, CommitTurn))
     assert commit.text == "That's it." and commit.respond
+    # a reply still being made when the turn ends plays on, and the words are kept, not answered
+    making = Floor(speaking=True, responding=True, played_out_s=None, left_s=0.1)
+    late = at_the_end(making)
+    late.heard(Heard("speech_confirmed", 1200.0), 10.2, making)
+    assert acts(late.heard(Heard("pause", 1500.0, "That's it.", scores=unsure), 10.5, making))[0] == (
+        ResumeReply("unclear")
+    )
+    late.heard(Heard("speech_stopped", 1400.0), 10.9, making)
+    final = late.heard(Heard("final", 1900.0, "That's it.", scores=unsure), 10.9, making)
+    assert not next(a for a in final if isinstance(a, CommitTurn)).respond
     # the same words with more of the reply to play cut it: over the reply, the words decide
     playing = Floor(speaking=True, responding=False, played_out_s=0.0, left_s=0.9)
     over = at_the_end(playing)
