@@ -62,6 +62,7 @@ class EchoGate(EchoCanceller):
         self._part = 0  # samples of the current (incomplete) frame already seen
         self._part_ref = 0.0  # their reference energy (sum of squares)
         self._open = 0  # samples the gate stays open for (user speech just passed)
+        self._heard = np.zeros(0, np.float32)  # the last 20 ms of input (before gating)
         self._echo: deque[float] = deque(maxlen=_LEARN)  # input / loudest reference of gated frames
         self._echo_sorted: list[float] = []  # the same values in order, kept for the percentile
         self._passed: deque[bool] = deque(maxlen=_GREW[0])  # per audible frame: did it pass?
@@ -96,10 +97,16 @@ class EchoGate(EchoCanceller):
         if self._part == FRAME:
             self._refs.append(float(np.sqrt(self._part_ref / FRAME)))
             self._part, self._part_ref = 0, 0.0
+        # the input's level over the last 20 ms, this piece included: a chunk that does not end on
+        # a frame's edge leaves a piece of a few samples, whose own level is one sample's peak (a
+        # 2-sample piece of echo at -6 dB came out at 0.77 of the reply's loudest frame and held
+        # the gate open 200 ms: an echo pause, docs/benchmarks.md "Conversation quality, round six")
+        heard = np.concatenate((self._heard, near))[-FRAME:]
+        self._heard = heard
         if loudest < _SILENT:
             self._open = 0
             return
-        level = float(np.sqrt(np.mean(near * near))) if len(near) else 0.0
+        level = float(np.sqrt(np.mean(heard * heard))) if len(heard) else 0.0
         if level >= self._threshold * loudest:
             # louder than the echo can be: the user. Held open only over an audible reply (in a
             # reply's fading tail the microphone's own noise would pass as louder)

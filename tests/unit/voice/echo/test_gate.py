@@ -126,3 +126,35 @@ def test_an_echo_that_starts_later_is_gated_again_within_a_second_or_so(reply, v
     settled = switched + int(1.5 * RATE)
     assert longest_speech_ms(vad, echo[settled:]) >= 500
     assert longest_speech_ms(vad, out[settled:]) < 150
+
+
+def chunks_off_the_frame(n: int) -> list[int]:
+    """Chunk lengths as a phone line's input comes out of its resamplers: around 40 ms, seldom on a
+    20 ms frame's edge, so the gate sees pieces of a few samples at frame edges."""
+    sizes = [638, 2, 626, 14, 600, 40, 586, 54, 634, 6]
+    out: list[int] = []
+    while sum(out) < n:
+        out += sizes
+    return out
+
+
+def gate_in(canceller, near: np.ndarray, ref: np.ndarray, sizes: list[int]) -> np.ndarray:  # type: ignore[no-untyped-def]
+    pieces, at = [], 0
+    for size in sizes:
+        if at >= len(near):
+            break
+        pieces.append(canceller.process(near[at : at + size], ref[at : at + size]))
+        at += size
+    return np.concatenate(pieces)
+
+
+def test_a_piece_of_a_few_samples_does_not_open_the_gate_to_the_echo(reply) -> None:
+    # a frame's last few samples judged alone measure one sample's peak, not a level: at -6 dB the
+    # echo's 2-sample piece passed as louder than the reply and held the gate open for 200 ms
+    echo = speakerphone(reply, 150.0, -6.0)
+    whole = EchoGate(adaptive=False)
+    gate(whole, echo, reply)
+    pieces = EchoGate(adaptive=False)
+    gate_in(pieces, echo, reply, chunks_off_the_frame(len(echo)))
+    # the echo passes no more for being cut into pieces (within a few frames' worth)
+    assert (len(echo) - pieces.gated) <= (len(echo) - whole.gated) + 4 * 320
