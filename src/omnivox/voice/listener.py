@@ -67,9 +67,6 @@ HeardKind = Literal[
 ]
 _KEEP_MS = 8500  # recent audio kept: prefix padding (up to 5 s) and the end-of-turn model's 8 s
 _SILENT = 3e-4  # a reference chunk quieter than this (RMS, about -70 dBFS) plays nothing
-# the ASR starts decoding where the VAD's probability falls this far from 1 towards its threshold
-# (0.8 for the default 0.5: ``Listener._decode_ahead``)
-_FALLING = 0.4
 
 
 @dataclass(frozen=True)
@@ -153,7 +150,6 @@ class Listener:
         self._utterance_from = 0  # stream sample where the ASR's current utterance began
         self._quiet_from: float | None = None  # while speaking: where the VAD's probability fell under
         # its threshold and has stayed (the speech ended there, if this becomes the pause)
-        self._falling = False  # the VAD's probability fell from sure speech (``_decode_ahead``), not back yet
         self._voiced_ms = 0.0
         self._confirmed = False
         self.pending_samples = 0  # audio since the last turn end / commit / clear
@@ -221,7 +217,6 @@ class Listener:
             return heard
         window_ms = self.vad.window_ms
         threshold = self.detector.params.threshold
-        falling = 1 - _FALLING * (1 - threshold)
         for prob in self.vad.process(audio):
             event = self.detector.push(float(prob))
             if event is not None and event.type is TurnEventType.SPEECH_STARTED:
@@ -230,14 +225,8 @@ class Listener:
                 self._turn_from = self._asr_from
                 self._voiced_ms, self._confirmed = 0.0, False
                 self._levels = _Levels()
-            speaking = self.detector.state is TurnState.SPEECH
-            quiet = speaking and prob < threshold and self._quiet_from is None
-            if quiet or (speaking and prob < falling and not self._falling):
-                self._decode_ahead(heard)
-            if quiet:  # the speech ended where this window began, if this becomes the pause
-                self._quiet_from = self.detector.audio_ms - window_ms
-            if prob >= falling:
-                self._falling = False
+            if self.detector.state is TurnState.SPEECH and prob < threshold and self._quiet_from is None:
+                self._fell_quiet(heard)
             if self.detector.state is TurnState.SPEECH and prob >= threshold:
                 self._quiet_from = None
                 self._voiced_ms += window_ms
@@ -354,18 +343,12 @@ class Listener:
 
     # ---- internals
 
-    def _decode_ahead(self, heard: list[Heard]) -> None:
-        """The speech may be ending: the VAD's probability fell from sure speech (to ``_FALLING`` of
-        the way to its threshold; once per fall) or under its threshold. The ASR starts decoding what
-        it heard up to this window (``StreamingAsr.decode_now``), so if this is the pause that ends
-        the turn its words are ready sooner after it. Silero's probability stays near 1 for ~90 ms
-        after the sound stops and passes through 0.5-0.7 in the window before it falls under the
-        threshold: decoding from that window starts the final words a window (32 ms) sooner than
-        waiting for the threshold, and the decode still hears the speech to where the listener says
-        it ended (the next window's start, ``_speech_end``), so the flush takes its words as before
-        (docs/benchmarks.md, round seven)."""
+    def _fell_quiet(self, heard: list[Heard]) -> None:
+        """The VAD's probability fell under its threshold while the user speaks: the speech may have
+        ended here. The ASR starts decoding what it heard now (``StreamingAsr.decode_now``), so if
+        this is the pause that ends the turn its words are ready sooner after it."""
         assert self.detector is not None
-        self._falling = True
+        self._quiet_from = self.detector.audio_ms - self.vad.window_ms
         if self._asr_from is not None:
             self._hear(heard, until=self._sample_at(self.detector.audio_ms))
             self.asr.decode_now()

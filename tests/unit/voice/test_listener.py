@@ -285,38 +285,6 @@ def test_the_flush_at_the_pause_names_where_the_speech_fell_under_the_threshold(
     assert asr.flushed == [1024.0]  # the speech: the utterance's first 1024 ms
 
 
-class FadingVad(LevelVad):
-    """Silero's shape at a speech's end: sure speech, a window or two of doubt, then silence."""
-
-    def _score(self, window: np.ndarray) -> float:
-        peak = float(np.abs(window).max())
-        return 0.9 if peak > 0.1 else 0.65 if peak > 0.03 else 0.45 if peak > 0.001 else 0.05
-
-
-def windows(n: int, amplitude: float) -> np.ndarray:
-    return level(32 * n, amplitude)
-
-
-def test_the_asr_decodes_ahead_once_per_fall_from_sure_speech_a_window_before_the_threshold() -> None:
-    asr = RecordingAsr()
-    listener = Listener(
-        FadingVad(), asr, TurnParams(silence_duration_ms=500), confirm_ms=150, speculate_at=0.1
-    )
-    # windows: 6 silent, speech 6-30, doubt 31-32, speech 33-42, doubt 43, faint 44, silence after
-    speech = [windows(6, 0), windows(25, 0.3), windows(2, 0.05), windows(10, 0.3)]
-    audio = np.concatenate([*speech, windows(1, 0.05), windows(1, 0.01), windows(30, 0)])
-    heard = hear(listener, audio, frame=640)
-    kinds = [h.kind for h in heard]
-    assert kinds.count("speech_stopped") == 1 and kinds[-2:] == ["speech_stopped", "final"]
-    # a decode where each fall began (the ASR had heard to the window's end: 1024 ms, 1408 ms), not
-    # again in the doubt's second window; then where it fell under the threshold (1440 ms: the
-    # recogniser itself skips that one while the decode before it runs or covers nearly as much)
-    assert asr.ahead == [1024 * 16, 1408 * 16, 1440 * 16]
-    # the speech ended where the faint window began (1408 ms), which the decode from the doubt's
-    # window heard to: the flush at the pause may take its words
-    assert asr.flushed == [1408.0]
-
-
 class _KeepingAsr:
     """A recogniser that keeps the very arrays it is fed (no copy), to check they never change."""
 
