@@ -27,13 +27,13 @@ import asyncio
 import time
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import numpy as np
 
 from omnivox.agent.playout import Playout
+from omnivox.agent.threads import SerialThread
 from omnivox.core.config import EchoKind
 from omnivox.core.errors import OmnivoxError
 from omnivox.voice.echo.choice import build_canceller
@@ -104,7 +104,7 @@ class Trip:
 
 
 class Hearing:
-    def __init__(self, listener: Listener, executor: Executor, playout: Playout | None = None) -> None:
+    def __init__(self, listener: Listener, executor: SerialThread, playout: Playout | None = None) -> None:
         self.listener = listener
         self.executor = executor
         self.playout = playout  # what the assistant played, for the echo guard
@@ -153,8 +153,9 @@ class Hearing:
         return self.queued_samples * 1000 / ASR_RATE
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run a listener call in the input thread."""
-        return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
+        """Run a listener call in the input thread (``SerialThread.call``: one per chunk heard, so
+        the cheapest hand-off there is, not ``run_in_executor``)."""
+        return await self.executor.call(fn, *args)
 
     def set_echo(self, job: Echo) -> None:
         """Hear through a fresh canceller of this kind (in the input thread, between chunks)."""

@@ -46,6 +46,7 @@ from omnivox.agent.pacing import Pacing
 from omnivox.agent.playout import Playback, Playout
 from omnivox.agent.replies import Replies
 from omnivox.agent.reply import Reply, ReplyPlan
+from omnivox.agent.threads import SerialThread
 from omnivox.agent.traces import AgentTraces, turn_detection
 from omnivox.agent.turn_timing import TurnTimer
 from omnivox.agent.turns import (
@@ -129,7 +130,7 @@ class VoiceAgent:
         self.planner = plan
         self.prompt = prompt  # None: nothing is prefilled while the user speaks
         self.units = units
-        self.input_thread = ThreadPoolExecutor(1, thread_name_prefix="agent-input")
+        self.input_thread = SerialThread("agent-input")
         self.output_thread = ThreadPoolExecutor(1, thread_name_prefix="agent-output")
         # the reply audio as it plays: what was heard, the echo reference (``waits_for_audio``: the
         # listener's player waits when it runs dry, as a duplex client's does between units)

@@ -7,6 +7,14 @@ other engine call (turn-based chat, a native duplex model) runs on the worker's 
 (``worker.host``). Each of these threads is a one-thread executor: work on it runs in the order it
 was submitted.
 
+``SerialThread`` is that one-thread executor, with ``call``: a call handed to it from the event loop
+and awaited there without ``run_in_executor``'s machinery (a ``concurrent.futures`` future with its
+condition and callbacks, chained to an asyncio one, and the pool's idle semaphore): the input thread
+takes one such call for each chunk the user sends (25 a second a session), and that machinery was a
+fifth of a seat's event loop (docs/benchmarks.md, round 4). The same thread wake-up and loop wake-up
+per call remain; the call goes through a ``queue.SimpleQueue`` and comes back by one
+``call_soon_threadsafe``.
+
 ``ThreadStream`` runs a blocking iterator on such an executor and hands its items to the event loop
 in order; ``iterate_in_thread`` is the same as an async iterator. Whoever reads it can stop it: the
 ``stop`` event is set and the thread is waited for, so a stream never outlives its reader by more
@@ -16,13 +24,129 @@ than the blocking step it was in (an iterator checks ``stop`` between items).
 from __future__ import annotations
 
 import asyncio
+import queue
 import threading
+import weakref
 from collections import deque
 from collections.abc import AsyncGenerator, Callable, Iterable
-from concurrent.futures import Executor
-from typing import Generic, TypeVar
+from concurrent.futures import Executor, Future
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
+
+
+# one call for the thread: the function, its arguments, and where its outcome goes (an asyncio future
+# on ``loop``, or a concurrent one when ``loop`` is None)
+_Outcome = asyncio.Future[Any] | Future[Any]
+_Call = tuple[Callable[..., Any], tuple[Any, ...], asyncio.AbstractEventLoop | None, _Outcome]
+
+
+def _settle(future: asyncio.Future[Any], ok: bool, outcome: Any) -> None:
+    """(The event loop.) The call's outcome, unless its awaiter was cancelled meanwhile."""
+    if future.done():
+        return
+    if ok:
+        future.set_result(outcome)
+    else:
+        future.set_exception(outcome)
+
+
+def _serve(calls: queue.SimpleQueue[_Call | None]) -> None:
+    """(The thread.) Run the calls in the order they came until the ``None`` that ends it. The
+    thread holds only the queue: an executor dropped without ``shutdown`` ends it (a finaliser)."""
+    while (call := calls.get()) is not None:
+        fn, args, loop, future = call
+        if loop is None:
+            assert isinstance(future, Future)
+            if not future.set_running_or_notify_cancel():
+                continue  # cancelled before it ran
+            try:
+                future.set_result(fn(*args))
+            except BaseException as exc:  # handed to whoever waits on the future
+                future.set_exception(exc)
+            continue
+        assert isinstance(future, asyncio.Future)
+        if future.done():
+            continue  # its awaiter was cancelled before it ran (as ``run_in_executor``: never run)
+        try:
+            ok, outcome = True, fn(*args)
+        except BaseException as exc:  # handed to the awaiter, who decides what it means
+            ok, outcome = False, exc
+        try:
+            loop.call_soon_threadsafe(_settle, future, ok, outcome)
+        except RuntimeError:
+            pass  # the loop has closed: nobody is waiting any more
+        del call, fn, args, future, outcome  # (not kept alive while the thread waits)
+
+
+class SerialThread(Executor):
+    """One thread that runs what it is given in the order it was given (``call`` from the event
+    loop, ``submit`` from anywhere). ``shutdown`` ends it after the calls queued before, or drops
+    those (``cancel_futures``: their awaiters see them cancelled); nothing is taken after it."""
+
+    def __init__(self, name: str) -> None:
+        self._calls: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
+        self._closing = threading.Lock()  # a put never races the shutdown's end marker
+        self._shut = False
+        self._thread = threading.Thread(target=_serve, args=(self._calls,), name=name, daemon=True)
+        self._thread.start()
+        # dropped without shutdown: the thread still ends (it holds the queue, not the executor)
+        weakref.finalize(self, self._calls.put, None)
+
+    @property
+    def alive(self) -> bool:
+        """The thread is still running."""
+        return self._thread.is_alive()
+
+    def _put(self, call: _Call) -> None:
+        with self._closing:
+            if self._shut:
+                raise RuntimeError("cannot schedule new calls after shutdown")
+            self._calls.put(call)
+
+    def call(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+        """(The event loop.) ``fn(*args)`` on the thread, after what was given before; await the
+        future for its result or error. Cancelling the future before the call starts skips it."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        self._put((fn, args, loop, future))
+        return future
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        """``fn(*args, **kwargs)`` on the thread (``concurrent.futures``' interface: from any thread,
+        and ``run_in_executor``)."""
+        future: Future[T] = Future()
+        self._put(((lambda: fn(*args, **kwargs)), (), None, future))
+        return future
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Take nothing more; end the thread after the calls queued (``cancel_futures``: drop
+        those, cancelled) and, with ``wait``, wait for it."""
+        with self._closing:
+            if not self._shut:
+                self._shut = True
+                if cancel_futures:
+                    self._drop_queued()
+                self._calls.put(None)
+        if wait and self._thread is not threading.current_thread():
+            self._thread.join()
+
+    def _drop_queued(self) -> None:
+        while True:
+            try:
+                call = self._calls.get_nowait()
+            except queue.Empty:
+                return
+            if call is None:
+                continue
+            _, _, loop, future = call
+            if loop is None:
+                future.cancel()
+            else:
+                try:
+                    loop.call_soon_threadsafe(future.cancel)
+                except RuntimeError:
+                    pass  # the loop has closed
 
 
 async def wait_any(*events: asyncio.Event) -> None:

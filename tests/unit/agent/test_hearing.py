@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
 
 from omnivox.agent.hearing import TRIP_MS, Clear, Commit, Configure, Feed, Hearing
+from omnivox.agent.threads import SerialThread
 from omnivox.core.errors import StageLost
 from omnivox.voice.listener import Heard
 from omnivox.voice.stack import ASR_RATE
@@ -55,8 +55,8 @@ def queued(hearing: Hearing) -> list:
 
 @pytest.fixture
 def executor():
-    with ThreadPoolExecutor(1, thread_name_prefix="hearing-input") as pool:
-        yield pool
+    with SerialThread("hearing-input") as thread:
+        yield thread
 
 
 async def test_jobs_come_out_in_the_order_they_went_in(executor):

@@ -741,6 +741,7 @@ async def test_closing_with_chunks_still_queued_ends_the_threads_and_leaves_noth
     await asyncio.gather(running, return_exceptions=True)
     await h.agent.close()
     await h.units.close()
-    assert h.agent.input_thread._shutdown and h.agent.output_thread._shutdown
-    assert not any(t.is_alive() for t in h.agent.input_thread._threads)
+    assert not h.agent.input_thread.alive and h.agent.output_thread._shutdown
+    with pytest.raises(RuntimeError):
+        h.agent.input_thread.submit(print)
     assert h.failures == []
