@@ -20,6 +20,11 @@ The ``Listener`` runs in the session's input thread (model work blocks) and turn
   transcript, so no second decode of the utterance stands between the pause and the reply
   (``StreamingAsr.flush``). If the user speaks again, ``resumed`` says so, the ASR hears the rest as
   a new utterance, and the final transcript joins both.
+- a pause is dated where the signal's energy fell (``end_refinement``, ``voice.vad.energy``): Silero's
+  probability stays up 80-110 ms after the sound stops, so the VAD alone dates every pause that much
+  late. The silence timers (``silence_duration_ms``, ``semantic_vad``'s pauses and its judgement,
+  ``speculate_at``) and ``audio_end_ms`` count from the energy's date; the recogniser still hears to
+  the VAD's (the same words). Where the energy does not clearly fall (noise, echo) the VAD's stands.
 - with ``semantic_vad`` (``TurnParams.eagerness``), as with server VAD, but an end-of-turn model
   judges each pause once it is due (``voice.turn.semantic``): the ASR has been flushed and ``pause``
   reported before (the reply is prepared while the model listens; at the latest when the judgement
@@ -57,6 +62,7 @@ from omnivox.voice.noise.suppressor import NoiseSuppressor
 from omnivox.voice.turn.base import EndOfTurnModel
 from omnivox.voice.turn.semantic import SemanticTurn
 from omnivox.voice.vad.base import VoiceActivityDetector
+from omnivox.voice.vad.energy import EndRefinement
 from omnivox.voice.vad.turn import TurnDetector, TurnEventType, TurnParams, TurnState
 from omnivox.voice.witness import backchannel_margin
 
@@ -66,6 +72,7 @@ HeardKind = Literal[
     "speech_started", "speech_confirmed", "partial", "pause", "resumed", "speech_stopped", "final"
 ]
 _KEEP_MS = 8500  # recent audio kept: prefix padding (up to 5 s) and the end-of-turn model's 8 s
+DEFAULT_END_REFINEMENT = EndRefinement()
 _SILENT = 3e-4  # a reference chunk quieter than this (RMS, about -70 dBFS) plays nothing
 
 
@@ -126,6 +133,7 @@ class Listener:
         echo: EchoCanceller | None = None,
         turn_words: bool = True,
         witness: bool = True,
+        end_refinement: EndRefinement | None = DEFAULT_END_REFINEMENT,
     ) -> None:
         # ``witness``: a short utterance heard over a reply gets the backchannel witness's margin
         self.witness = witness
@@ -159,6 +167,11 @@ class Listener:
         self._levels = _Levels()  # the current utterance's (from speech_started)
         self._early_scores: SpeechScores | None = None  # the scores of the words flushed at a pause
         self.detector: TurnDetector | None = None
+        # where a pause begins: the VAD's date refined by the energy (None: the VAD's alone)
+        self.end_refinement: EndRefinement | None = end_refinement
+        self.end_refinements = [0, 0]  # pauses looked at, pauses dated sooner
+        self.end_refined_ms = 0.0  # how much sooner, all of them together
+        self._dated: tuple[float, float] | None = None  # the last pause dated: (its start, the VAD's)
         self.configure(params)
 
     @property
@@ -218,6 +231,7 @@ class Listener:
         window_ms = self.vad.window_ms
         threshold = self.detector.params.threshold
         for prob in self.vad.process(audio):
+            paused = self.detector.pause_started_ms is not None
             event = self.detector.push(float(prob))
             if event is not None and event.type is TurnEventType.SPEECH_STARTED:
                 heard.append(Heard("speech_started", event.audio_ms))
@@ -227,6 +241,8 @@ class Listener:
                 self._levels = _Levels()
             if self.detector.state is TurnState.SPEECH and prob < threshold and self._quiet_from is None:
                 self._fell_quiet(heard)
+            if not paused and self.detector.pause_started_ms is not None:
+                self._date_pause()
             if self.detector.state is TurnState.SPEECH and prob >= threshold:
                 self._quiet_from = None
                 self._voiced_ms += window_ms
@@ -353,9 +369,36 @@ class Listener:
             self._hear(heard, until=self._sample_at(self.detector.audio_ms))
             self.asr.decode_now()
 
+    def _date_pause(self) -> None:
+        """A pause has begun (the VAD's probability fell under its threshold less the hysteresis):
+        date it where the signal's energy fell, if it clearly did (``end_refinement``), so the
+        silence timers count from the caller's real end and not from the VAD's, 80-110 ms later."""
+        assert self.detector is not None
+        refine = self.end_refinement
+        vad_end_ms = self._speech_end(self.detector.pause_started_ms)
+        if refine is None or vad_end_ms is None:
+            return
+        self.end_refinements[0] += 1
+        lo = max(self._turn_from, self._ring_start)
+        audio = self._ring[lo - self._ring_start : self._sample_at(self.detector.audio_ms) - self._ring_start]
+        end = refine.speech_end(audio, self.rate, self._sample_at(vad_end_ms) - lo)
+        if end is None:
+            return
+        end_ms = (lo + end) * 1000.0 / self.rate
+        self.detector.date_pause(end_ms)
+        dated = self.detector.pause_started_ms
+        assert dated is not None
+        self._dated = (dated, vad_end_ms)
+        self.end_refinements[1] += 1
+        self.end_refined_ms += vad_end_ms - dated
+
     def _speech_end(self, pause_started_ms: float | None) -> float | None:
-        """Where the speech of the pause that began at ``pause_started_ms`` ended: where the VAD's
-        probability fell under its threshold (its pause starts lower, with the hysteresis)."""
+        """Where the speech of the pause that began at ``pause_started_ms`` ended, for the
+        recogniser: where the VAD's probability fell under its threshold (its pause starts lower,
+        with the hysteresis). A pause dated sooner by the energy keeps the VAD's end here: the
+        final words are decoded over the same audio (and so are the same words) as without it."""
+        if self._dated is not None and pause_started_ms == self._dated[0]:
+            return self._dated[1]  # a pause dated by the energy: the recogniser's end is the VAD's
         if pause_started_ms is None or self._quiet_from is None:
             return pause_started_ms
         return min(self._quiet_from, pause_started_ms)

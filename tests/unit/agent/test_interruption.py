@@ -315,10 +315,12 @@ RECORDED = [
     ("hibari", "mhm", -10.0, False, "no_speech", "So in parent"),  # Whisper: P(no speech) 0.47
     ("espeak", "mm hmm", -10.0, False, "no_speech", "and"),
     ("hibari", "okay", -10.0, False, "backchannel", "Okay."),
-    ("espeak", "okay", -10.0, False, "backchannel", "Okay"),
+    # (the pause's flush comes ~2 windows sooner since the pause is dated where the sound stopped,
+    # voice.vad.energy: Whisper, without partials here, hears less of the silence after it)
+    ("espeak", "okay", -10.0, False, "backchannel", "Okay."),
     ("hibari", "mostly sunny with a light breeze", -10.0, False, "echo", ""),
     ("espeak", "a chance of rain later in the evening", -10.0, False, "echo", ""),
-    ("hibari", "uh huh", -10.0, False, "no_speech", "I'm..."),  # P(no speech) 0.33, log-prob. -1.1
+    ("hibari", "uh huh", -10.0, False, "no_speech", "Ahem"),  # P(no speech) 0.35, log-prob. -1.0
     ("espeak", "mhm", -6.0, False, "unclear", "MHCAB."),
     ("hibari", "sure", -10.0, False, "unclear", "door"),  # one word, -0.86
     ("espeak", "mhm", -10.0, False, "unclear", "MHCAB."),  # one word, -0.93

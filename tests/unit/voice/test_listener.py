@@ -140,19 +140,30 @@ def test_semantic_vad_waits_longer_after_an_unfinished_sentence(models, smart_tu
     assert "pause" in [h.kind for h in heard_finished] and "pause" in [h.kind for h in heard_unfinished]
 
 
+@pytest.mark.parametrize("refine", [False, True])
 def test_the_words_are_flushed_for_a_reply_as_the_speech_stops_before_the_pause_is_judged(
-    models, smart_turn
+    models, smart_turn, refine
 ) -> None:
     vad, asr, _ = models
     vad.reset(), asr.reset()
-    listener = Listener(vad, asr, TurnParams(eagerness="high"), 150, speculate_at=0.1, end_of_turn=smart_turn)
+    kwargs = {} if refine else {"end_refinement": None}
+    listener = Listener(
+        vad, asr, TurnParams(eagerness="high"), 150, speculate_at=0.1, end_of_turn=smart_turn, **kwargs
+    )
     audio = np.concatenate([np.zeros(8000, np.float32), spoken(FINISHED), np.zeros(16000, np.float32)])
     heard = hear(listener, audio)
     kinds = [h.kind for h in heard]
     pause, stopped = heard[kinds.index("pause")], heard[kinds.index("speech_stopped")]
     (score,) = listener.semantic.scores
-    # 0.1 of high's shortest pause (200 ms): the first silent VAD window, well before the judgement
-    assert pause.audio_ms - stopped.audio_ms <= 3 * 32 and pause.audio_ms < score.at_ms
+    assert kinds.index("pause") < kinds.index("speech_stopped")
+    if refine:
+        # the pause dated where the sound stopped has run half of high's shortest pause (100 ms)
+        # when the VAD sees it: the words are flushed, then judged, in that window
+        assert listener.end_refinements == [1, 1] and pause.audio_ms == score.at_ms
+        assert score.pause_ms >= 100 and pause.audio_ms - stopped.audio_ms <= 3 * 32 + 160
+    else:
+        # 0.1 of high's shortest pause (200 ms): the first silent VAD window, before the judgement
+        assert pause.audio_ms - stopped.audio_ms <= 3 * 32 and pause.audio_ms < score.at_ms
     assert word_error_rate(FINISHED, pause.text) <= 0.2 and heard[-1].text == pause.text
 
 
@@ -359,3 +370,73 @@ def test_a_short_utterance_over_a_reply_gets_the_backchannel_witness(models, whi
     off = Listener(vad, whisper, TurnParams(silence_duration_ms=500), confirm_ms=150, witness=False)
     heard = [h for i in range(0, len(audio), 640) for h in off.feed(audio[i : i + 640], reply[i : i + 640])]
     assert all(h.backchannel_margin is None for h in heard) and whisper.scorings == scorings + 1
+
+
+# ---- the pause dated where the energy fell (a VAD that holds on after the sound stops, as Silero)
+
+
+class HangingVad(VoiceActivityDetector):
+    """Speech (0.99) while a window is loud and for three windows (96 ms) after the last loud one,
+    as Silero's probability stays up after the sound stops; then 0.05."""
+
+    sample_rate = 16000
+    window_samples = 512
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.since_loud = 99
+
+    def _score(self, window: np.ndarray) -> float:
+        self.since_loud = 0 if float(np.abs(window).max()) > 0.1 else self.since_loud + 1
+        return 0.99 if self.since_loud <= 3 else 0.05
+
+    def _reset_state(self) -> None:
+        self.since_loud = 99
+
+
+def tone(ms: int, amplitude: float = 0.3) -> np.ndarray:
+    t = np.arange(ms * 16) / 16000
+    return (amplitude * np.sin(2 * np.pi * 220 * t)).astype(np.float32)
+
+
+def stops(
+    audio: np.ndarray, refine: bool, silence_ms: int = 500
+) -> tuple[list[float], list[float], RecordingAsr]:
+    """Where each turn's speech ended (``audio_end_ms``) and when it was reported (stream ms)."""
+    asr = RecordingAsr()
+    kwargs = {} if refine else {"end_refinement": None}
+    params = TurnParams(silence_duration_ms=silence_ms)
+    listener = Listener(HangingVad(), asr, params, confirm_ms=96, **kwargs)
+    ends, told = [], []
+    for i in range(0, len(audio), 640):
+        for h in listener.feed(audio[i : i + 640]):
+            if h.kind == "speech_stopped":
+                ends.append(h.audio_ms)
+                told.append(listener.audio_ms)
+    return ends, told, asr
+
+
+def test_the_pause_starts_where_the_sound_stopped_and_its_silence_is_counted_from_there() -> None:
+    audio = np.concatenate([level(200, 0), tone(1000), level(1000, 0)])  # the sound stops at 1200 ms
+    vad_ends, vad_told, _ = stops(audio, refine=False)
+    ends, told, asr = stops(audio, refine=True)
+    assert vad_ends == [1312.0]  # the VAD's: its first quiet window (1312-1344 ms)
+    assert len(ends) == 1 and 1200 <= ends[0] <= 1208  # the energy's: where the tone stopped
+    assert told[0] - ends[0] >= 500 and told[0] < vad_told[0]  # 500 ms of silence after the real end
+    assert told[0] - 1200 <= 500 + 32 + 40  # (a window and a chunk at most after it)
+    assert asr.flushed == [1312.0]  # the recogniser still hears to the VAD's end: the same words
+
+
+def test_a_noisy_room_keeps_the_vads_date() -> None:
+    rng = np.random.default_rng(3)
+    audio = np.concatenate([level(200, 0), tone(1000), level(1000, 0)])
+    audio += (0.02 * rng.standard_normal(len(audio))).astype(np.float32)  # ~20 dB under the tone
+    assert stops(audio, refine=True)[0] == stops(audio, refine=False)[0] == [1312.0]
+
+
+def test_a_gap_inside_the_sentence_that_the_speech_comes_back_from_does_not_end_the_turn() -> None:
+    # a 250 ms gap: with its 96 ms the VAD holds on, the pause the VAD sees is 154 ms; dated from
+    # the energy it is 250 ms, still under the 300 ms that end the turn
+    audio = np.concatenate([level(200, 0), tone(1000), level(250, 0), tone(600), level(1000, 0)])
+    ends, _, _ = stops(audio, refine=True, silence_ms=300)
+    assert len(ends) == 1 and 2050 <= ends[0] <= 2058  # one turn, ended at the second stop

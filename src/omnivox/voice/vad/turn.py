@@ -10,6 +10,9 @@ with synthetic probabilities and gives the same answer however fast audio arrive
   segmenter uses the same hysteresis so one soft syllable does not cut a turn.
 - Speech stops once the silence run lasts ``silence_duration_ms``. The event is reported then, but it
   says where the speech ended (the start of the silence run), as OpenAI's ``audio_end_ms`` does.
+- ``date_pause`` moves the current pause's start earlier, to where the signal's energy fell
+  (``voice.vad.energy``: the listener's refinement; Silero's probability holds on 80-110 ms after the
+  sound stops): the pause's length, ``silence_duration_ms`` and ``audio_end_ms`` count from there.
 - ``require_pause`` changes how long the current pause must last (``semantic_vad``: an end-of-turn
   model has judged the words so far); the next pause starts again from ``silence_duration_ms``.
 - ``prefix_padding_ms`` only moves ``audio_start_ms`` earlier: the audio committed as the user's turn
@@ -110,6 +113,15 @@ class TurnDetector:
         """How long the current pause has lasted (0 without one)."""
         started = self.pause_started_ms
         return 0.0 if started is None else self.audio_ms - started
+
+    def date_pause(self, started_ms: float) -> None:
+        """The current pause began earlier than the VAD's windows say, at ``started_ms`` (where the
+        signal's energy fell: ``voice.vad.energy``): its length, and every timer on it, count from
+        there. Only ever earlier, never before the last stop; nothing without a pause."""
+        if self.pause_started_ms is None:
+            return
+        assert self._silence_since is not None
+        self._silence_since = min(self._silence_since, max(started_ms, self._last_stop_ms))
 
     def require_pause(self, ms: float) -> None:
         """The current pause ends the turn once it lasts ``ms`` (at once if it already has, at the

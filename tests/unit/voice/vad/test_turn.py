@@ -309,3 +309,28 @@ def test_eagerness_is_checked() -> None:
     assert TurnParams(eagerness="auto").eagerness == "auto"
     with pytest.raises(ValueError):
         TurnParams(eagerness="eager")
+
+
+def test_a_pause_dated_sooner_ends_the_turn_its_silence_after_that_date() -> None:
+    det = TurnDetector(TurnParams(silence_duration_ms=500, prefix_padding_ms=0), W)
+    assert det.push_many(probs((0.9, 640))) and det.pause_started_ms is None
+    det.date_pause(100.0)  # no pause: nothing to date
+    assert det.pause_started_ms is None
+    det.push(0.1)  # the pause begins at 640 ms, per the VAD
+    assert det.pause_started_ms == 640.0
+    det.date_pause(700.0)  # never later
+    assert det.pause_started_ms == 640.0
+    det.date_pause(544.0)  # the energy fell at 544 ms
+    assert det.pause_started_ms == 544.0 and det.pause_ms == 672.0 - 544.0
+    events = det.push_many([0.1] * 20)
+    assert [e.type for e in events] == [STOPPED]
+    assert events[0].audio_ms == 544.0 and events[0].detected_ms == 1056.0  # first window end >= 1044
+
+
+def test_a_pause_is_never_dated_into_the_previous_turn() -> None:
+    det = TurnDetector(TurnParams(silence_duration_ms=64, prefix_padding_ms=0), W)
+    det.push_many(probs((0.9, 320), (0.1, 128)))  # a turn that stopped at 320 ms
+    det.push_many(probs((0.9, 64)))  # the next one, at 448 ms
+    det.push(0.1)  # its pause at 512 ms
+    det.date_pause(0.0)
+    assert det.pause_started_ms == 320.0
