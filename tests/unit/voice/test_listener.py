@@ -440,3 +440,31 @@ def test_a_gap_inside_the_sentence_that_the_speech_comes_back_from_does_not_end_
     audio = np.concatenate([level(200, 0), tone(1000), level(250, 0), tone(600), level(1000, 0)])
     ends, _, _ = stops(audio, refine=True, silence_ms=300)
     assert len(ends) == 1 and 2050 <= ends[0] <= 2058  # one turn, ended at the second stop
+
+
+def test_the_final_words_decode_can_begin_where_the_energy_fell() -> None:
+    from omnivox.voice.vad.energy import EndRefinement
+
+    audio = np.concatenate([level(200, 0), tone(1000), level(1000, 0)])  # the sound stops at 1200 ms
+    asr = RecordingAsr()
+    refine = EndRefinement(decode_after_ms=48)
+    listener = Listener(HangingVad(), asr, TurnParams(silence_duration_ms=500), 96, end_refinement=refine)
+    heard = hear(listener, audio, frame=640)
+    stopped = next(h for h in heard if h.kind == "speech_stopped")
+    assert listener.drop_decodes == 1
+    # its decode began at the chunk after 48 ms of quiet (1280 ms: the utterance from 0 ms), before
+    # the VAD fell (1312 ms, the window heard to 1344); the flush names the dated end it covers
+    assert asr.ahead[0] == 1280 * 16 and asr.ahead[0] < 1344 * 16
+    assert asr.flushed == [stopped.audio_ms] and 1200 <= stopped.audio_ms <= 1208
+
+
+def test_a_gap_the_speech_comes_back_from_costs_one_decode_and_does_not_end_the_turn() -> None:
+    from omnivox.voice.vad.energy import EndRefinement
+
+    audio = np.concatenate([level(200, 0), tone(1000), level(80, 0), tone(600), level(1000, 0)])
+    asr = RecordingAsr()
+    refine = EndRefinement(decode_after_ms=48)
+    listener = Listener(HangingVad(), asr, TurnParams(silence_duration_ms=500), 96, end_refinement=refine)
+    heard = hear(listener, audio, frame=640)
+    assert [h.kind for h in heard].count("speech_stopped") == 1
+    assert listener.drop_decodes == 2  # the gap's (a partial more) and the end's

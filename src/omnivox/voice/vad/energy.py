@@ -30,6 +30,9 @@ class EndRefinement:
     level_percentile: float = 90.0  # the speech level: this percentile of the frames' energies
     frame_ms: float = 8.0  # energy resolution
     min_level_frames: int = 8  # fewer frames of speech than this: no level, no refinement
+    # the final words' decode begins where the energy fell and stayed down this long, while the
+    # VAD still says speech (None: at the VAD's fall only); see ``fell``
+    decode_after_ms: float | None = None
 
     def __post_init__(self) -> None:
         if self.drop_db <= 0 or self.lookback_ms < 0 or self.frame_ms <= 0 or self.level_ms <= 0:
@@ -66,6 +69,21 @@ class EndRefinement:
         start = int(loud[-1]) + 1 if len(loud) else 0  # the quiet run that lasts up to now
         end = first + start * frame
         return end if end < vad_end else None
+
+    def fell(self, audio: np.ndarray, rate: int, hold_ms: float) -> bool:
+        """Whether the energy of ``audio`` (the utterance up to now) fell ``drop_db`` under its
+        speech level and stayed down for the last ``hold_ms``: the speech may have ended there
+        (the VAD, holding on, does not say so yet)."""
+        frame = max(1, round(self.frame_ms * rate / 1000))
+        hold = max(1, int(np.ceil(hold_ms / self.frame_ms)))
+        n = len(audio) // frame
+        if n < hold + self.min_level_frames:
+            return False
+        whole = audio[len(audio) - n * frame :]
+        db = _db(whole, frame)
+        level_frames = int(self.level_ms / self.frame_ms)
+        level = np.percentile(db[max(0, n - hold - level_frames) : n - hold], self.level_percentile)
+        return bool(np.all(db[n - hold :] < level - self.drop_db))
 
 
 def _db(audio: np.ndarray, frame: int) -> np.ndarray:
