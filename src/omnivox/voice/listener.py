@@ -264,8 +264,15 @@ class Listener:
                 self.detector.pause_started_ms, self.detector.pause_ms
             ):
                 if self.speculate_at is not None and self._asr_from is not None:
+                    # the pause is due its flush and its judgement at once (dated by the energy,
+                    # it is already long when the VAD sees it): the model judges the audio while
+                    # the words' decode (begun where the VAD fell) runs in the recogniser's thread
+                    self._hear(heard, until=self._sample_at(self.detector.audio_ms))
+                    judged = self.semantic.probability(self._turn_audio())
                     self._speculate(heard)
-                self._judge()
+                    self._judge(judged)
+                else:
+                    self._judge()
             elif self._pausing():
                 self._speculate(heard)
         if self.detector.state is TurnState.SPEECH:
@@ -311,14 +318,20 @@ class Listener:
             self._transcript("pause", self.detector.audio_ms, self._early, self._early_scores, settled=True)
         )
 
-    def _judge(self) -> None:
-        """semantic_vad: the end-of-turn model hears the turn so far; its judgement sets the pause."""
+    def _turn_audio(self) -> np.ndarray:
+        """The turn's audio up to the last VAD window."""
+        assert self.detector is not None
+        end = self._sample_at(self.detector.audio_ms) - self._ring_start
+        return self._ring[max(0, self._turn_from - self._ring_start) : end]
+
+    def _judge(self, judged: tuple[float, float] | None = None) -> None:
+        """semantic_vad: the end-of-turn model hears the turn so far; its judgement sets the pause.
+        ``judged``: the model's answer on that audio, asked already (``SemanticTurn.probability``)."""
         assert self.detector is not None and self.semantic is not None
         started = self.detector.pause_started_ms
         assert started is not None
-        end = self._sample_at(self.detector.audio_ms) - self._ring_start
-        audio = self._ring[max(0, self._turn_from - self._ring_start) : end]
-        score = self.semantic.score(audio, started, self.detector.audio_ms, self._early or "")
+        audio = self._turn_audio()
+        score = self.semantic.score(audio, started, self.detector.audio_ms, self._early or "", judged)
         self.detector.require_pause(score.required_ms)
         log.debug(
             "end of turn: P(finished)=%.2f, words %r complete=%s after %.0f ms of pause -> %s, "

@@ -468,3 +468,34 @@ def test_a_gap_the_speech_comes_back_from_costs_one_decode_and_does_not_end_the_
     heard = hear(listener, audio, frame=640)
     assert [h.kind for h in heard].count("speech_stopped") == 1
     assert listener.drop_decodes == 2  # the gap's (a partial more) and the end's
+
+
+def test_a_pause_due_its_flush_and_judgement_at_once_is_judged_while_the_words_decode() -> None:
+    from omnivox.voice.turn.base import EndOfTurnModel
+
+    calls: list[str] = []
+
+    class Sure(EndOfTurnModel):
+        def probability_finished(self, audio_16k: np.ndarray) -> float:
+            calls.append("judged")
+            return 0.99
+
+    class Asr(RecordingAsr):
+        def flush(self, speech_ms: float | None = None) -> Transcript:
+            calls.append("flushed")
+            return super().flush(speech_ms)
+
+    audio = np.concatenate([level(200, 0), tone(1000), level(1000, 0)])  # the sound stops at 1200 ms
+    for refine, order in ((True, ["judged", "flushed"]), (False, ["flushed", "judged"])):
+        calls.clear()
+        kwargs = {} if refine else {"end_refinement": None}
+        params = TurnParams(eagerness="high")
+        listener = Listener(HangingVad(), Asr(), params, 96, speculate_at=0.1, end_of_turn=Sure(), **kwargs)
+        heard = hear(listener, audio, frame=640)
+        assert calls[:2] == order  # dated by the energy, the pause is due both when the VAD sees it
+        (score,) = listener.semantic.scores
+        assert score.probability == 0.99 and score.tier == "sure" and score.text == "words"
+        stopped = next(h for h in heard if h.kind == "speech_stopped")
+        kinds = [h.kind for h in heard]
+        assert kinds.index("pause") < kinds.index("speech_stopped")
+        assert (1200 <= stopped.audio_ms <= 1208) if refine else stopped.audio_ms == 1312.0

@@ -68,14 +68,25 @@ class SemanticTurn:
             and pause_ms >= self.probe_ms
         )
 
-    def score(
-        self, audio_16k: np.ndarray, pause_started_ms: float, now_ms: float, text: str = ""
-    ) -> TurnScore:
-        """Judge the pause that began at ``pause_started_ms``: ``audio_16k`` is the turn up to now,
-        ``text`` its words so far ("" when there is no recogniser's word on them)."""
+    def probability(self, audio_16k: np.ndarray) -> tuple[float, float]:
+        """The model's P(the turn is over) on ``audio_16k`` (the turn up to now), and the seconds it
+        took: for ``score``, when the model is asked before the words are in."""
         began = time.perf_counter()
         probability = self.model.probability_finished(audio_16k)
-        spent = time.perf_counter() - began
+        return probability, time.perf_counter() - began
+
+    def score(
+        self,
+        audio_16k: np.ndarray,
+        pause_started_ms: float,
+        now_ms: float,
+        text: str = "",
+        judged: tuple[float, float] | None = None,
+    ) -> TurnScore:
+        """Judge the pause that began at ``pause_started_ms``: ``audio_16k`` is the turn up to now,
+        ``text`` its words so far ("" when there is no recogniser's word on them); ``judged``:
+        the model's answer on that audio already (``probability``), so it is not asked again."""
+        probability, spent = judged if judged is not None else self.probability(audio_16k)
         pause_ms = now_ms - pause_started_ms
         complete = words_complete(text) if self.use_words else None
         tier = self.policy.tier(probability, complete)
