@@ -424,7 +424,17 @@ def test_the_pause_starts_where_the_sound_stopped_and_its_silence_is_counted_fro
     assert len(ends) == 1 and 1200 <= ends[0] <= 1208  # the energy's: where the tone stopped
     assert told[0] - ends[0] >= 500 and told[0] < vad_told[0]  # 500 ms of silence after the real end
     assert told[0] - 1200 <= 500 + 32 + 40  # (a window and a chunk at most after it)
-    assert asr.flushed == [1312.0]  # the recogniser still hears to the VAD's end: the same words
+    # the final words' decode began where the energy fell (``decode_after_ms``): the flush names
+    # the dated end, which it covers; without that decode the recogniser hears to the VAD's end
+    assert asr.flushed == [ends[0]] and asr.ahead[0] < 1312 * 16
+    from omnivox.voice.vad.energy import EndRefinement
+
+    asr = RecordingAsr()
+    params = TurnParams(silence_duration_ms=500)
+    listener = Listener(HangingVad(), asr, params, 96, end_refinement=EndRefinement(decode_after_ms=None))
+    heard = hear(listener, audio, frame=640)
+    assert next(h for h in heard if h.kind == "speech_stopped").audio_ms == ends[0]
+    assert asr.flushed == [1312.0]
 
 
 def test_a_noisy_room_keeps_the_vads_date() -> None:

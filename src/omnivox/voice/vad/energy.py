@@ -32,7 +32,7 @@ class EndRefinement:
     min_level_frames: int = 8  # fewer frames of speech than this: no level, no refinement
     # the final words' decode begins where the energy fell and stayed down this long, while the
     # VAD still says speech (None: at the VAD's fall only); see ``fell``
-    decode_after_ms: float | None = None
+    decode_after_ms: float | None = 48.0
 
     def __post_init__(self) -> None:
         if self.drop_db <= 0 or self.lookback_ms < 0 or self.frame_ms <= 0 or self.level_ms <= 0:
