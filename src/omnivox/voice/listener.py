@@ -23,8 +23,11 @@ The ``Listener`` runs in the session's input thread (model work blocks) and turn
 - a pause is dated where the signal's energy fell (``end_refinement``, ``voice.vad.energy``): Silero's
   probability stays up 80-110 ms after the sound stops, so the VAD alone dates every pause that much
   late. The silence timers (``silence_duration_ms``, ``semantic_vad``'s pauses and its judgement,
-  ``speculate_at``) and ``audio_end_ms`` count from the energy's date; the recogniser still hears to
-  the VAD's (the same words). Where the energy does not clearly fall (noise, echo) the VAD's stands.
+  ``speculate_at``) and ``audio_end_ms`` count from the energy's date. The final words' decode
+  begins ``decode_after_ms`` into the energy's drop, while the VAD still says speech (once per
+  drop: a drop inside a sentence costs one partial more), and the flush names the dated end it
+  covers; without it the recogniser hears to the VAD's end. Where the energy does not clearly fall
+  (noise, echo) the VAD's date stands.
 - with ``semantic_vad`` (``TurnParams.eagerness``), as with server VAD, but an end-of-turn model
   judges each pause once it is due (``voice.turn.semantic``): the ASR has been flushed and ``pause``
   reported before (the reply is prepared while the model listens; at the latest when the judgement
@@ -435,8 +438,9 @@ class Listener:
     def _speech_end(self, pause_started_ms: float | None) -> float | None:
         """Where the speech of the pause that began at ``pause_started_ms`` ended, for the
         recogniser: where the VAD's probability fell under its threshold (its pause starts lower,
-        with the hysteresis). A pause dated sooner by the energy keeps the VAD's end here: the
-        final words are decoded over the same audio (and so are the same words) as without it."""
+        with the hysteresis). A pause dated sooner by the energy keeps the VAD's end here (the
+        same audio, the same words), unless the decode begun at the energy's drop heard past the
+        dated end: then that end, so the flush takes that decode's words."""
         if self._dated is not None and pause_started_ms == self._dated[0]:
             dated, vad_end = self._dated
             if self._dropped_at is not None and self._dropped_at >= self._sample_at(dated):
