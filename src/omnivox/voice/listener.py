@@ -174,7 +174,8 @@ class Listener:
         self.end_refinement: EndRefinement | None = end_refinement
         self.end_refinements = [0, 0]  # pauses looked at, pauses dated sooner
         self.end_refined_ms = 0.0  # how much sooner, all of them together
-        self._dated: tuple[float, float] | None = None  # the last pause dated: (its start, the VAD's)
+        # the last pause dated by the energy: (its start, the VAD's speech end, how much sooner)
+        self._dated: tuple[float, float, float] | None = None
         self._dropped_at: int | None = None  # samples heard when the decode at the energy's drop began
         self.drop_decodes = 0  # decodes begun at an energy drop (``EndRefinement.decode_after_ms``)
         self.configure(params)
@@ -335,7 +336,14 @@ class Listener:
         assert started is not None
         audio = self._turn_audio()
         score = self.semantic.score(audio, started, self.detector.audio_ms, self._early or "", judged)
-        self.detector.require_pause(score.required_ms)
+        required = score.required_ms
+        if score.tier != "sure" and self._dated is not None and self._dated[0] == started:
+            # the "finished" and longest pauses were set on pauses the VAD dated (a mid-sentence
+            # pause of 350 ms read as ~260): they count from its date still; only the model's sure
+            # end counts from where the sound stopped (espeak-ng's paused questions were cut
+            # early 6 times in 20 turns at high eagerness otherwise, against main's 1)
+            required += self._dated[2]
+        self.detector.require_pause(required)
         log.debug(
             "end of turn: P(finished)=%.2f, words %r complete=%s after %.0f ms of pause -> %s, "
             "wait %.0f ms (model %.0f ms)",
@@ -428,10 +436,12 @@ class Listener:
         if end is None:
             return
         end_ms = (lo + end) * 1000.0 / self.rate
+        vad_start = self.detector.pause_started_ms
+        assert vad_start is not None
         self.detector.date_pause(end_ms)
         dated = self.detector.pause_started_ms
         assert dated is not None
-        self._dated = (dated, vad_end_ms)
+        self._dated = (dated, vad_end_ms, vad_start - dated)
         self.end_refinements[1] += 1
         self.end_refined_ms += vad_end_ms - dated
 
@@ -442,7 +452,7 @@ class Listener:
         same audio, the same words), unless the decode begun at the energy's drop heard past the
         dated end: then that end, so the flush takes that decode's words."""
         if self._dated is not None and pause_started_ms == self._dated[0]:
-            dated, vad_end = self._dated
+            dated, vad_end, _ = self._dated
             if self._dropped_at is not None and self._dropped_at >= self._sample_at(dated):
                 return dated  # the decode begun at the energy's drop heard that far: its words
             return vad_end  # a pause dated by the energy: the recogniser's end is the VAD's

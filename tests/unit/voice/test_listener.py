@@ -509,3 +509,28 @@ def test_a_pause_due_its_flush_and_judgement_at_once_is_judged_while_the_words_d
         kinds = [h.kind for h in heard]
         assert kinds.index("pause") < kinds.index("speech_stopped")
         assert (1200 <= stopped.audio_ms <= 1208) if refine else stopped.audio_ms == 1312.0
+
+
+@pytest.mark.parametrize(("probability", "tier"), [(0.99, "sure"), (0.6, "finished"), (0.1, "max_pause")])
+def test_only_the_models_sure_end_counts_from_where_the_sound_stopped(probability, tier) -> None:
+    from omnivox.voice.turn.base import EndOfTurnModel
+
+    class Fixed(EndOfTurnModel):
+        def probability_finished(self, audio_16k: np.ndarray) -> float:
+            return probability
+
+    audio = np.concatenate([level(200, 0), tone(1000), level(2600, 0)])  # the sound stops at 1200 ms
+    told = {}
+    for refine in (True, False):
+        kwargs = {} if refine else {"end_refinement": None}
+        params = TurnParams(eagerness="high")
+        listener = Listener(HangingVad(), RecordingAsr(), params, 96, end_of_turn=Fixed(), **kwargs)
+        for i in range(0, len(audio), 640):
+            if any(h.kind == "speech_stopped" for h in listener.feed(audio[i : i + 640])):
+                told[refine] = listener.audio_ms
+                break
+        assert listener.semantic.scores[0].tier == tier
+    if tier == "sure":  # 200 ms after the real end (1200), against 200 after the VAD's (1312)
+        assert 1400 <= told[True] <= 1400 + 32 + 40 and told[True] < told[False]
+    else:  # the "finished" and longest pauses were set on the VAD's dates: as without the refinement
+        assert told[True] == told[False]
