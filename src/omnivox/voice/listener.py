@@ -295,7 +295,9 @@ class Listener:
             return
         if self._quiet_from is not None:
             return  # the VAD has fallen: its own decode has begun
-        recent = self.samples - int(2 * refine.level_ms * self.rate / 1000)
+        # only what ``fell`` looks at: the level's second and the hold (~40 us a chunk while speaking)
+        held_ms = refine.level_ms + refine.decode_after_ms + 2 * refine.frame_ms
+        recent = self.samples - int(held_ms * self.rate / 1000)
         lo = max(self._turn_from, self._ring_start, recent)
         fell = refine.fell(self._ring[lo - self._ring_start :], self.rate, refine.decode_after_ms)
         if not fell:
