@@ -179,6 +179,15 @@ class InterruptionPolicy:
     # the session's line (set by the adapter that built the session): the witness is weighed on a
     # wideband one only
     line: Line = Line.WIDEBAND
+    # a partial transcript judged ``words`` within this much of the user's speech, of at most
+    # ``unclear_max_words`` words and no stop word, does not cut the reply: it waits for the settled
+    # words (the reply is paused already, so the caller hears nothing meanwhile). Whisper's partial
+    # this early is decoded on a fragment (the first dip of "mm hmm" or "uh huh": ``decode_now``),
+    # and wrote "Really?", "And.", "But I'm gonna..." for backchannels over G.711 at 240-260 ms,
+    # where a real barge-in's partial that alone cut it came at 1.0 s or later (``bench
+    # interruptions --partials``: docs/benchmarks.md, "Conversation quality, round seven"). 0: every
+    # partial judged ``words`` cuts
+    partial_wait_ms: float = 600.0
 
     @property
     def weighs_witness(self) -> bool:
@@ -221,6 +230,21 @@ class InterruptionPolicy:
         if short and len(heard) <= self.unclear_max_words and self._unclear(e, len(heard), at_reply_end):
             return Verdict.UNCLEAR
         return Verdict.WORDS
+
+    def cuts_on_partial(self, text: str, speech_ms: float) -> bool:
+        """Whether ``text``, a partial transcript judged ``words`` ``speech_ms`` into the user's
+        speech, cuts the reply now: not within ``partial_wait_ms`` when it is at most
+        ``unclear_max_words`` words (a loop counted once) with no stop word (its settled words
+        decide)."""
+        if not self.evidence or speech_ms > self.partial_wait_ms:
+            return True
+        heard = [w for w in words(text) if len(w) > 1 or w in _ONE_LETTER_WORDS]
+        if any(w in self.stop_words for w in heard):
+            return True
+        # a word said over and over counts once: Whisper loops on a fragment ("Bright. Bright.
+        # Bright. Bright. Bright. Bright" for hibari's "right", "Ice? Ice? ..." for "i see")
+        runs = [w for i, w in enumerate(heard) if i == 0 or heard[i - 1] != w]
+        return len(runs) > self.unclear_max_words
 
     def _no_speech(self, e: Evidence) -> bool:
         """Whether the recogniser scores the sound as no speech, whatever words it wrote on it: a
@@ -396,9 +420,10 @@ class Interruption:
         its first pause; else a partial transcript, which can only cut)."""
         if self.phase is not P.PAUSED:
             return None
-        verdict = self.policy.judge(text, audio_ms - self.started_ms, spoken, evidence, self.at_reply_end)
+        speech_ms = audio_ms - self.started_ms
+        verdict = self.policy.judge(text, speech_ms, spoken, evidence, self.at_reply_end)
         self.heard_text, self.evidence = text, evidence
-        if verdict is Verdict.WORDS:
+        if verdict is Verdict.WORDS and (settled or self.policy.cuts_on_partial(text, speech_ms)):
             return self._cut(verdict)
         if settled:
             return self._resume(verdict)
