@@ -158,9 +158,7 @@ class Hearing:
 
         self.partials = partials
         self.vad = SileroVad(RATE)
-        self.asr = (
-            WhisperAsr(partial_interval_ms=PARTIAL_MS) if partials else WhisperAsr()
-        )
+        self.asr = WhisperAsr(partial_interval_ms=PARTIAL_MS) if partials else WhisperAsr()
 
     def listener(self) -> Listener:
         from omnivox.voice.echo.gate import EchoGate
