@@ -25,7 +25,10 @@ per user turn (``Phase``):
   again, scores a backchannel on its sound as near as the few sure words it wrote
   (``sounds_backchannel``: the backchannel witness, ``voice.witness``). Words that ask the
   assistant to stop ("wait", "stop", "hold on", "no", "sorry", "hey") cut it whatever the scores.
-  A partial transcript can only cut (a backchannel is judged once it is over).
+  A partial transcript can only cut (a backchannel is judged once it is over), and an early one
+  (``partial_wait_ms`` into the speech) of few words without a stop word does not: Whisper's first
+  partial hears a fragment of a short sound and is sure of wrong words there ("Really?" for the
+  first half of "mm hmm"); the reply is paused already, so its settled words decide.
 - The thresholds are measured, not guessed: ``omnivox bench interruptions`` plays the bench's
   interjections over a reply's echo through the real hearing, prints each case's evidence and
   fits them (docs/benchmarks.md, "Judging speech over a reply").
