@@ -185,12 +185,14 @@ class InterruptionPolicy:
     # a partial transcript judged ``words`` within this much of the user's speech, of at most
     # ``unclear_max_words`` words and no stop word, does not cut the reply: it waits for the settled
     # words (the reply is paused already, so the caller hears nothing meanwhile). Whisper's partial
-    # this early is decoded on a fragment (the first dip of "mm hmm" or "uh huh": ``decode_now``),
-    # and wrote "Really?", "And.", "But I'm gonna..." for backchannels over G.711 at 240-260 ms,
-    # where a real barge-in's partial that alone cut it came at 1.0 s or later (``bench
-    # interruptions --partials``: docs/benchmarks.md, "Conversation quality, round seven"). 0: every
-    # partial judged ``words`` cuts
-    partial_wait_ms: float = 600.0
+    # this early is decoded on a fragment or without the silence after it (the first partial a
+    # quarter second in, the one as the speech falls quiet: ``decode_now``), and wrote "Really?",
+    # "And.", "But I'm gonna..." for backchannels over G.711 at 240-260 ms, "and have it." for
+    # espeak-ng's "mm hmm" at 696 ms, where a real barge-in's partial that alone cut it came at
+    # 1000 ms or later (``bench interruptions --partials``, 440 cases: every wait from 700 to 900 ms
+    # gave the fewest false cuts, 37 -> 12, and lost no barge-in; 1000 lost two: docs/benchmarks.md,
+    # "Conversation quality, round seven"). 0: every partial judged ``words`` cuts
+    partial_wait_ms: float = 800.0
 
     @property
     def weighs_witness(self) -> bool:

@@ -125,10 +125,14 @@ def test_a_partial_cuts_with_a_stop_word_many_words_or_after_the_wait() -> None:
     # a loop counts once: Whisper's "Bright. Bright. ..." for hibari's "right" (settled: "Right.")
     assert not PHONE.cuts_on_partial("Bright. Bright. Bright. Bright. Bright. Bright", 256.0)
     assert not PHONE.cuts_on_partial("What did that?", 256.0)
-    # later than the wait: what a real barge-in's partial alone cut ("tomorrow." 1.0 s in,
-    # espeak-ng over G.711, whose settled words were unsure: -0.94)
+    # later than the wait: what a real barge-in's partial alone cut (espeak-ng's "no, that's
+    # wrong" as "That's loud." 1000 ms in, wideband; "tomorrow." 1024 ms in over G.711, whose
+    # settled words were unsure: -0.94)
+    assert PHONE.cuts_on_partial("That's loud.", 1000.0) and PHONE.cuts_on_partial("tomorrow.", 1024.0)
     assert PHONE.cuts_on_partial("tomorrow.", wait + 1.0)
     assert not PHONE.cuts_on_partial("tomorrow.", wait)
+    # the latest backchannel partial the cases had: espeak-ng's "mm hmm" as "and have it." (wideband)
+    assert not PHONE.cuts_on_partial("and have it.", 696.0)
     turn = Interruption(PHONE)
     turn.speech_started(0.0)
     turn.confirmed(150.0, assistant_speaking=True)
