@@ -189,7 +189,7 @@ class InterruptionPolicy:
     # quarter second in, the one as the speech falls quiet: ``decode_now``), and wrote "Really?",
     # "And.", "But I'm gonna..." for backchannels over G.711 at 240-260 ms, "and have it." for
     # espeak-ng's "mm hmm" at 696 ms, where a real barge-in's partial that alone cut it came at
-    # 1000 ms or later (``bench interruptions --partials``, 440 cases: every wait from 700 to 900 ms
+    # 1000 ms or later (``bench interruptions --partials``, 616 cases: every wait from 700 to 900 ms
     # gave the fewest false cuts, 37 -> 12, and lost no barge-in; 1000 lost two: docs/benchmarks.md,
     # "Conversation quality, round seven"). 0: every partial judged ``words`` cuts
     partial_wait_ms: float = 800.0
