@@ -25,7 +25,10 @@ per user turn (``Phase``):
   again, scores a backchannel on its sound as near as the few sure words it wrote
   (``sounds_backchannel``: the backchannel witness, ``voice.witness``). Words that ask the
   assistant to stop ("wait", "stop", "hold on", "no", "sorry", "hey") cut it whatever the scores.
-  A partial transcript can only cut (a backchannel is judged once it is over).
+  A partial transcript can only cut (a backchannel is judged once it is over), and an early one
+  (``partial_wait_ms`` into the speech) of few words without a stop word does not: Whisper's first
+  partial hears a fragment of a short sound and is sure of wrong words there ("Really?" for the
+  first half of "mm hmm"); the reply is paused already, so its settled words decide.
 - The thresholds are measured, not guessed: ``omnivox bench interruptions`` plays the bench's
   interjections over a reply's echo through the real hearing, prints each case's evidence and
   fits them (docs/benchmarks.md, "Judging speech over a reply").
@@ -179,6 +182,17 @@ class InterruptionPolicy:
     # the session's line (set by the adapter that built the session): the witness is weighed on a
     # wideband one only
     line: Line = Line.WIDEBAND
+    # a partial transcript judged ``words`` within this much of the user's speech, of at most
+    # ``unclear_max_words`` words and no stop word, does not cut the reply: it waits for the settled
+    # words (the reply is paused already, so the caller hears nothing meanwhile). Whisper's partial
+    # this early is decoded on a fragment or without the silence after it (the first partial a
+    # quarter second in, the one as the speech falls quiet: ``decode_now``), and wrote "Really?",
+    # "And.", "But I'm gonna..." for backchannels over G.711 at 240-260 ms, "and have it." for
+    # espeak-ng's "mm hmm" at 696 ms, where a real barge-in's partial that alone cut it came at
+    # 1000 ms or later (``bench interruptions --partials``, 616 cases: every wait from 700 to 900 ms
+    # gave the fewest false cuts, 37 -> 12, and lost no barge-in; 1000 lost two: docs/benchmarks.md,
+    # "Conversation quality, round seven"). 0: every partial judged ``words`` cuts
+    partial_wait_ms: float = 800.0
 
     @property
     def weighs_witness(self) -> bool:
@@ -221,6 +235,21 @@ class InterruptionPolicy:
         if short and len(heard) <= self.unclear_max_words and self._unclear(e, len(heard), at_reply_end):
             return Verdict.UNCLEAR
         return Verdict.WORDS
+
+    def cuts_on_partial(self, text: str, speech_ms: float) -> bool:
+        """Whether ``text``, a partial transcript judged ``words`` ``speech_ms`` into the user's
+        speech, cuts the reply now: not within ``partial_wait_ms`` when it is at most
+        ``unclear_max_words`` words (a loop counted once) with no stop word (its settled words
+        decide)."""
+        if not self.evidence or speech_ms > self.partial_wait_ms:
+            return True
+        heard = [w for w in words(text) if len(w) > 1 or w in _ONE_LETTER_WORDS]
+        if any(w in self.stop_words for w in heard):
+            return True
+        # a word said over and over counts once: Whisper loops on a fragment ("Bright. Bright.
+        # Bright. Bright. Bright. Bright" for hibari's "right", "Ice? Ice? ..." for "i see")
+        runs = [w for i, w in enumerate(heard) if i == 0 or heard[i - 1] != w]
+        return len(runs) > self.unclear_max_words
 
     def _no_speech(self, e: Evidence) -> bool:
         """Whether the recogniser scores the sound as no speech, whatever words it wrote on it: a
@@ -396,9 +425,10 @@ class Interruption:
         its first pause; else a partial transcript, which can only cut)."""
         if self.phase is not P.PAUSED:
             return None
-        verdict = self.policy.judge(text, audio_ms - self.started_ms, spoken, evidence, self.at_reply_end)
+        speech_ms = audio_ms - self.started_ms
+        verdict = self.policy.judge(text, speech_ms, spoken, evidence, self.at_reply_end)
         self.heard_text, self.evidence = text, evidence
-        if verdict is Verdict.WORDS:
+        if verdict is Verdict.WORDS and (settled or self.policy.cuts_on_partial(text, speech_ms)):
             return self._cut(verdict)
         if settled:
             return self._resume(verdict)

@@ -43,6 +43,7 @@ from omnivox.voice.listener import Listener
 from omnivox.voice.vad.turn import TurnParams
 
 RATE = 16000
+PARTIAL_MS = 1000  # a session's Whisper partials (``Settings.asr_partial_ms``)
 CHUNK = RATE * 40 // 1000
 REPLY = (
     "Sure. In Paris today it is mild and mostly sunny, with a light breeze in the afternoon "
@@ -71,6 +72,8 @@ class Settled:
     text: str
     speech_ms: float
     evidence: dict[str, float]
+    # a partial transcript (``--partials``): it can only cut, and only where the policy cuts on one
+    partial: bool = False
 
 
 @dataclass
@@ -97,12 +100,17 @@ class Observation:
     def _judged(self, policy: InterruptionPolicy) -> tuple[str, int]:
         if not self.paused:
             return "unheard", -1
-        verdict = "unjudged"
+        verdict, last = "unjudged", -1
         for at, p in enumerate(self.points):
-            verdict = policy.judge(p.text, p.speech_ms, REPLY, Evidence(**p.evidence)).value
+            judged = policy.judge(p.text, p.speech_ms, REPLY, Evidence(**p.evidence)).value
+            if p.partial:
+                if judged == Verdict.WORDS.value and policy.cuts_on_partial(p.text, p.speech_ms):
+                    return judged, at
+                continue
+            verdict, last = judged, at
             if verdict == Verdict.WORDS.value:
                 return verdict, at
-        return verdict, len(self.points) - 1
+        return verdict, last
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -119,6 +127,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="g711: the caller's voice and the reply's echo through a telephone line (8 kHz mu-law)",
     )
     parser.add_argument(
+        "--partials",
+        action="store_true",
+        help="hear as a session does: Whisper's partials (every second, and as the speech falls "
+        "quiet) are judged too, and the pause is flushed at 0.1 of the silence (the agent's)",
+    )
+    parser.add_argument(
         "--observations",
         nargs="+",
         help="fit the cases of earlier runs' --json files instead of hearing them again",
@@ -132,22 +146,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 class Hearing:
-    """The server's hearing, loaded once: silero, Whisper tiny.en (no partials: the settled
-    transcripts judge), the echo gate per case."""
+    """The server's hearing, loaded once: silero, Whisper tiny.en, the echo gate per case. Without
+    ``partials`` only the settled transcripts judge; with them, Whisper's partials come as a
+    session's do (``asr_partial_ms``, and one as the speech falls quiet: ``decode_now``), each
+    waited for after the chunk that started it so that a case hears the same each run, and the
+    pause is flushed as early as the agent's (``speculate_at`` 0.1)."""
 
-    def __init__(self) -> None:
+    def __init__(self, partials: bool = False) -> None:
         from omnivox.voice.asr.whisper_asr import WhisperAsr
         from omnivox.voice.vad.silero import SileroVad
 
+        self.partials = partials
         self.vad = SileroVad(RATE)
-        self.asr = WhisperAsr()
+        self.asr = WhisperAsr(partial_interval_ms=PARTIAL_MS) if partials else WhisperAsr()
 
     def listener(self) -> Listener:
         from omnivox.voice.echo.gate import EchoGate
 
         self.vad.reset()
         self.asr.reset()
-        return Listener(self.vad, self.asr, TurnParams(silence_duration_ms=500), 150.0, echo=EchoGate())
+        speculate_at = 0.1 if self.partials else 0.3
+        return Listener(
+            self.vad, self.asr, TurnParams(silence_duration_ms=500), 150.0, speculate_at, echo=EchoGate()
+        )
 
 
 def hear_case(
@@ -182,6 +203,7 @@ def hear_case(
     started_ms = 0.0
     points: list[Settled] = []
     spoke_on = False
+    judging = False  # the reply is paused and nothing has settled the speech since (partials judge)
     for at in range(0, min(end, len(voice)), CHUNK):
         n = min(CHUNK, len(voice) - at)
         out = np.zeros(n, np.float32)
@@ -193,25 +215,35 @@ def hear_case(
             played += take
         speaker[at + delay : at + delay + n] = played_out
         mic = voice[at : at + n] + gain * speaker[at : at + n]
-        for heard in listener.feed(mic, out):
+        events = listener.feed(mic, out)
+        if hearing.partials:
+            hearing.asr.wait_partial()  # (read with the next chunk, as a session reads it)
+        for heard in events:
             if heard.kind == "speech_started":
                 started_ms = heard.audio_ms + TurnParams().prefix_padding_ms  # as ``agent.turns``
             elif heard.kind == "speech_confirmed" and paused_ms is None:
                 paused_ms = heard.audio_ms
+                judging = True
             elif heard.kind == "resumed":
-                spoke_on = True
+                spoke_on = judging = True
+            elif heard.kind == "partial" and judging and heard.text:
+                points.append(
+                    Settled(heard.text, heard.audio_ms - started_ms, evidence(heard).describe(), partial=True)
+                )
             elif heard.kind in ("pause", "final") and paused_ms is not None:
                 # a judge that has settled the speech judges again only if the user spoke on
-                if spoke_on or not points:
+                if spoke_on or not any(not p.partial for p in points):
                     points.append(
                         Settled(heard.text, heard.audio_ms - started_ms, evidence(heard).describe())
                     )
-                spoke_on = False
+                spoke_on = judging = False
                 if heard.kind == "final":
                     return True, points
-        if paused_ms is not None and not points and listener.audio_ms - paused_ms >= resume_ms:
+        settled = [p for p in points if not p.partial]
+        if paused_ms is not None and not settled and listener.audio_ms - paused_ms >= resume_ms:
             heard = listener.peek_heard()
             points.append(Settled(heard.text, heard.audio_ms - started_ms, evidence(heard).describe()))
+            judging = False
     return paused_ms is not None, points
 
 
@@ -387,6 +419,8 @@ def run(args: argparse.Namespace) -> int:
     # the defaults of a session on the cases' line (``--observations`` from another line: say it)
     defaults = InterruptionPolicy(line=Line.PHONE if args.line == "g711" else Line.WIDEBAND)
     policies = {"words only": words_only, "defaults": defaults, "fitted": fitted}
+    if any(p.partial for o in observations for p in o.points):  # the seventh sitting's judge beside
+        policies["every partial cuts"] = replace(defaults, partial_wait_ms=0.0)
     rows = []
     for name, policy in policies.items():
         for kind in args.kinds:
@@ -419,7 +453,7 @@ def hear(args: argparse.Namespace, words_only: InterruptionPolicy) -> list[Obser
     """Every case heard by the server's hearing, printed with its words and evidence."""
     from omnivox.bench.turns import synthetic_voices, trim
 
-    hearing = Hearing()
+    hearing = Hearing(getattr(args, "partials", False))
     voices = synthetic_voices()
     line = telephone if args.line == "g711" else (lambda a: a)
     reply = trim(voices["hibari"](REPLY))

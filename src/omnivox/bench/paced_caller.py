@@ -80,14 +80,25 @@ def resample_clip(clip: Clip, rate: int) -> Clip:
 
 class Microphone:
     """Streams audio as a microphone records it: ``chunk_ms`` at a time, each chunk sent as soon as
-    its last sample has been "captured" on the caller's clock, which starts when this is made."""
+    its last sample has been "captured" on the caller's clock, which starts when this is made.
 
-    def __init__(self, send: Callable[[np.ndarray], Awaitable[None]], rate: int, chunk_ms: int) -> None:
+    ``noise_db``: the microphone's own noise floor (white noise at this RMS, dBFS) under everything
+    it sends, speech and silence; None: its silence is digital zeros."""
+
+    def __init__(
+        self,
+        send: Callable[[np.ndarray], Awaitable[None]],
+        rate: int,
+        chunk_ms: int,
+        noise_db: float | None = None,
+    ) -> None:
         self.rate = rate
         self.step = rate * chunk_ms // 1000  # samples per chunk
         self._send = send
         self.start = time.monotonic()
         self.sent = 0  # samples sent: the microphone's clock
+        self._noise = None if noise_db is None else 10 ** (noise_db / 20)
+        self._rng = np.random.default_rng()
 
     def clock(self) -> float:
         """The wall time (monotonic) at which the next sample sent is captured."""
@@ -97,6 +108,8 @@ class Microphone:
         """Stream ``audio`` in real time; returns once its last chunk has left."""
         for i in range(0, len(audio), self.step):
             chunk = audio[i : i + self.step]
+            if self._noise is not None:
+                chunk = chunk + self._rng.standard_normal(len(chunk), np.float32) * np.float32(self._noise)
             self.sent += len(chunk)
             await asyncio.sleep(max(0.0, self.clock() - time.monotonic()))
             await self._send(chunk)
@@ -167,6 +180,21 @@ def add_pacing_argument(parser: argparse.ArgumentParser) -> None:
         default=PAUSE_S,
         help="callers pause this long after a reply has played out before the next sentence",
     )
+
+
+def add_mic_noise_argument(parser: argparse.ArgumentParser) -> None:
+    """``--mic-noise-db``: the callers' microphone noise floor (None: digital silence)."""
+    parser.add_argument(
+        "--mic-noise-db",
+        type=float,
+        help="callers' microphones add white noise at this RMS (dBFS, e.g. -60) under everything "
+        "they send; default: their silence is digital zeros",
+    )
+
+
+def mic_noise(noise_db: float | None) -> str:
+    """What the callers' microphones send in their silence, as the table titles say it."""
+    return "silence as digital zeros" if noise_db is None else f"a {noise_db:g} dBFS noise floor"
 
 
 def pacing(pause_s: float) -> str:

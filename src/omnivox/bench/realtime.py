@@ -66,8 +66,10 @@ from omnivox.bench.paced_caller import (
     CallerStats,
     Microphone,
     ReplyTimer,
+    add_mic_noise_argument,
     add_pacing_argument,
     converse,
+    mic_noise,
     pacing,
     speech_clip,
 )
@@ -132,6 +134,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_record_argument(parser)
     add_pipeline_arguments(parser)
     add_pacing_argument(parser)
+    add_mic_noise_argument(parser)
 
 
 RealtimeCallerStats = CallerStats  # the name the other benches and the tests know
@@ -170,7 +173,7 @@ class RealtimeCaller:
         async def append(chunk: np.ndarray) -> None:
             await ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": pcm16_to_b64(chunk)}))
 
-        mic = Microphone(append, RATE, self.args.chunk_ms)
+        mic = Microphone(append, RATE, self.args.chunk_ms, getattr(self.args, "mic_noise_db", None))
         await converse(mic, self.timer, self.clips, turns, self.args.pause_s)
 
     async def read_events(self, ws: AsyncIterable[str | bytes]) -> None:
@@ -297,7 +300,8 @@ def run(args: argparse.Namespace) -> int:
                         rows.append(table_row(transport, mode, users, record, r))
     print_table(
         f"Realtime voice-to-voice, {args.turns} turns per caller, {describe(args)}"
-        f" (server_vad: silence_duration_ms={args.silence_ms}); {pacing(args.pause_s)}",
+        f" (server_vad: silence_duration_ms={args.silence_ms}); {pacing(args.pause_s)},"
+        f" {mic_noise(args.mic_noise_db)}",
         COLUMNS,
         rows,
     )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from omnivox.agent.interruption import InterruptionPolicy
@@ -66,6 +66,30 @@ def test_a_barge_in_whose_first_word_resumes_is_cut_late() -> None:
     assert o.cut_at(InterruptionPolicy(evidence=False)) == 0
     assert o.cut_at(InterruptionPolicy()) == 1 and o.judged_by(InterruptionPolicy()) == "words"
     assert errors([o], InterruptionPolicy()) == (0, 0, 1)
+
+
+def test_a_partial_only_cuts_and_only_where_the_policy_cuts_on_one(tmp_path: Path) -> None:
+    # hibari's "mm hmm" over G.711 (--partials, -10 dB): Whisper's partial of its first quarter
+    # second, sure of "Really?", then the pause's words at P(no speech) 0.49 / -1.74
+    early = Settled("Really?", 240.0, {"no_speech_prob": 0.205, "avg_logprob": -0.661}, partial=True)
+    settled = Settled("Please.", 320.0, {"no_speech_prob": 0.487, "avg_logprob": -1.738})
+    mm_hmm = Observation("backchannel", "hibari", "mm hmm", -10.0, True, [early, settled])
+    assert mm_hmm.judged_by(InterruptionPolicy()) == "no_speech"
+    every_partial = InterruptionPolicy(partial_wait_ms=0.0)
+    assert mm_hmm.judged_by(every_partial) == "words" and mm_hmm.cut_at(every_partial) == 0
+    # espeak-ng's "what about tomorrow": a partial a second in is what cut it (its settled words
+    # are unsure); a partial that is not "words" never settles a case
+    nothing = Settled("", 512.0, {"no_speech_prob": 0.74, "avg_logprob": -1.18})
+    late = Settled("tomorrow.", 1024.0, {"no_speech_prob": 0.385, "avg_logprob": -0.573}, partial=True)
+    unsure = Settled("tomorrow", 1024.0, {"no_speech_prob": 0.463, "avg_logprob": -0.944})
+    tomorrow = Observation("barge_in", "espeak", "what about tomorrow", -10.0, True, [nothing, late, unsure])
+    assert tomorrow.judged_by(InterruptionPolicy()) == "words" and tomorrow.cut_at(InterruptionPolicy()) == 1
+    only_partial = Observation("backchannel", "hibari", "yeah", -10.0, True, [replace(early, text="Yeah.")])
+    assert only_partial.judged_by(InterruptionPolicy()) == "unjudged"
+    # saved and loaded with the flag (runs saved before it load as settled points)
+    path = tmp_path / "cases.json"
+    path.write_text(json.dumps({"observations": [asdict(mm_hmm)]}))
+    assert load(str(path))[0].points == [early, settled]
 
 
 def test_a_lone_word_gets_its_own_threshold_between_the_cases(tmp_path: Path) -> None:

@@ -86,6 +86,23 @@ async def test_the_microphone_sends_what_it_records_a_chunk_at_a_time():
     assert mic.clock() == pytest.approx(mic.start + 0.05)
 
 
+async def test_a_noise_floor_under_everything_the_microphone_sends():
+    sent: list[np.ndarray] = []
+
+    async def send(chunk: np.ndarray) -> None:
+        sent.append(chunk)
+
+    mic = Microphone(send, 8000, chunk_ms=100, noise_db=-60.0)
+    silence = np.zeros(8000, np.float32)
+    await mic.play(silence)
+    heard = np.concatenate(sent)
+    assert heard.dtype == np.float32 and len(heard) == 8000 and not silence.any()  # not in place
+    assert 10 * np.log10(np.mean(heard.astype(np.float64) ** 2)) == pytest.approx(-60.0, abs=0.5)
+    sent.clear()
+    await Microphone(send, 8000, chunk_ms=100).play(silence)
+    assert not np.concatenate(sent).any()  # by default, digital zeros
+
+
 class Server:
     """Answers each sentence of ``sentence_len`` samples once the microphone has sent all of it."""
 

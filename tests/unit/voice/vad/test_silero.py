@@ -103,3 +103,39 @@ def test_scores_are_silero_vad_lites(weather_16k) -> None:
     theirs = [lite.process(memoryview(np.ascontiguousarray(w).data)) for w in windows]
     ours = SileroVad(16000).process(clip)
     assert np.allclose(ours, theirs, atol=1e-5)
+
+
+def test_digital_silence_scores_as_the_model_without_calling_it(weather_16k) -> None:
+    """Windows of zeros (and zeros before them) take the silent step; every score and the state
+    after are the model's, including the window of zeros right after speech (its context is not
+    zeros, so the model scores it) and the speech after a long silence."""
+    quiet = np.zeros(16000 * 3, np.float32)
+    stream = np.concatenate([quiet, weather_16k, quiet, weather_16k, quiet[:7000]])
+    model, fast = SileroVad(16000, silent=False), SileroVad(16000)
+    chunks = range(0, len(stream), 640)
+    a = np.concatenate([model.process(stream[i : i + 640]) for i in chunks])
+    b = np.concatenate([fast.process(stream[i : i + 640]) for i in chunks])
+    assert len(a) == len(b) and np.abs(a - b).max() < 1e-5
+    assert fast.silent_windows > 190 and model.silent_windows == 0
+    assert np.abs(fast.state - model.state).max() < 1e-3
+
+
+def test_the_turn_detector_hears_the_same_turns(weather_16k) -> None:
+    from omnivox.voice.vad.turn import TurnDetector
+
+    quiet = np.zeros(16000, np.float32)
+    stream = np.concatenate([quiet, weather_16k, quiet, quiet, weather_16k * 0.05, quiet])
+    events = []
+    for vad in (SileroVad(16000, silent=False), SileroVad(16000)):
+        detector = TurnDetector()
+        events.append(detector.push_many(vad.process(stream)))
+    assert events[0] == events[1] and len(events[0]) == 4
+
+
+def test_a_window_of_zeros_after_sound_goes_to_the_model(weather_16k) -> None:
+    vad = SileroVad(16000)
+    vad.process(weather_16k[:512])
+    vad.process(np.zeros(512, np.float32))  # its context is the speech's last 4 ms
+    assert vad.silent_windows == 0
+    vad.process(np.zeros(1024, np.float32))
+    assert vad.silent_windows == 2
