@@ -22,8 +22,9 @@ The ``Listener`` runs in the session's input thread (model work blocks) and turn
   a new utterance, and the final transcript joins both.
 - a pause is dated where the signal's energy fell (``end_refinement``, ``voice.vad.energy``): Silero's
   probability stays up 80-110 ms after the sound stops, so the VAD alone dates every pause that much
-  late. The silence timers (``silence_duration_ms``, ``semantic_vad``'s pauses and its judgement,
-  ``speculate_at``) and ``audio_end_ms`` count from the energy's date. The final words' decode
+  late. With server VAD the silence timers (``silence_duration_ms``, ``speculate_at``) and
+  ``audio_end_ms`` count from the energy's date; ``semantic_vad``'s pauses keep the VAD's (counted
+  from the energy's, they cut paused questions early). The final words' decode
   begins ``decode_after_ms`` into the energy's drop, while the VAD still says speech (once per
   drop: a drop inside a sentence costs one partial more), and the flush names the dated end it
   covers; without it the recogniser hears to the VAD's end. Where the energy does not clearly fall
@@ -174,7 +175,8 @@ class Listener:
         self.end_refinement: EndRefinement | None = end_refinement
         self.end_refinements = [0, 0]  # pauses looked at, pauses dated sooner
         self.end_refined_ms = 0.0  # how much sooner, all of them together
-        # the last pause dated by the energy: (its start, the VAD's speech end, how much sooner)
+        # the last pause the energy dated: (its start as the detector counts it, where the energy
+        # fell, the VAD's speech end)
         self._dated: tuple[float, float, float] | None = None
         self._dropped_at: int | None = None  # samples heard when the decode at the energy's drop began
         self.drop_decodes = 0  # decodes begun at an energy drop (``EndRefinement.decode_after_ms``)
@@ -338,14 +340,7 @@ class Listener:
         assert started is not None
         audio = self._turn_audio()
         score = self.semantic.score(audio, started, self.detector.audio_ms, self._early or "", judged)
-        required = score.required_ms
-        if score.tier != "sure" and self._dated is not None and self._dated[0] == started:
-            # the "finished" and longest pauses were set on pauses the VAD dated (a mid-sentence
-            # pause of 350 ms read as ~260): they count from its date still; only the model's sure
-            # end counts from where the sound stopped (espeak-ng's paused questions were cut
-            # early 6 times in 20 turns at high eagerness otherwise, against main's 1)
-            required += self._dated[2]
-        self.detector.require_pause(required)
+        self.detector.require_pause(score.required_ms)
         log.debug(
             "end of turn: P(finished)=%.2f, words %r complete=%s after %.0f ms of pause -> %s, "
             "wait %.0f ms (model %.0f ms)",
@@ -424,8 +419,12 @@ class Listener:
 
     def _date_pause(self) -> None:
         """A pause has begun (the VAD's probability fell under its threshold less the hysteresis):
-        date it where the signal's energy fell, if it clearly did (``end_refinement``), so the
-        silence timers count from the caller's real end and not from the VAD's, 80-110 ms later."""
+        find where the signal's energy fell, if it clearly did (``end_refinement``). With server VAD
+        the pause is dated there, so ``silence_duration_ms`` counts from the caller's real end and
+        not from the VAD's, 80-110 ms later. With ``semantic_vad`` the pause keeps the VAD's date:
+        its pauses were set on the VAD's dates, and counted from the energy's they cut espeak-ng's
+        paused questions early (3-6 in 20 turns at high eagerness, against main's 1); only the
+        recogniser's end (``_speech_end``) uses the energy's."""
         assert self.detector is not None
         refine = self.end_refinement
         vad_end_ms = self._speech_end(self.detector.pause_started_ms)
@@ -438,14 +437,13 @@ class Listener:
         if end is None:
             return
         end_ms = (lo + end) * 1000.0 / self.rate
-        vad_start = self.detector.pause_started_ms
-        assert vad_start is not None
-        self.detector.date_pause(end_ms)
-        dated = self.detector.pause_started_ms
-        assert dated is not None
-        self._dated = (dated, vad_end_ms, vad_start - dated)
+        if self.detector.params.eagerness is None:
+            self.detector.date_pause(end_ms)
+        started = self.detector.pause_started_ms
+        assert started is not None
+        self._dated = (started, min(end_ms, vad_end_ms), vad_end_ms)
         self.end_refinements[1] += 1
-        self.end_refined_ms += vad_end_ms - dated
+        self.end_refined_ms += vad_end_ms - min(end_ms, vad_end_ms)
 
     def _speech_end(self, pause_started_ms: float | None) -> float | None:
         """Where the speech of the pause that began at ``pause_started_ms`` ended, for the
@@ -454,7 +452,7 @@ class Listener:
         same audio, the same words), unless the decode begun at the energy's drop heard past the
         dated end: then that end, so the flush takes that decode's words."""
         if self._dated is not None and pause_started_ms == self._dated[0]:
-            dated, vad_end, _ = self._dated
+            _, dated, vad_end = self._dated
             if self._dropped_at is not None and self._dropped_at >= self._sample_at(dated):
                 return dated  # the decode begun at the energy's drop heard that far: its words
             return vad_end  # a pause dated by the energy: the recogniser's end is the VAD's

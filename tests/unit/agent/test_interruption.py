@@ -349,14 +349,14 @@ RECORDED = [
     (Case("hibari", "mhm"), "no_speech", "So in parent"),  # P(no speech) 0.51, log-probability -1.76
     (Case("espeak", "mm hmm"), "no_speech", "and"),
     (Case("hibari", "okay"), "backchannel", "Okay."),
-    (Case("espeak", "okay"), "backchannel", "Okay"),
+    (Case("espeak", "okay"), "backchannel", "Okay."),
     (Case("hibari", "mostly sunny with a light breeze"), "echo", "Mostly sunny with a light breeze."),
     (
         Case("espeak", "a chance of rain later in the evening"),
         "echo",
         "A chance of rain later in the evening.",
     ),
-    (Case("hibari", "uh huh"), "no_speech", "I'm..."),  # P(no speech) 0.34, log-probability -1.10
+    (Case("hibari", "uh huh"), "no_speech", "Ahem"),  # P(no speech) 0.35, log-probability -1.02
     (Case("espeak", "mhm", -6.0), "unclear", "MHCAB."),  # one word, -1.01
     (Case("espeak", "mhm"), "unclear", "MHCAB."),  # one word, -0.93
     # one word just sure enough to be taken at its word: -0.84, where a lone word is unclear at
@@ -404,7 +404,7 @@ RECORDED_G711 = [
     (Case("espeak", "yeah", line="g711"), "backchannel", "backchannel", "Yeah.", "+"),
     (Case("hibari", "[[h@@]]", noise=True, line="g711"), "no_words", "no_words", "", None),
     (Case("hibari", "mm hmm", line="g711"), "no_speech", "no_speech", "Clear it.", "-"),  # P(no speech) 0.46
-    (Case("hibari", "uh huh", line="g711"), "no_speech", "no_speech", "ahem", "+"),
+    (Case("hibari", "uh huh", line="g711"), "no_speech", "no_speech", "aha", "+"),
     # a lone word, unsure: unclear; its sound a backchannel's (+1.51): the witness's too
     (Case("espeak", "mhm", line="g711"), "unclear", "sounds_backchannel", "MICAB.", "+"),
     # what neither takes: Whisper sure of "Do I?" for "sure", and "Sure." far below it (-1.18)
