@@ -36,7 +36,14 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
-from omnivox.agent.interruption import WITNESS_OFF, Evidence, InterruptionPolicy, Line, Verdict
+from omnivox.agent.interruption import (
+    PARTIAL_WAIT_MS,
+    WITNESS_OFF,
+    Evidence,
+    InterruptionPolicy,
+    Line,
+    Verdict,
+)
 from omnivox.agent.turns import evidence
 from omnivox.bench.table import print_table, write_json
 from omnivox.voice.listener import Listener
@@ -419,8 +426,8 @@ def run(args: argparse.Namespace) -> int:
     # the defaults of a session on the cases' line (``--observations`` from another line: say it)
     defaults = InterruptionPolicy(line=Line.PHONE if args.line == "g711" else Line.WIDEBAND)
     policies = {"words only": words_only, "defaults": defaults, "fitted": fitted}
-    if any(p.partial for o in observations for p in o.points):  # the seventh sitting's judge beside
-        policies["every partial cuts"] = replace(defaults, partial_wait_ms=0.0)
+    if any(p.partial for o in observations for p in o.points):  # the early partial's wait beside
+        policies["early partials wait"] = replace(defaults, partial_wait_ms=PARTIAL_WAIT_MS)
     rows = []
     for name, policy in policies.items():
         for kind in args.kinds:

@@ -8,6 +8,7 @@ import pytest
 
 from interjections import CASES, Case, Hearer, recorded, recorded_keys
 from omnivox.agent.interruption import (
+    PARTIAL_WAIT_MS,
     WITNESS_OFF,
     Cut,
     Evidence,
@@ -89,6 +90,9 @@ def test_words_cut_the_reply_even_from_a_partial() -> None:
     assert turn.heard("wait stop", 900, SPOKEN, settled=True) is None  # settled already
 
 
+# the early partial's wait as measured (off by default: a live barge-in lost over a Twilio stream)
+WAITING = replace(InterruptionPolicy(line=Line.PHONE), partial_wait_ms=PARTIAL_WAIT_MS)
+
 # partials bench interruptions --line g711 --partials recorded (hibari, -10 / -14 dB): Whisper's
 # partial of a backchannel's first quarter second, sure of wrong words
 EARLY_BACKCHANNEL_PARTIALS = [
@@ -100,9 +104,9 @@ EARLY_BACKCHANNEL_PARTIALS = [
 
 @pytest.mark.parametrize(("text", "ms", "evidence"), EARLY_BACKCHANNEL_PARTIALS)
 def test_an_early_partial_of_few_words_waits_for_the_settled_words(text, ms, evidence) -> None:
-    assert PHONE.judge(text, ms, SPOKEN, evidence) is Verdict.WORDS  # the words alone would cut
-    assert not PHONE.cuts_on_partial(text, ms)
-    turn = Interruption(PHONE)
+    assert WAITING.judge(text, ms, SPOKEN, evidence) is Verdict.WORDS  # the words alone would cut
+    assert not WAITING.cuts_on_partial(text, ms)
+    turn = Interruption(WAITING)
     turn.speech_started(1000.0)
     turn.confirmed(1150.0, assistant_speaking=True)
     assert turn.heard(text, 1000.0 + ms, SPOKEN, settled=False, evidence=evidence) is None
@@ -110,35 +114,36 @@ def test_an_early_partial_of_few_words_waits_for_the_settled_words(text, ms, evi
     # the settled words decide: the flush at the pause heard "Please." at P(no speech) 0.49, -1.74
     settled = Evidence(no_speech_prob=0.487, avg_logprob=-1.738)
     assert turn.heard("Please.", 1320.0, SPOKEN, settled=True, evidence=settled) == Resume(Verdict.NO_SPEECH)
-    # every partial cutting (the seventh sitting's judge) would have cut the reply
-    before = Interruption(replace(PHONE, partial_wait_ms=0.0))
+    # every partial cutting (the default) cuts the reply
+    before = Interruption(PHONE)
     before.speech_started(1000.0)
     before.confirmed(1150.0, assistant_speaking=True)
     assert isinstance(before.heard(text, 1000.0 + ms, SPOKEN, settled=False, evidence=evidence), Cut)
 
 
 def test_a_partial_cuts_with_a_stop_word_many_words_or_after_the_wait() -> None:
+    assert PHONE.partial_wait_ms == 0.0 and PHONE.cuts_on_partial("What did that?", 256.0)  # off
     sure = Evidence(no_speech_prob=0.2, avg_logprob=-0.4)
-    wait = PHONE.partial_wait_ms
-    assert PHONE.cuts_on_partial("Wait.", 200.0)  # a stop word cuts at once
-    assert PHONE.cuts_on_partial("But I'm out tomorrow.", 250.0)  # four words
+    wait = WAITING.partial_wait_ms
+    assert WAITING.cuts_on_partial("Wait.", 200.0)  # a stop word cuts at once
+    assert WAITING.cuts_on_partial("But I'm out tomorrow.", 250.0)  # four words
     # a loop counts once: Whisper's "Bright. Bright. ..." for hibari's "right" (settled: "Right.")
-    assert not PHONE.cuts_on_partial("Bright. Bright. Bright. Bright. Bright. Bright", 256.0)
-    assert not PHONE.cuts_on_partial("What did that?", 256.0)
+    assert not WAITING.cuts_on_partial("Bright. Bright. Bright. Bright. Bright. Bright", 256.0)
+    assert not WAITING.cuts_on_partial("What did that?", 256.0)
     # later than the wait: what a real barge-in's partial alone cut (espeak-ng's "no, that's
     # wrong" as "That's loud." 1000 ms in, wideband; "tomorrow." 1024 ms in over G.711, whose
     # settled words were unsure: -0.94)
-    assert PHONE.cuts_on_partial("That's loud.", 1000.0) and PHONE.cuts_on_partial("tomorrow.", 1024.0)
-    assert PHONE.cuts_on_partial("tomorrow.", wait + 1.0)
-    assert not PHONE.cuts_on_partial("tomorrow.", wait)
+    assert WAITING.cuts_on_partial("That's loud.", 1000.0) and WAITING.cuts_on_partial("tomorrow.", 1024.0)
+    assert WAITING.cuts_on_partial("tomorrow.", wait + 1.0)
+    assert not WAITING.cuts_on_partial("tomorrow.", wait)
     # the latest backchannel partial the cases had: espeak-ng's "mm hmm" as "and have it." (wideband)
-    assert not PHONE.cuts_on_partial("and have it.", 696.0)
-    turn = Interruption(PHONE)
+    assert not WAITING.cuts_on_partial("and have it.", 696.0)
+    turn = Interruption(WAITING)
     turn.speech_started(0.0)
     turn.confirmed(150.0, assistant_speaking=True)
     assert turn.heard("tomorrow.", wait + 1.0, SPOKEN, settled=False, evidence=sure) == Cut()
     # words only (no evidence weighed): every partial judged words cuts, as before
-    assert replace(PHONE, evidence=False).cuts_on_partial("What did that?", 256.0)
+    assert replace(WAITING, evidence=False).cuts_on_partial("What did that?", 256.0)
 
 
 def test_speech_while_the_assistant_is_quiet_is_no_interruption() -> None:

@@ -6,7 +6,7 @@ import json
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from omnivox.agent.interruption import InterruptionPolicy
+from omnivox.agent.interruption import PARTIAL_WAIT_MS, InterruptionPolicy
 from omnivox.bench.interruptions import (
     OFF,
     WITNESS_OFF,
@@ -74,8 +74,9 @@ def test_a_partial_only_cuts_and_only_where_the_policy_cuts_on_one(tmp_path: Pat
     early = Settled("Really?", 240.0, {"no_speech_prob": 0.205, "avg_logprob": -0.661}, partial=True)
     settled = Settled("Please.", 320.0, {"no_speech_prob": 0.487, "avg_logprob": -1.738})
     mm_hmm = Observation("backchannel", "hibari", "mm hmm", -10.0, True, [early, settled])
-    assert mm_hmm.judged_by(InterruptionPolicy()) == "no_speech"
-    every_partial = InterruptionPolicy(partial_wait_ms=0.0)
+    waiting = InterruptionPolicy(partial_wait_ms=PARTIAL_WAIT_MS)
+    assert mm_hmm.judged_by(waiting) == "no_speech"
+    every_partial = InterruptionPolicy()  # the default: every partial judged words cuts
     assert mm_hmm.judged_by(every_partial) == "words" and mm_hmm.cut_at(every_partial) == 0
     # espeak-ng's "what about tomorrow": a partial a second in is what cut it (its settled words
     # are unsure); a partial that is not "words" never settles a case
@@ -83,9 +84,9 @@ def test_a_partial_only_cuts_and_only_where_the_policy_cuts_on_one(tmp_path: Pat
     late = Settled("tomorrow.", 1024.0, {"no_speech_prob": 0.385, "avg_logprob": -0.573}, partial=True)
     unsure = Settled("tomorrow", 1024.0, {"no_speech_prob": 0.463, "avg_logprob": -0.944})
     tomorrow = Observation("barge_in", "espeak", "what about tomorrow", -10.0, True, [nothing, late, unsure])
-    assert tomorrow.judged_by(InterruptionPolicy()) == "words" and tomorrow.cut_at(InterruptionPolicy()) == 1
+    assert tomorrow.judged_by(waiting) == "words" and tomorrow.cut_at(waiting) == 1
     only_partial = Observation("backchannel", "hibari", "yeah", -10.0, True, [replace(early, text="Yeah.")])
-    assert only_partial.judged_by(InterruptionPolicy()) == "unjudged"
+    assert only_partial.judged_by(waiting) == "unjudged"
     # saved and loaded with the flag (runs saved before it load as settled points)
     path = tmp_path / "cases.json"
     path.write_text(json.dumps({"observations": [asdict(mm_hmm)]}))
