@@ -441,9 +441,9 @@ class Listener:
             self.detector.date_pause(end_ms)
         started = self.detector.pause_started_ms
         assert started is not None
-        self._dated = (started, min(end_ms, vad_end_ms), vad_end_ms)
+        self._dated = (started, end_ms, vad_end_ms)  # speech_end: before the VAD's end
         self.end_refinements[1] += 1
-        self.end_refined_ms += vad_end_ms - min(end_ms, vad_end_ms)
+        self.end_refined_ms += vad_end_ms - end_ms
 
     def _speech_end(self, pause_started_ms: float | None) -> float | None:
         """Where the speech of the pause that began at ``pause_started_ms`` ended, for the
