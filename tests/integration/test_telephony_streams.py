@@ -83,12 +83,14 @@ class Sideband:
     def __init__(self, ws) -> None:
         self.ws = ws
         self.events: list[dict] = []
+        self.arrived: list[float] = []  # when each event arrived (time.monotonic)
         self.task = asyncio.create_task(self._read())
 
     async def _read(self) -> None:
         try:
             async for raw in self.ws:
                 self.events.append(json.loads(raw))
+                self.arrived.append(time.monotonic())
         except websockets.ConnectionClosed:
             pass
 
@@ -106,14 +108,15 @@ class Sideband:
             await asyncio.sleep(0.05)
 
 
-async def attach(c) -> Sideband:
-    """The sideband of the one phone call in progress (its session id is its call id)."""
+async def attach(c, query: str = "") -> Sideband:
+    """The sideband of the one phone call in progress (its session id is its call id); ``query``:
+    more of its request (``&omnivox_events=true``)."""
     deadline = time.monotonic() + 10
     while not (found := [s for s in sessions(c) if s["session_id"].startswith("rtc")]):
         assert time.monotonic() < deadline, "the call never became a session"
         await asyncio.sleep(0.1)
     ws = await websockets.connect(
-        f"{c.ws}/v1/realtime?call_id={found[0]['session_id']}", additional_headers=AUTH
+        f"{c.ws}/v1/realtime?call_id={found[0]['session_id']}{query}", additional_headers=AUTH
     )
     return Sideband(ws)
 
@@ -193,9 +196,12 @@ async def test_a_twilio_call_holds_a_conversation_with_marks_and_dtmf(phone_clus
 
 
 async def test_barge_in_clears_twilio_and_truncates_to_what_the_marks_say(phone_cluster):
+    """Speech over the reply pauses the carrier's playback at once (a clear), before the judge's cut;
+    a sideband hears omnivox's own events of it only when it asks."""
     call = CarrierStream("twilio")
     await call.open(stream_url(phone_cluster), signed(phone_cluster))
     side = await attach(phone_cluster)
+    asking = await attach(phone_cluster, "&omnivox_events=true")
     try:
         await call.speak(np.concatenate([speech(STORY), silence(0.8)]), RATE)
         started = await side.wait_for("output_audio_buffer.started", timeout=30)
@@ -211,6 +217,12 @@ async def test_barge_in_clears_twilio_and_truncates_to_what_the_marks_say(phone_
     assert call.clears, "barge-in sent no clear"
     assert first["response"]["id"] == started["response_id"]
     assert first["response"]["status"] == "cancelled"
+    # the pause cleared the carrier's buffer: before the cut (the caller hears no more of it while
+    # the words are judged)
+    paused = asking.of("omnivox.interruption.paused")
+    assert paused and paused[0]["response_id"] == first["response"]["id"]
+    assert call.clears[0] < side.arrived[side.events.index(first)]
+    assert not [e for e in side.events if e["type"].startswith("omnivox.")]
     truncated = [e for e in side.of("conversation.item.truncated") if e["item_id"] == item]
     # the session's last word on the item is what the caller heard by the carrier's marks
     assert truncated[-1]["audio_end_ms"] == int(call.marked_at_clear[0])

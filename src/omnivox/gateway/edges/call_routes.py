@@ -191,7 +191,13 @@ async def _call(request: Request, protocol: WireProtocol, ctx: GatewayContext) -
         held = contextlib.AsyncExitStack()
         await held.enter_async_context(ctx.limits.hold(request.client.host if request.client else "unknown"))
         assert protocol.media is not None
-        call = Call(protocol.media, settings.webrtc_connect_timeout_s, settings.webrtc_host_addresses)
+        query = dict(request.query_params)  # e.g. omnivox_events, intent
+        call = Call(
+            protocol.media,
+            settings.webrtc_connect_timeout_s,
+            settings.webrtc_host_addresses,
+            protocol.withheld(query),
+        )
         try:
             answer = await call.answer(sdp)
             grant = await authorize(ctx, key)
@@ -203,11 +209,12 @@ async def _call(request: Request, protocol: WireProtocol, ctx: GatewayContext) -
         preamble = protocol.media.preamble(defaults)
         headers = dict(request.headers)
         host = request.client.host if request.client else None
-        query = dict(request.query_params)  # e.g. omnivox_events, intent
 
         async def run_session(c: Call) -> None:
             async with held:
-                await serve_session(c, protocol, ctx, c.id, query, headers, preamble, host, c.media_connected)
+                await serve_session(
+                    c, protocol, ctx, c.id, query, headers, preamble, host, c.media_connected, bridge=True
+                )
 
         # an ephemeral key controls the call it opened (a sideband, a hang-up), and no other
         opened_with = digest(key) if key is not None and is_ephemeral(key) else None

@@ -5,7 +5,9 @@ counted and recorded like a WebSocket session, and the worker serves the same se
 WebSocket. What differs is only how frames move, and the protocol's ``MediaBridge`` says that:
 microphone audio becomes client frames, the worker's audio goes to our track (``call_audio``) and
 its other events to the data channel, and any sideband WebSockets (``?call_id=``) hear the events
-too and may send their own.
+too and may send their own. The call reads every frame the worker sends (omnivox's own events act on
+its track: a reply paused over speech, resumed); the data channel and each sideband are sent those
+their client asked for (``withheld``: ``?omnivox_events=true`` on realtime).
 
 A call's life is an explicit state machine:
 
@@ -39,7 +41,7 @@ from omnivox.core.errors import InvalidMessage, NotFound, TooManySessions
 from omnivox.core.ids import new_id
 from omnivox.core.transitions import Machine
 from omnivox.gateway.edges.call_audio import WebRtcPlayout, hear
-from omnivox.gateway.edges.sidebands import Sidebands
+from omnivox.gateway.edges.sidebands import Sidebands, Withheld
 from omnivox.protocol.media import MediaBridge
 
 log = logging.getLogger(__name__)
@@ -91,9 +93,14 @@ class Call:
     """One WebRTC call: its peer connection, and the ``Socket`` its session runs on."""
 
     def __init__(
-        self, bridge: MediaBridge, connect_timeout_s: float, addresses: list[str] | None = None
+        self,
+        bridge: MediaBridge,
+        connect_timeout_s: float,
+        addresses: list[str] | None = None,
+        withheld: Withheld | None = None,
     ) -> None:
         self.id = new_id("rtc")
+        self.withheld = withheld  # events the caller's data channel is not sent (it did not ask)
         self.addresses = addresses or []  # the only ICE host addresses (none: every interface)
         if self.addresses:
             only_addresses(self.addresses)
@@ -198,14 +205,15 @@ class Call:
 
     # ---- sidebands
 
-    async def attach(self, socket: Socket) -> None:
-        """A sideband WebSocket: it hears the call's events and may send its own, until either ends."""
+    async def attach(self, socket: Socket, withheld: Withheld | None = None) -> None:
+        """A sideband WebSocket: it hears the call's events (but those ``withheld``) and may send its
+        own, until either ends."""
 
         def deliver(frame: str) -> None:
             if (out := self.bridge.client_frame(frame)) is not None:
                 self._deliver(out)
 
-        await self.sidebands.attach(socket, self._ended, deliver)
+        await self.sidebands.attach(socket, self._ended, deliver, withheld)
 
     # ---- ending
 
@@ -290,6 +298,9 @@ class Call:
             self._inbound.put_nowait(frame)
 
     def _event(self, event: str) -> None:
+        self.sidebands.publish(event)
+        if self.withheld is not None and self.withheld(event):
+            return
         channel = self.channel
         if channel is not None and channel.readyState == "open":
             try:
@@ -298,7 +309,6 @@ class Call:
                 log.warning("call %s: an event was not sent: %s", self.id, exc)
         elif channel is None:
             self._pending.append(event)
-        self.sidebands.publish(event)
 
     def _playback(self, kind: str, response_id: str) -> None:
         self._event(self.bridge.playback(kind, response_id))
@@ -324,7 +334,7 @@ class HeldCall(Protocol):
 
     async def run(self, session: Callable[[Any], Awaitable[None]]) -> None: ...
 
-    async def attach(self, socket: Socket) -> None: ...
+    async def attach(self, socket: Socket, withheld: Withheld | None = None) -> None: ...
 
     def end(self, reason: str) -> None: ...
 

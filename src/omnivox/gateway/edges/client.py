@@ -92,7 +92,7 @@ async def serve_client(ws: WebSocket, protocol: WireProtocol, ctx: GatewayContex
             await proxy_sideband(socket, owner, ws.url.path, ws.url.query, settings, key)
             return
         if call is not None:
-            await call.attach(socket)  # a sideband: the call's events, and a say in it
+            await call.attach(socket, protocol.withheld(query))  # a sideband: the call's events, a say
             return
         preamble = protocol.defaults_frames(grant.session) if grant and grant.session else []
         host = ws.client.host if ws.client else None
@@ -133,11 +133,14 @@ async def serve_session(
     preamble: list[str] | None = None,
     client_host: str | None = None,
     ready: Callable[[], Awaitable[bool]] | None = None,
+    bridge: bool = False,
 ) -> None:
-    """Serve one admitted connection (a WebSocket, or a WebRTC call) until it ends. ``preamble``:
-    client frames the worker gets before any the client sends (session defaults); ``client_host``: the
-    peer's address (recorded when ``record_client_address`` is on); ``ready``: when it may take a
-    worker (a call: once its media connects)."""
+    """Serve one admitted connection (a WebSocket, or a WebRTC or phone call) until it ends.
+    ``preamble``: client frames the worker gets before any the client sends (session defaults);
+    ``client_host``: the peer's address (recorded when ``record_client_address`` is on); ``ready``:
+    when it may take a worker (a call: once its media connects); ``bridge``: ``socket`` is a call's
+    bridge, which acts on every frame the worker sends (omnivox's own events pause and resume its
+    playout) and withholds from its caller and sidebands what they did not ask for."""
     metrics = ctx.metrics
     metrics.sessions.labels(protocol.name).inc()
     active = metrics.active_sessions.labels(protocol.name)
@@ -161,7 +164,7 @@ async def serve_session(
             )
             taps = Taps([MetricsTap(metrics, record), *([recorder] if recorder is not None else [])])
             edge_cls = SessionEdge if protocol.scope == "session" else TurnEdge
-            request = ClientRequest(session_id, query, protocol.worker_params(headers, query), ready)
+            request = ClientRequest(session_id, query, protocol.worker_params(headers, query), ready, bridge)
             edge = edge_cls(conn, protocol, ctx, record, request, taps, recorder=recorder)
             for frame in preamble or []:
                 item = Inbound(frame)

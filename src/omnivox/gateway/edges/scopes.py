@@ -60,6 +60,8 @@ class ClientRequest:
     worker_params: dict[str, str]  # what the worker must know of it (protocol.worker_params)
     # when the client can be served (a WebRTC call: once its media connects; False: it never will)
     ready: Callable[[], Awaitable[bool]] | None = None
+    # the client is a call's bridge: it is sent every frame, and withholds from its caller itself
+    bridge: bool = False
 
 
 class _Edge:
@@ -87,7 +89,8 @@ class _Edge:
         self.taps = taps
         self.inbox: Inbox[Inbound] = Inbox(self.settings.max_message_bytes * 2)
         self.task_type = protocol.task_type(request.session_id, request.query)
-        self.withheld = protocol.withheld(request.query)  # frames this client did not ask for
+        # frames this client did not ask for (a call's bridge reads them all: it withholds them itself)
+        self.withheld = None if request.bridge else protocol.withheld(request.query)
         self.ticket_id: str | None = None
         self.resume = request.query.get("resume")  # a place in the queue it held before a drop
 

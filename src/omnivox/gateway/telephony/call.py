@@ -34,7 +34,7 @@ from omnivox.core.ids import new_id
 from omnivox.core.transitions import Machine
 from omnivox.gateway.context import GatewayContext
 from omnivox.gateway.edges.client import serve_session
-from omnivox.gateway.edges.sidebands import Sidebands
+from omnivox.gateway.edges.sidebands import Sidebands, Withheld
 from omnivox.protocol.phone import PhoneBridge
 from omnivox.protocol.spec import WireProtocol
 from omnivox.telephony.dtmf import DIGITS, InvalidDtmf
@@ -226,14 +226,15 @@ class PhoneCall:
         for frame in frames:
             self._inbound.put_nowait(frame)
 
-    async def attach(self, socket: Socket) -> None:
-        """A sideband WebSocket: it hears the call's events and may send its own, until either ends."""
+    async def attach(self, socket: Socket, withheld: Withheld | None = None) -> None:
+        """A sideband WebSocket: it hears the call's events (but those ``withheld``) and may send its
+        own, until either ends."""
 
         def deliver(frame: str) -> None:
             if (out := self.bridge.client_frame(frame, self.encoding)) is not None:
                 self._deliver(out)
 
-        await self.sidebands.attach(socket, self._ended, deliver)
+        await self.sidebands.attach(socket, self._ended, deliver, withheld)
 
     # ---- ending
 
@@ -326,6 +327,6 @@ def start_call(
 
     async def session(c: PhoneCall) -> None:
         if await c.wait_answered():
-            await serve_session(c, protocol, ctx, c.id, {}, {}, opening(), host)
+            await serve_session(c, protocol, ctx, c.id, {}, {}, opening(), host, bridge=True)
 
     ctx.calls.start(call, session)

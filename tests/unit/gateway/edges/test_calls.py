@@ -10,6 +10,7 @@ import pytest
 from omnivox.core.errors import InvalidMessage, NotFound
 from omnivox.gateway.edges import calls
 from omnivox.protocol.realtime.media import REALTIME_MEDIA
+from omnivox.protocol.realtime.wire import REALTIME
 
 CANDIDATES = [
     "a=candidate:1 1 udp 2130706431 10.0.0.1 5000 typ host",
@@ -107,11 +108,18 @@ async def test_closing_the_registry_ends_every_call():
 
 
 async def test_a_reply_held_by_the_session_is_held_on_the_track_until_resumed():
-    call = calls.Call(REALTIME_MEDIA, connect_timeout_s=5)
-    try:
-        await call.send(json.dumps({"type": "omnivox.interruption.paused", "response_id": "r1"}))
-        assert call.playout.paused
-        await call.send(json.dumps({"type": "omnivox.interruption.resumed", "response_id": "r1"}))
-        assert not call.playout.paused
-    finally:
-        await call.pc.close()
+    """Whatever the caller asked for: the track acts on omnivox's own events, and the caller's data
+    channel is sent them only when it asked (``?omnivox_events=true``)."""
+    for query, told in (({}, False), ({"omnivox_events": "true"}, True)):
+        call = calls.Call(REALTIME_MEDIA, connect_timeout_s=5, withheld=REALTIME.withheld(query))
+        try:
+            paused = json.dumps(
+                {"type": "omnivox.interruption.paused", "response_id": "r1"}, separators=(",", ":")
+            )
+            await call.send(paused)
+            assert call.playout.paused
+            await call.send(json.dumps({"type": "omnivox.interruption.resumed", "response_id": "r1"}))
+            assert not call.playout.paused
+            assert (paused in call._pending) is told  # (for the data channel, once it opens)
+        finally:
+            await call.pc.close()

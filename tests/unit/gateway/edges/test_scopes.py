@@ -11,9 +11,10 @@ from types import SimpleNamespace
 from omnivox.connection.taps import Taps
 from omnivox.core.config import Settings
 from omnivox.gateway.app import create_gateway_app
-from omnivox.gateway.edges.scopes import ClientRequest, TurnEdge
+from omnivox.gateway.edges.scopes import ClientRequest, SessionEdge, TurnEdge
 from omnivox.gateway.edges.sessions import SessionRecord
 from omnivox.protocol.control.workers import Capabilities, WorkerHealth, WorkerState
+from omnivox.protocol.realtime.wire import REALTIME
 from omnivox.protocol.streaming import STREAMING
 
 
@@ -42,3 +43,22 @@ async def test_a_client_leaving_while_its_worker_is_connected_to_gives_the_worke
     assert worker.ticket_id is None  # the assignment is over: handed out once it says it is free
     pool.apply_health(worker, health)
     assert worker.state is WorkerState.IDLE and record.state.value == "idle"
+
+
+def test_a_call_bridge_is_sent_every_frame_and_a_websocket_client_what_it_asked_for() -> None:
+    """A call's bridge acts on omnivox's own events (a reply paused over speech pauses the carrier)
+    whatever its caller asked for: the relay withholds nothing from it (the call withholds from its
+    caller and sidebands itself). A WebSocket client is sent them only when it asks."""
+    ctx = create_gateway_app(Settings()).state.ctx
+    record = SessionRecord(kind="realtime", client_session_id="s1", started_at=time.time())
+    conn = SimpleNamespace(gone=asyncio.Event(), send=lambda frame: None)
+    paused = '{"type":"omnivox.interruption.paused","response_id":"r1"}'  # (as the worker writes it)
+
+    def withheld(query: dict[str, str], bridge: bool):
+        request = ClientRequest(session_id="s1", query=query, worker_params={}, bridge=bridge)
+        return SessionEdge(conn, REALTIME, ctx, record, request, Taps([])).withheld  # type: ignore[arg-type]
+
+    plain = withheld({}, bridge=False)
+    assert plain is not None and plain(paused) and not plain('{"type": "response.done"}')
+    assert withheld({"omnivox_events": "true"}, bridge=False) is None
+    assert withheld({}, bridge=True) is None
