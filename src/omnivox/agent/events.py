@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Literal
 
 import numpy as np
 
@@ -46,14 +47,18 @@ class InputCleared:
     """The user's audio since the last turn makes no turn (noise, or the adapter's ``clear``)."""
 
 
+JudgedAction = Literal["cut", "resume", "wait"]
+
+
 @dataclass(frozen=True)
 class SpeechJudged:
-    """Speech over the reply was judged: ``verdict`` (``agent.interruption.Verdict``) and whether it
-    cut the reply, the words it was judged on and the rest of the evidence (recorded in the
-    timeline: every decision with its reason)."""
+    """Speech over the reply was judged: ``verdict`` (``agent.interruption.Verdict``) and what it did
+    (``action``: ``cut`` the reply, ``resume`` it, or ``wait``: an early partial's words, the reply
+    still paused, its settled words to decide), the words it was judged on and the rest of the
+    evidence (recorded in the timeline: every decision with its reason)."""
 
     verdict: str
-    cut: bool
+    action: JudgedAction
     text: str
     evidence: dict[str, float]
 

@@ -25,11 +25,11 @@ per user turn (``Phase``):
   again, scores a backchannel on its sound as near as the few sure words it wrote
   (``sounds_backchannel``: the backchannel witness, ``voice.witness``). Words that ask the
   assistant to stop ("wait", "stop", "hold on", "no", "sorry", "hey") cut it whatever the scores.
-  A partial transcript can only cut (a backchannel is judged once it is over); with
-  ``partial_wait_ms`` set (off by default), an early one of few words without a stop word does
-  not: Whisper's first partial hears a fragment of a short sound and is sure of wrong words there
-  ("Really?" for the first half of "mm hmm"); the reply is paused already, so its settled words
-  decide.
+  A partial transcript can only cut (a backchannel is judged once it is over), and within
+  ``partial_wait_ms`` an early one of few words without a stop word waits (``Wait``, visible with
+  its words): Whisper's first partial hears a fragment of a short sound and is sure of wrong words
+  there ("Really?" for the first half of "mm hmm"); the reply is paused already, so its settled
+  words decide.
 - The thresholds are measured, not guessed: ``omnivox bench interruptions`` plays the bench's
   interjections over a reply's echo through the real hearing, prints each case's evidence and
   fits them (docs/benchmarks.md, "Judging speech over a reply").
@@ -72,7 +72,7 @@ from omnivox.core.transitions import Machine
 from omnivox.voice.turn.words import words
 
 _ONE_LETTER_WORDS = frozenset("ai0123456789")
-PARTIAL_WAIT_MS = 800.0  # ``InterruptionPolicy.partial_wait_ms`` as measured (off by default)
+PARTIAL_WAIT_MS = 800.0  # ``InterruptionPolicy.partial_wait_ms`` as measured
 WITNESS_OFF = 99.0  # ``witness_margin_min`` no margin reaches: the witness is not weighed
 # the witness's threshold on a wideband line: offline (bench interruptions, A and B wideband) it
 # took 5 -> 2 of 80 backchannels cut and lost no barge-in (docs/benchmarks.md, "The backchannel
@@ -193,13 +193,8 @@ class InterruptionPolicy:
     # espeak-ng's "mm hmm" at 696 ms, where a real barge-in's partial that alone cut it came at
     # 1000 ms or later (``bench interruptions --partials``, 616 cases: every wait from 700 to 900 ms
     # gave the fewest false cuts, 37 -> 12, and lost no barge-in; 1000 lost two: docs/benchmarks.md,
-    # "Conversation quality, round seven"). 0: every partial judged ``words`` cuts. **Off (0) by
-    # default**: on a Twilio stream a real barge-in ("what is the weather like in paris today")
-    # lost its cut: its early partial "what" waited, then the words so far when the pause had run
-    # ``resume_ms`` (the same lone word, unsure, while the caller went on) resumed the reply, which
-    # played to its end (tests/integration/test_telephony_streams.py). ``PARTIAL_WAIT_MS`` is the
-    # measured value, for when the resume at ``resume_ms`` knows the caller is still speaking.
-    partial_wait_ms: float = 0.0
+    # "Conversation quality, round seven"). 0: every partial judged ``words`` cuts
+    partial_wait_ms: float = PARTIAL_WAIT_MS
 
     @property
     def weighs_witness(self) -> bool:
@@ -362,7 +357,17 @@ class Cut:
     """A real barge-in: cancel the reply."""
 
 
-Decision = Pause | Resume | Cut
+@dataclass(frozen=True)
+class Wait:
+    """Words on an early partial that do not cut yet (``partial_wait_ms``): the reply stays paused
+    and the settled words decide. Nothing to do but say so (the judgement is visible)."""
+
+    verdict: Verdict
+    text: str
+    evidence: Evidence | None
+
+
+Decision = Pause | Resume | Cut | Wait
 
 
 @dataclass
@@ -434,8 +439,10 @@ class Interruption:
             return None
         speech_ms = audio_ms - self.started_ms
         verdict = self.policy.judge(text, speech_ms, spoken, evidence, self.at_reply_end)
+        if verdict is Verdict.WORDS and not settled and not self.policy.cuts_on_partial(text, speech_ms):
+            return Wait(verdict, text, evidence)
         self.heard_text, self.evidence = text, evidence
-        if verdict is Verdict.WORDS and (settled or self.policy.cuts_on_partial(text, speech_ms)):
+        if verdict is Verdict.WORDS:
             return self._cut(verdict)
         if settled:
             return self._resume(verdict)

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from omnivox.agent.events import (
     HearingEvent,
     InputCleared,
+    JudgedAction,
     SpeechJudged,
     SpeechStarted,
     SpeechStopped,
@@ -54,6 +55,7 @@ from omnivox.agent.interruption import (
     Pause,
     Resume,
     Verdict,
+    Wait,
 )
 from omnivox.core.ids import new_id
 from omnivox.voice.listener import Heard
@@ -282,6 +284,9 @@ class TurnTaking:
         its reason first. (Without recovery, speech cuts unjudged.)"""
         if isinstance(decision, Pause):
             return [PauseReply()]
+        if isinstance(decision, Wait):
+            e = decision.evidence.describe() if decision.evidence is not None else {}
+            return [Emit(SpeechJudged(decision.verdict.value, "wait", decision.text, e))]
         if not isinstance(decision, Resume | Cut):
             return []
         judge = self.interruption
@@ -289,8 +294,8 @@ class TurnTaking:
         if judge.verdict is None:
             return [action]
         e = judge.evidence.describe() if judge.evidence is not None else {}
-        cut = isinstance(decision, Cut)
-        return [Emit(SpeechJudged(judge.verdict.value, cut, judge.heard_text, e)), action]
+        what: JudgedAction = "cut" if isinstance(decision, Cut) else "resume"
+        return [Emit(SpeechJudged(judge.verdict.value, what, judge.heard_text, e)), action]
 
     def _ensure_turn(self) -> str:
         if self._turn_id is None:

@@ -24,7 +24,8 @@ Counted per turn:
   sentence pause), late when no reply began within ``--late-s`` of its end, else right;
 - voice-to-voice: the question's last voiced sample to the reply's first audio;
 - verdicts: every judgement of speech over a reply (``omnivox.interruption.judged``: no_words,
-  no_speech, backchannel, echo, unclear, sounds_backchannel, words) by what the caller did then.
+  no_speech, backchannel, echo, unclear, sounds_backchannel, words; ``waited``: an early partial's
+  words that did not cut, the settled words judged after) by what the caller did then.
 
 ``--line g711`` calls over a telephone line: the session's audio in and out is G.711 mu-law at 8 kHz
 (``audio/pcmu``), the caller's microphone is band-limited to it and the reply is heard from it, and
@@ -260,8 +261,9 @@ class CallLog:
             if k.startswith(("omnivox.", "input_audio_buffer.speech"))
         ]
         kinds = [k for _, k in traced]
+        # an early partial's words that did not cut (``action`` wait) count as ``waited``
         judged = [
-            (e["verdict"], e["text"], e.get("evidence", {}))
+            ("waited" if e.get("action") == "wait" else e["verdict"], e["text"], e.get("evidence", {}))
             for _, k, e in self.events[mark:]
             if k == "omnivox.interruption.judged"
         ]

@@ -37,7 +37,6 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 from omnivox.agent.interruption import (
-    PARTIAL_WAIT_MS,
     WITNESS_OFF,
     Evidence,
     InterruptionPolicy,
@@ -426,8 +425,8 @@ def run(args: argparse.Namespace) -> int:
     # the defaults of a session on the cases' line (``--observations`` from another line: say it)
     defaults = InterruptionPolicy(line=Line.PHONE if args.line == "g711" else Line.WIDEBAND)
     policies = {"words only": words_only, "defaults": defaults, "fitted": fitted}
-    if any(p.partial for o in observations for p in o.points):  # the early partial's wait beside
-        policies["early partials wait"] = replace(defaults, partial_wait_ms=PARTIAL_WAIT_MS)
+    if any(p.partial for o in observations for p in o.points):  # every partial cutting beside
+        policies["every partial cuts"] = replace(defaults, partial_wait_ms=0.0)
     rows = []
     for name, policy in policies.items():
         for kind in args.kinds:

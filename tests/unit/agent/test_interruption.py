@@ -19,6 +19,7 @@ from omnivox.agent.interruption import (
     Phase,
     Resume,
     Verdict,
+    Wait,
     is_echo,
     words,
 )
@@ -90,8 +91,9 @@ def test_words_cut_the_reply_even_from_a_partial() -> None:
     assert turn.heard("wait stop", 900, SPOKEN, settled=True) is None  # settled already
 
 
-# the early partial's wait as measured (off by default: a live barge-in lost over a Twilio stream)
-WAITING = replace(InterruptionPolicy(line=Line.PHONE), partial_wait_ms=PARTIAL_WAIT_MS)
+# the early partial's wait as measured (the default), and every partial judged words cutting
+WAITING = InterruptionPolicy(line=Line.PHONE)
+EVERY_PARTIAL = replace(WAITING, partial_wait_ms=0.0)
 
 # partials bench interruptions --line g711 --partials recorded (hibari, -10 / -14 dB): Whisper's
 # partial of a backchannel's first quarter second, sure of wrong words
@@ -109,20 +111,23 @@ def test_an_early_partial_of_few_words_waits_for_the_settled_words(text, ms, evi
     turn = Interruption(WAITING)
     turn.speech_started(1000.0)
     turn.confirmed(1150.0, assistant_speaking=True)
-    assert turn.heard(text, 1000.0 + ms, SPOKEN, settled=False, evidence=evidence) is None
-    assert turn.phase is Phase.PAUSED  # the reply stays paused
+    # it says so (the judgement is visible, with its words), and the reply stays paused
+    waited = turn.heard(text, 1000.0 + ms, SPOKEN, settled=False, evidence=evidence)
+    assert waited == Wait(Verdict.WORDS, text, evidence)
+    assert turn.phase is Phase.PAUSED and turn.verdict is None
     # the settled words decide: the flush at the pause heard "Please." at P(no speech) 0.49, -1.74
     settled = Evidence(no_speech_prob=0.487, avg_logprob=-1.738)
     assert turn.heard("Please.", 1320.0, SPOKEN, settled=True, evidence=settled) == Resume(Verdict.NO_SPEECH)
-    # every partial cutting (the default) cuts the reply
-    before = Interruption(PHONE)
+    # every partial cutting (no wait) cuts the reply
+    before = Interruption(EVERY_PARTIAL)
     before.speech_started(1000.0)
     before.confirmed(1150.0, assistant_speaking=True)
     assert isinstance(before.heard(text, 1000.0 + ms, SPOKEN, settled=False, evidence=evidence), Cut)
 
 
 def test_a_partial_cuts_with_a_stop_word_many_words_or_after_the_wait() -> None:
-    assert PHONE.partial_wait_ms == 0.0 and PHONE.cuts_on_partial("What did that?", 256.0)  # off
+    assert WAITING.partial_wait_ms == PARTIAL_WAIT_MS  # the default
+    assert EVERY_PARTIAL.cuts_on_partial("What did that?", 256.0)  # off
     sure = Evidence(no_speech_prob=0.2, avg_logprob=-0.4)
     wait = WAITING.partial_wait_ms
     assert WAITING.cuts_on_partial("Wait.", 200.0)  # a stop word cuts at once

@@ -86,11 +86,26 @@ def test_speech_over_the_assistant_pauses_it_and_words_make_it_a_barge_in() -> N
     cut = turns.heard(Heard("partial", 2200.0, "yeah but wait"), 11.2, TALKING)
     assert acts(cut)[0] == BargeIn("turn_detected")
     # the judgement comes first, with its reason and the words it was made on
-    assert judged(cut) == [SpeechJudged("words", True, "yeah but wait", {"voiced_ms": 0.0})]
+    assert judged(cut) == [SpeechJudged("words", "cut", "yeah but wait", {"voiced_ms": 0.0})]
     turns.heard(Heard("speech_stopped", 3000.0), 12.0, TALKING)
     # the reply is being cut: the turn gets its own reply although the floor still says responding
     final = turns.heard(Heard("final", 3500.0, "yeah but wait"), 12.5, TALKING)
     assert next(a for a in final if isinstance(a, CommitTurn)).respond
+
+
+def test_an_early_partials_few_words_wait_visibly_and_the_settled_words_decide() -> None:
+    """Whisper's first partial of a short sound is sure of wrong words ("What did that?" for a
+    cough's first quarter second): it does not cut; the judgement says it waited, with its words."""
+    turns = TurnTaking(TurnSettings())
+    turns.heard(Heard("speech_started", 1000.0), 10.0, TALKING)  # its onset 300 ms later (padding)
+    turns.heard(Heard("speech_confirmed", 1450.0), 10.2, TALKING)
+    early = turns.heard(Heard("partial", 1556.0, "What did that?"), 10.3, TALKING)
+    assert not any(isinstance(a, BargeIn) for a in early)
+    assert [(j.verdict, j.action, j.text) for j in judged(early)] == [("words", "wait", "What did that?")]
+    assert turns.interruption.phase is Phase.PAUSED and turns.interruption.verdict is None
+    resumed = turns.heard(Heard("pause", 1700.0, ""), 10.5, TALKING)  # settled: no words
+    assert acts(resumed) == [ResumeReply("no_words")]
+    assert [(j.verdict, j.action) for j in judged(resumed)] == [("no_words", "resume")]
 
 
 def test_a_cough_pauses_the_reply_and_resumes_it_with_no_turn() -> None:
@@ -99,7 +114,7 @@ def test_a_cough_pauses_the_reply_and_resumes_it_with_no_turn() -> None:
     assert turns.heard(Heard("speech_confirmed", 1150.0), 10.2, TALKING) == [PauseReply()]
     resumed = turns.heard(Heard("pause", 1500.0, ""), 10.5, TALKING)
     assert acts(resumed) == [ResumeReply("no_words")]
-    assert [(j.verdict, j.cut) for j in judged(resumed)] == [("no_words", False)]
+    assert [(j.verdict, j.action) for j in judged(resumed)] == [("no_words", "resume")]
     turns.heard(Heard("speech_stopped", 1400.0), 10.9, TALKING)
     final = turns.heard(Heard("final", 1900.0, ""), 10.9, TALKING)
     assert isinstance(events(final)[0], InputCleared) and not any(isinstance(a, CommitTurn) for a in final)

@@ -340,12 +340,13 @@ def test_settle_only_reads_the_log_from_its_mark():
 def test_settle_counts_each_judgement_by_what_the_caller_did() -> None:
     c = caller()
     tally = conv.Tally()
+    log(c, "omnivox.interruption.judged", verdict="words", action="wait", text="Really?", evidence={})
     log(c, "omnivox.interruption.judged", verdict="unclear", action="resume", text="I'm...", evidence={})
     log(c, "omnivox.interruption.judged", verdict="words", action="cut", text="Wait, stop.", evidence={})
     c.log.settle(tally, 0, "backchannel", "resp_1", 0)
-    assert tally.verdicts["backchannel"] == {"unclear": 1, "words": 1}
-    assert tally.trace[0]["judged"][0][:2] == ("unclear", "I'm...")
-    assert "unclear 1,words 1" in conv.row("hibari", tally)[-1]
+    assert tally.verdicts["backchannel"] == {"waited": 1, "unclear": 1, "words": 1}
+    assert tally.trace[0]["judged"][1][:2] == ("unclear", "I'm...")
+    assert "unclear 1,waited 1,words 1" in conv.row("hibari", tally)[-1]
 
 
 def test_a_telephone_caller_speaks_and_hears_g711_at_8_khz() -> None:

@@ -74,9 +74,9 @@ def test_a_partial_only_cuts_and_only_where_the_policy_cuts_on_one(tmp_path: Pat
     early = Settled("Really?", 240.0, {"no_speech_prob": 0.205, "avg_logprob": -0.661}, partial=True)
     settled = Settled("Please.", 320.0, {"no_speech_prob": 0.487, "avg_logprob": -1.738})
     mm_hmm = Observation("backchannel", "hibari", "mm hmm", -10.0, True, [early, settled])
-    waiting = InterruptionPolicy(partial_wait_ms=PARTIAL_WAIT_MS)
-    assert mm_hmm.judged_by(waiting) == "no_speech"
-    every_partial = InterruptionPolicy()  # the default: every partial judged words cuts
+    waiting = InterruptionPolicy()  # the default: an early partial's few words wait
+    assert waiting.partial_wait_ms == PARTIAL_WAIT_MS and mm_hmm.judged_by(waiting) == "no_speech"
+    every_partial = InterruptionPolicy(partial_wait_ms=0.0)  # every partial judged words cuts
     assert mm_hmm.judged_by(every_partial) == "words" and mm_hmm.cut_at(every_partial) == 0
     # espeak-ng's "what about tomorrow": a partial a second in is what cut it (its settled words
     # are unsure); a partial that is not "words" never settles a case

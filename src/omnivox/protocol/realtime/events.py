@@ -364,14 +364,15 @@ class InterruptionResumed(ExtensionEvent):
 
 class InterruptionJudged(ExtensionEvent):
     """omnivox extension: speech over the reply was judged (``verdict``: no_words, no_speech,
-    backchannel, echo, unclear, sounds_backchannel, words), and the reply resumed or was cut;
-    ``text`` and ``evidence`` (the recogniser's no-speech probability and mean log-probability,
-    voiced ms, level against the reply in dB, the backchannel witness's margin) are what it was
-    judged on. Sent before the ``.resumed`` or the cancellation."""
+    backchannel, echo, unclear, sounds_backchannel, words), and the reply resumed, was cut, or
+    stays paused (``wait``: an early partial transcript's few words, which do not cut; the settled
+    words decide, in a later judgement); ``text`` and ``evidence`` (the recogniser's no-speech
+    probability and mean log-probability, voiced ms, level against the reply in dB, the backchannel
+    witness's margin) are what it was judged on. Sent before the ``.resumed`` or the cancellation."""
 
     type: Literal["omnivox.interruption.judged"] = "omnivox.interruption.judged"
     verdict: str
-    action: Literal["resume", "cut"]
+    action: Literal["resume", "cut", "wait"]
     text: str
     evidence: dict[str, float]
 

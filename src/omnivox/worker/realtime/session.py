@@ -125,9 +125,8 @@ def hearing_event(event: HearingEvent) -> Msg:
     if isinstance(event, TranscriptDelta):
         return ev.TranscriptionDelta(item_id=event.turn_id, delta=event.text)
     if isinstance(event, SpeechJudged):
-        action = "cut" if event.cut else "resume"
         return ev.InterruptionJudged(
-            verdict=event.verdict, action=action, text=event.text, evidence=event.evidence
+            verdict=event.verdict, action=event.action, text=event.text, evidence=event.evidence
         )
     assert isinstance(event, InputCleared)
     return ev.Cleared()
