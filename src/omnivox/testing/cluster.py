@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -15,11 +16,24 @@ from pathlib import Path
 
 import httpx
 
+# servers listen below the kernel's ephemeral range (Linux: 32768-60999 by default): a port the kernel
+# handed out and took back could be handed to any client's outgoing connection before the server
+# binds it (an integration run under load lost a worker that way: "address already in use")
+_LISTEN_PORTS = range(20000, 32768)
+
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port free now, outside the ephemeral range (chosen at random: parallel test
+    processes rarely meet, and a port taken is skipped)."""
+    for _ in range(200):
+        port = random.choice(_LISTEN_PORTS)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise OSError("no free loopback port in 20000-32767")
 
 
 FAST = {

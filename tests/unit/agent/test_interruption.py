@@ -178,6 +178,20 @@ def test_nothing_settled_in_time_lets_the_words_so_far_decide() -> None:
     assert isinstance(turn.expired("hold on", 6700, SPOKEN), Cut)
 
 
+def test_an_early_partial_that_waited_then_the_words_so_far_cut_a_caller_still_speaking() -> None:
+    """A barge-in whose first partial is one word ("what", 256 ms in) waits; when the pause has run
+    ``resume_ms`` with nothing settled (the caller still speaking), the words so far are longer
+    than any backchannel: however unsure, they cut (the Twilio barge-in of the eighth sitting)."""
+    turn = Interruption(InterruptionPolicy(line=Line.PHONE))
+    turn.speech_started(0.0)
+    turn.confirmed(150.0, assistant_speaking=True)
+    assert isinstance(turn.heard("what", 256.0, SPOKEN, settled=False), Wait)
+    assert turn.due(1650.0)
+    unsure = Evidence(no_speech_prob=0.2, avg_logprob=-1.3)
+    assert isinstance(turn.expired("what", 1650.0, SPOKEN, unsure), Cut)
+    assert turn.verdict is Verdict.WORDS
+
+
 def test_without_recovery_speech_over_the_assistant_cuts_at_once() -> None:
     turn = Interruption(InterruptionPolicy(resume_ms=0))
     turn.speech_started(0)

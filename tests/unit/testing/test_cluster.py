@@ -4,9 +4,10 @@ launcher keeps no descriptor of that log (one per process started would leak ove
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 
-from omnivox.testing.cluster import spawn
+from omnivox.testing.cluster import free_port, spawn
 
 
 def _open_here(path: Path) -> int:
@@ -25,3 +26,13 @@ def test_a_child_writes_its_log_and_the_launcher_keeps_no_descriptor_of_it(tmp_p
 def test_without_a_log_the_output_goes_nowhere(tmp_path):
     child = spawn(["--help"], {})
     assert child.wait(60) == 0 and child.stdout is None
+
+
+def test_a_free_port_is_free_and_outside_the_kernels_ephemeral_range() -> None:
+    """Servers listen where no client's outgoing connection is handed a port meanwhile."""
+    low, high = (int(x) for x in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    for _ in range(20):
+        port = free_port()
+        assert not low <= port <= high
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", port))  # free: it binds
