@@ -22,6 +22,8 @@ from mcp.types import ToolAnnotations
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
+from omnivox.testing.cluster import free_port
+
 server = MCPServer("omnivox-test-tools")
 TOKEN = "mcp-secret-7d1f"  # what the tests' servers demand
 LOG: Path | None = None
@@ -76,7 +78,7 @@ class ToolServer:
 
     def __init__(self, transport: str, log: Path, port: int | None = None) -> None:
         self.transport = transport
-        self.port = port or _free_port()
+        self.port = port or free_port()
         self.log = log
         self.proc = subprocess.Popen(
             [sys.executable, __file__, str(self.port), transport, TOKEN, str(log)],
@@ -107,12 +109,6 @@ class ToolServer:
         """Killed, and a new one on its port (it knows none of the old one's MCP sessions)."""
         self.stop()
         return ToolServer(self.transport, self.log, self.port)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def main() -> None:

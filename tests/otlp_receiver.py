@@ -6,7 +6,6 @@ sees the spans as a collector would: their names, ids, parents, attributes and `
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -16,6 +15,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
+
+from omnivox.testing.cluster import free_port
 
 
 @dataclass(frozen=True)
@@ -58,9 +59,7 @@ class OtlpReceiver:
             def log_message(self, *args: object) -> None:
                 pass
 
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
+        self.port = free_port()
         self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
