@@ -115,7 +115,8 @@ def test_epochs_are_fenced_per_seat(client) -> None:
         while (kind := ws.receive_json()["type"]).startswith("omnivox.internal."):
             pass
         assert kind == "prefill_done"
-    assert _wait(client, 1, lambda h: h["epoch"] == 3)["state"] == "IDLE"
+    # the epoch is taken at the handshake, the seat freed once the session's cleanup ran: wait for both
+    _wait(client, 1, lambda h: h["epoch"] == 3 and h["state"] == "IDLE")
     assert client.get("/seats/0/health").json()["epoch"] == 5
 
 
