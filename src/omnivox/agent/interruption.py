@@ -434,7 +434,8 @@ class Interruption:
         self, text: str, audio_ms: float, spoken: str, settled: bool, evidence: Evidence | None = None
     ) -> Decision | None:
         """Words heard while the reply is paused (``settled``: the utterance is over, or flushed at
-        its first pause; else a partial transcript, which can only cut)."""
+        its first pause; else a partial transcript, which can only cut, or say that its early few
+        words wait for the settled ones: ``Wait``)."""
         if self.phase is not P.PAUSED:
             return None
         speech_ms = audio_ms - self.started_ms
