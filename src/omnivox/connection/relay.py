@@ -27,6 +27,7 @@ from omnivox.connection.inbox import Inbox
 from omnivox.connection.sockets import PeerGone, Socket
 from omnivox.connection.taps import Direction, Frame
 from omnivox.protocol.control.internal import is_internal
+from omnivox.protocol.spec import Withheld
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,7 @@ class Relay:
         *,
         see: Callable[[Frame], None] = lambda frame: None,
         control: Callable[[str], bool] = lambda frame: False,
-        withheld: Callable[[str | bytes], bool] | None = None,
+        withheld: Withheld | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.source = source

@@ -33,6 +33,9 @@ from omnivox.protocol.phone import PhoneBridge
 from omnivox.protocol.timelines.reader import TimelineReader
 from omnivox.protocol.wire import known_types, parse
 
+# which of the server's frames a client is not sent (``WireProtocol.withheld``)
+Withheld = Callable[[str | bytes], bool]
+
 Scope = Literal["session", "turn"]
 
 
@@ -122,7 +125,7 @@ class WireProtocol(ABC):
         """How a failed admission (full queue, cancelled ticket, wait ran out) is said."""
         return err
 
-    def withheld(self, query: Mapping[str, str]) -> Callable[[str | bytes], bool] | None:
+    def withheld(self, query: Mapping[str, str]) -> Withheld | None:
         """Which of the server's frames this client is not sent (seen by recording all the same),
         e.g. extension events it did not ask for (None: it gets them all)."""
         return None

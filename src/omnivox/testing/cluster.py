@@ -33,7 +33,7 @@ def free_port() -> int:
             except OSError:
                 continue
             return port
-    raise OSError("no free loopback port in 20000-32767")
+    raise OSError(f"no free loopback port in {_LISTEN_PORTS.start}-{_LISTEN_PORTS.stop - 1}")
 
 
 FAST = {

@@ -41,8 +41,9 @@ from omnivox.core.errors import InvalidMessage, NotFound, TooManySessions
 from omnivox.core.ids import new_id
 from omnivox.core.transitions import Machine
 from omnivox.gateway.edges.call_audio import WebRtcPlayout, hear
-from omnivox.gateway.edges.sidebands import Sidebands, Withheld
+from omnivox.gateway.edges.sidebands import Sidebands
 from omnivox.protocol.media import MediaBridge
+from omnivox.protocol.spec import Withheld
 
 log = logging.getLogger(__name__)
 

@@ -10,8 +10,7 @@ import contextlib
 from collections.abc import Callable
 
 from omnivox.connection.sockets import Socket
-
-Withheld = Callable[[str | bytes], bool]  # frames a client did not ask for (``WireProtocol.withheld``)
+from omnivox.protocol.spec import Withheld
 
 _QUEUE = 1000  # events a sideband that does not read may fall behind by (later ones it misses)
 

@@ -34,9 +34,9 @@ from omnivox.core.ids import new_id
 from omnivox.core.transitions import Machine
 from omnivox.gateway.context import GatewayContext
 from omnivox.gateway.edges.client import serve_session
-from omnivox.gateway.edges.sidebands import Sidebands, Withheld
+from omnivox.gateway.edges.sidebands import Sidebands
 from omnivox.protocol.phone import PhoneBridge
-from omnivox.protocol.spec import WireProtocol
+from omnivox.protocol.spec import WireProtocol, Withheld
 from omnivox.telephony.dtmf import DIGITS, InvalidDtmf
 from omnivox.telephony.rtp_endpoint import KeysUnavailable
 

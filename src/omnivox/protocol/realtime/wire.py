@@ -13,7 +13,7 @@ clients that ask with ``?omnivox_events=true`` (``wants_extensions``).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
@@ -25,7 +25,7 @@ from omnivox.protocol.realtime.events import EXTENSION_PREFIX, QueueStatus, erro
 from omnivox.protocol.realtime.media import REALTIME_MEDIA
 from omnivox.protocol.realtime.phone import REALTIME_PHONE
 from omnivox.protocol.realtime.session_config import SessionConfig, apply_update
-from omnivox.protocol.spec import Parser, WireProtocol
+from omnivox.protocol.spec import Parser, WireProtocol, Withheld
 from omnivox.protocol.timelines.reader import TimelineReader
 from omnivox.protocol.timelines.realtime import RealtimeTimeline
 from omnivox.protocol.wire import Msg, known_types
@@ -264,7 +264,7 @@ class RealtimeProtocol(WireProtocol):
     def call_id(self, query: Mapping[str, str]) -> str | None:
         return query.get("call_id")
 
-    def withheld(self, query: Mapping[str, str]) -> Callable[[str | bytes], bool] | None:
+    def withheld(self, query: Mapping[str, str]) -> Withheld | None:
         return None if wants_extensions(query) else is_extension
 
     def refusal(self, err: OmnivoxError) -> OmnivoxError:
